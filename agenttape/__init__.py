@@ -1,0 +1,34 @@
+"""agenttape: record every HTTP exchange an AI agent makes, byte-exact, and replay it offline."""
+
+from __future__ import annotations
+
+from ._cassette import Cassette, load, use_cassette
+from ._errors import (
+    AgentTapeError,
+    CassetteFormatError,
+    CassetteNotFoundError,
+    CassetteWriteError,
+    NetworkBlockedError,
+    UnmatchedInteractionError,
+)
+from ._matching import Candidate
+from ._models import Failure, Interaction, Request, Response
+from ._version import __version__
+
+__all__ = [
+    "AgentTapeError",
+    "Candidate",
+    "Cassette",
+    "CassetteFormatError",
+    "CassetteNotFoundError",
+    "CassetteWriteError",
+    "Failure",
+    "Interaction",
+    "NetworkBlockedError",
+    "Request",
+    "Response",
+    "UnmatchedInteractionError",
+    "__version__",
+    "load",
+    "use_cassette",
+]

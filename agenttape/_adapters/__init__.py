@@ -1,0 +1,91 @@
+"""Installs one adapter per HTTP library, only for libraries the process actually imports.
+
+Nothing is imported eagerly: a library already imported is patched when the first cassette
+opens, and one imported later is patched right after its own import finishes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+# library module -> adapter module; an adapter exposes ``install(library_module)``.
+ADAPTERS: dict[str, str] = {
+    "httpx": "agenttape._adapters.httpx",
+    "httpx2": "agenttape._adapters.httpx",
+}
+
+_installed: set[str] = set()
+_lock = threading.RLock()
+_hook: _ImportHook | None = None
+
+
+def _install(library: str, module: ModuleType) -> None:
+    with _lock:
+        if library in _installed:
+            return
+        _installed.add(library)
+        adapter = importlib.import_module(ADAPTERS[library])
+        adapter.install(module)
+
+
+def install_adapters() -> None:
+    global _hook
+    with _lock:
+        for library in ADAPTERS:
+            module = sys.modules.get(library)
+            if module is not None and library not in _installed:
+                _install(library, module)
+        if _hook is None:
+            _hook = _ImportHook()
+            sys.meta_path.insert(0, _hook)
+
+
+class _ImportHook(importlib.abc.MetaPathFinder):
+    """Patches a library the moment its import completes."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in ADAPTERS or fullname in _installed:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec: importlib.machinery.ModuleSpec | None = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(
+                        spec.loader, lambda module: _install(fullname, module)
+                    )
+                return spec
+        return None
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, after: Callable[[ModuleType], None]) -> None:
+        self._loader = loader
+        self._after = after
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self._loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._after(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)

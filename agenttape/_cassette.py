@@ -1,0 +1,464 @@
+"""The cassette: decides per request whether to replay or record, and owns the file."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Hashable, Iterable
+from contextvars import Token
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from . import _format, _meta, _runtime
+from ._errors import (
+    AgentTapeError,
+    CassetteFormatError,
+    CassetteNotFoundError,
+    CassetteWriteError,
+    UnmatchedInteractionError,
+)
+from ._matching import Candidate, Matcher
+from ._models import Failure, Headers, Interaction, Request, Response
+from ._redaction import Redactor
+
+MODES = ("none", "once", "new_episodes", "all")
+ON_UNUSED = ("ignore", "warn", "fail")
+MODE_ENVIRONMENT_VARIABLE = "AGENTTAPE_MODE"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Recording:
+    """One live exchange being written down while the caller reads it.
+
+    The interaction joins the cassette when the response head arrives (or the transport
+    fails), so recorded order is the order responses started; the body fills in chunk by
+    chunk and is sealed by ``finish``.
+    """
+
+    __slots__ = ("_cassette", "_parts", "_t0", "finished", "interaction")
+
+    def __init__(self, cassette: Cassette, request: Request) -> None:
+        self._cassette = cassette
+        self._parts: list[bytes] = []
+        self._t0 = time.perf_counter()
+        self.finished = False
+        self.interaction = Interaction(request=request, started_at=time.time())
+
+    def respond(self, status: int, reason: str, http_version: str, headers: Headers) -> None:
+        self.interaction.ttfb = time.perf_counter() - self._t0
+        self.interaction.response = Response(
+            status=status,
+            reason=reason,
+            http_version=http_version,
+            headers=headers,
+        )
+        self._cassette._record(self)
+
+    def chunk(self, data: bytes) -> None:
+        if data and not self.finished:
+            response = self.interaction.response
+            assert response is not None
+            self._parts.append(data)
+            response.chunks.append((len(data), time.perf_counter() - self._t0))
+
+    def finish(self, truncated: bool = False) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.interaction.duration = time.perf_counter() - self._t0
+        response = self.interaction.response
+        if response is not None:
+            response.body = b"".join(self._parts)
+            response.truncated = truncated
+            self._parts = []
+        self._cassette._sealed(self)
+
+    def fail(self, kind: str, type_name: str, message: str) -> None:
+        """A transport error: instead of a response, or cutting a body short."""
+        if self.finished:
+            return
+        self.interaction.error = Failure(kind=kind, type=type_name, message=message)
+        if self.interaction.response is None:
+            self.interaction.ttfb = None
+            self._cassette._record(self)
+        self.finish(truncated=self.interaction.response is not None)
+
+
+class Cassette:
+    """A file of recorded interactions, active as a context manager or decorator."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: str = "none",
+        match_on: Iterable[str] | None = None,
+        ignore_json_fields: Iterable[str] = (),
+        allow_repeats: bool = False,
+        live: Iterable[str] = (),
+        frozen: Iterable[str] = (),
+        redact: Iterable[str] | None = None,
+        block_network: bool | None = None,
+        realtime: bool = False,
+        fast_retries: bool = True,
+        freeze_time: bool = False,
+        tags: dict[str, Any] | None = None,
+        on_unused: str = "ignore",
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if on_unused not in ON_UNUSED:
+            raise ValueError(f"on_unused must be one of {', '.join(ON_UNUSED)}; got {on_unused!r}")
+        self.path = Path(path)
+        self.mode = mode
+        self.allow_repeats = allow_repeats
+        self.live = tuple(live)
+        self.frozen = tuple(frozen)
+        self.block_network = mode == "none" if block_network is None else block_network
+        self.realtime = realtime
+        self.fast_retries = fast_retries
+        self.freeze_time = freeze_time
+        self.tags = dict(tags or {})
+        self.on_unused = on_unused
+        self._options: dict[str, Any] = {
+            "mode": mode,
+            "match_on": None if match_on is None else tuple(match_on),
+            "ignore_json_fields": tuple(ignore_json_fields),
+            "allow_repeats": allow_repeats,
+            "live": self.live,
+            "frozen": self.frozen,
+            "redact": None if redact is None else tuple(redact),
+            "block_network": block_network,
+            "realtime": realtime,
+            "fast_retries": fast_retries,
+            "freeze_time": freeze_time,
+            "tags": tags,
+            "on_unused": on_unused,
+        }
+        self.matcher = Matcher(match_on, ignore_json_fields)
+        self.redactor = Redactor.from_rules(redact)
+        self.metadata: dict[str, Any] = {}
+        self.interactions: list[Interaction] = []
+        self._play_counts: list[int] = []
+        self._index: dict[Hashable, list[int]] = {}
+        self._cursors: dict[Hashable, int] = {}
+        self._recording = False
+        self._dirty = False
+        self._pending: set[Recording] = set()
+        self._lock = threading.Lock()
+        self._token: Token[Cassette | None] | None = None
+        self.is_active = False
+
+    def __repr__(self) -> str:
+        return f"<Cassette {str(self.path)!r} mode={self.mode!r} interactions={len(self.interactions)}>"
+
+    # -- public state ------------------------------------------------------------------
+
+    @property
+    def play_count(self) -> int:
+        return sum(self._play_counts)
+
+    @property
+    def all_played(self) -> bool:
+        return all(self._play_counts)
+
+    @property
+    def unplayed(self) -> list[Interaction]:
+        return [i for i, count in zip(self.interactions, self._play_counts) if not count]
+
+    @property
+    def is_recording(self) -> bool:
+        """True when misses reach the network and are written down."""
+        return self._recording or self.mode == "new_episodes"
+
+    # -- activation --------------------------------------------------------------------
+
+    def _copy(self) -> Cassette:
+        return Cassette(self.path, **self._options)
+
+    def __enter__(self) -> Cassette:
+        self._start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stop(failed=exc is not None)
+
+    async def __aenter__(self) -> Cassette:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, traceback)
+
+    def __call__(self, function: F) -> F:
+        """Decorate a function (sync or async): each call runs inside a fresh activation."""
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                async with self._copy():
+                    return await function(*args, **kwargs)
+
+            return run_async  # type: ignore[return-value]
+
+        @functools.wraps(function)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with self._copy():
+                return function(*args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+    def _effective_mode(self) -> str:
+        override = os.environ.get(MODE_ENVIRONMENT_VARIABLE)
+        if override:
+            if override not in MODES:
+                raise AgentTapeError(
+                    f"{MODE_ENVIRONMENT_VARIABLE}={override!r} is not a mode; "
+                    f"use one of {', '.join(MODES)}"
+                )
+            return override
+        return self.mode
+
+    def _start(self) -> None:
+        if self.is_active:
+            raise AgentTapeError(f"cassette {self.path} is already active; open it once at a time")
+        self.mode = self._effective_mode()
+        exists = self.path.exists()
+        if self.mode == "none" and not exists:
+            raise CassetteNotFoundError(
+                f"cassette {self.path} does not exist and mode is 'none' (replay only). "
+                f"Record it first: use_cassette({str(self.path)!r}, mode='once'), "
+                f"or run with {MODE_ENVIRONMENT_VARIABLE}=once"
+            )
+        self.interactions, self._play_counts = [], []
+        self._index, self._cursors = {}, {}
+        self._pending, self._dirty = set(), False
+        if exists:
+            # Also read in mode 'all': a damaged file must fail loudly, never be overwritten.
+            self.metadata, loaded = read(self.path)
+        else:
+            loaded = []
+        if self.mode == "all" or not exists:
+            self.metadata = _meta.new_header(self.tags)
+            loaded = []
+        for interaction in loaded:
+            self._add(interaction, played=False)
+        self._recording = self.mode == "all" or (self.mode == "once" and not exists)
+        self._dirty = self._recording
+        self.is_active = True
+        self._token = _runtime.activate(self)
+
+    def _stop(self, failed: bool) -> None:
+        if not self.is_active:
+            return
+        self.is_active = False
+        assert self._token is not None
+        _runtime.deactivate(self, self._token)
+        self._token = None
+        for recording in list(self._pending):
+            recording.finish(truncated=True)
+        if self._dirty:
+            self.save()
+        if not failed and not self.is_recording and self.on_unused != "ignore":
+            self._report_unused()
+
+    def _report_unused(self) -> None:
+        unplayed = self.unplayed
+        if not unplayed:
+            return
+        lines = "\n".join(
+            f"  {i.request.method} {i.request.url}" for i in unplayed[:10]
+        ) + ("\n  ..." if len(unplayed) > 10 else "")
+        message = (
+            f"{len(unplayed)} recorded interaction(s) of cassette {self.path} were never played "
+            f"(the code no longer makes these requests; re-record to drop them):\n{lines}"
+        )
+        if self.on_unused == "fail":
+            raise AgentTapeError(message)
+        warnings.warn(message, stacklevel=3)
+
+    # -- index -------------------------------------------------------------------------
+
+    def _add(self, interaction: Interaction, played: bool) -> None:
+        """Append under the lock (or before activation); keeps the index in step."""
+        position = len(self.interactions)
+        self.interactions.append(interaction)
+        self._play_counts.append(1 if played else 0)
+        key = (interaction.boundary, self.matcher.key(interaction.request, remember=True))
+        self._index.setdefault(key, []).append(position)
+
+    # -- the decision per request ------------------------------------------------------
+
+    def begin(self, request: Request) -> Interaction | Recording:
+        """Replay or record ``request`` (already in the library-neutral model).
+
+        Returns the interaction to replay, or a Recording the adapter feeds while the real
+        exchange runs. Raises UnmatchedInteractionError when replay is the only option.
+        """
+        request = self.redactor.request(request)
+        if self._recording:
+            return Recording(self, request)
+        key = ("http", self.matcher.key(request))
+        with self._lock:
+            found = self._take(key)
+        if found is not None:
+            return found
+        if self.mode == "new_episodes":
+            return Recording(self, request)
+        raise self._miss(request)
+
+    def _take(self, key: Hashable) -> Interaction | None:
+        positions = self._index.get(key)
+        if not positions:
+            return None
+        cursor = self._cursors.get(key, 0)
+        counts = self._play_counts
+        while cursor < len(positions) and counts[positions[cursor]]:
+            cursor += 1
+        self._cursors[key] = cursor
+        if cursor < len(positions):
+            position = positions[cursor]
+        elif self.allow_repeats:
+            position = positions[-1]
+        else:
+            return None
+        counts[position] += 1
+        return self.interactions[position]
+
+    def _record(self, recording: Recording) -> None:
+        with self._lock:
+            self._add(recording.interaction, played=True)
+            self._pending.add(recording)
+            self._dirty = True
+
+    def _sealed(self, recording: Recording) -> None:
+        with self._lock:
+            self._pending.discard(recording)
+
+    def _miss(self, request: Request) -> UnmatchedInteractionError:
+        candidates = self.nearest(request)
+        lines = [
+            f"No recorded interaction matches {request.method} {request.url}",
+            f"cassette: {self.path} (mode {self.mode!r}, {len(self.interactions)} interactions)",
+        ]
+        exact = [c for c in candidates if not c.differences]
+        if exact and all(c.played for c in exact):
+            lines.append(
+                f"Every matching interaction was already played ({len(exact)}); the code now "
+                "makes this request more often than when it was recorded "
+                "(allow_repeats=True serves the last one again)."
+            )
+        if candidates:
+            lines.append("Nearest recorded requests:")
+            lines.extend(str(c) for c in candidates)
+        else:
+            lines.append("The cassette holds no HTTP interactions.")
+        lines.append(
+            f"To re-record: set {MODE_ENVIRONMENT_VARIABLE}=all (or mode='all', or pytest "
+            f"--agenttape-record), or mode='new_episodes' to add only the missing requests."
+        )
+        return UnmatchedInteractionError(
+            "\n".join(lines),
+            request=request,
+            candidates=candidates,
+            cassette_path=str(self.path),
+            mode=self.mode,
+        )
+
+    def nearest(self, request: Request, limit: int = 3) -> list[Candidate]:
+        """Recorded requests closest to ``request``, fewest differences first; unplayed ones
+        rank before played ones that differ equally."""
+        scored = []
+        for position, interaction in enumerate(self.interactions):
+            if interaction.boundary != "http":
+                continue
+            differences = self.matcher.differences(interaction.request, request)
+            weight = sum(
+                10 if d.split(":", 1)[0] in ("method", "url.host", "url.path", "url.scheme") else 1
+                for d in differences
+            )
+            played = bool(self._play_counts[position])
+            scored.append((weight, played, position, differences))
+        scored.sort(key=lambda item: item[:3])
+        return [
+            Candidate(position, self.interactions[position], differences, played)
+            for _weight, played, position, differences in scored[:limit]
+        ]
+
+    # -- persistence -------------------------------------------------------------------
+
+    def save(self) -> None:
+        with self._lock:
+            interactions = list(self.interactions)
+        data = _format.encode(self.metadata, interactions)
+        write_atomic(self.path, data)
+        self._dirty = False
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temporary file, fsync, rename: readers see the old file or the new one, never half."""
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
+        raise
+    with contextlib.suppress(OSError):
+        directory_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
+
+
+def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise CassetteNotFoundError(f"cassette {os.fspath(path)} does not exist") from None
+    except IsADirectoryError:
+        raise CassetteFormatError(f"{os.fspath(path)}: is a directory, not a cassette") from None
+    return _format.decode(data, path)
+
+
+def use_cassette(path: str | os.PathLike[str], **options: Any) -> Cassette:
+    """Activate ``path`` for a block or a function; see Cassette for the options."""
+    return Cassette(path, **options)
+
+
+def load(path: str | os.PathLike[str]) -> Cassette:
+    """Read a cassette without activating it."""
+    cassette = Cassette(path)
+    cassette.metadata, interactions = read(path)
+    for interaction in interactions:
+        cassette._add(interaction, played=False)
+    return cassette

@@ -1,0 +1,206 @@
+"""Cassette format v1: one msgpack map, bodies as bin, read without ever running code.
+
+Layout::
+
+    {"agenttape": 1, "header": {...}, "interactions": [{...}, ...]}
+
+Every read error becomes ``CassetteFormatError`` naming the file, so a damaged cassette is
+reported, never replayed as empty, and never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgpack
+
+from ._errors import CassetteFormatError
+from ._models import Failure, Headers, Interaction, Request, Response
+from ._version import __version__
+
+FORMAT_VERSION = 1
+MAGIC_KEY = "agenttape"
+
+
+class _Invalid(Exception):
+    """Raised inside the decoder; turned into CassetteFormatError with the file name."""
+
+
+def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
+    document = {
+        MAGIC_KEY: FORMAT_VERSION,
+        "header": header,
+        "interactions": [_encode_interaction(i) for i in interactions],
+    }
+    try:
+        return msgpack.packb(document, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"cassette content is not msgpack-serialisable: {exc}") from exc
+
+
+def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
+    request = interaction.request
+    encoded: dict[str, Any] = {
+        "boundary": interaction.boundary,
+        "started_at": interaction.started_at,
+        "ttfb": interaction.ttfb,
+        "duration": interaction.duration,
+        "request": {
+            "method": request.method,
+            "url": request.url,
+            "headers": request.headers,
+            "body": request.body,
+        },
+    }
+    response = interaction.response
+    if response is not None:
+        encoded["response"] = {
+            "status": response.status,
+            "reason": response.reason,
+            "http_version": response.http_version,
+            "headers": response.headers,
+            "body": response.body,
+            "chunks": response.chunks,
+            "truncated": response.truncated,
+        }
+    if interaction.error is not None:
+        error = interaction.error
+        encoded["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
+    return encoded
+
+
+def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    name = os.fspath(path)
+    if not data:
+        raise CassetteFormatError(f"{name}: the file is empty, not a cassette (delete it to record again)")
+    try:
+        document = msgpack.unpackb(data, raw=False, strict_map_key=True, timestamp=3)
+    except Exception as exc:
+        raise CassetteFormatError(
+            f"{name}: not a readable agenttape cassette ({_describe(exc)}); "
+            "the file was left as it is"
+        ) from None
+    try:
+        return _decode_document(document, name)
+    except _Invalid as exc:
+        raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, msgpack.ExtraData):
+        return "unexpected data after the end of the cassette"
+    if isinstance(exc, ValueError) and "incomplete" in str(exc).lower():
+        return "the file is truncated"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Interaction]]:
+    if not isinstance(document, dict) or MAGIC_KEY not in document:
+        raise _Invalid("not an agenttape cassette (no format marker)")
+    version = document[MAGIC_KEY]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Invalid(f"format marker is {version!r}, expected a whole number")
+    header = _expect(document.get("header"), dict, "header")
+    if version > FORMAT_VERSION:
+        writer = header.get("agenttape_version", "a newer version")
+        raise _Invalid(
+            f"written in cassette format {version} by agenttape {writer}; this agenttape "
+            f"{__version__} reads format {FORMAT_VERSION}: upgrade with "
+            f"'pip install -U \"agenttape>={writer}\"'"
+        )
+    if version < 1:
+        raise _Invalid(f"unknown cassette format {version}")
+    raw_interactions = _expect(document.get("interactions"), list, "interactions")
+    interactions = []
+    for index, raw in enumerate(raw_interactions):
+        try:
+            interactions.append(_decode_interaction(raw))
+        except _Invalid as exc:
+            raise _Invalid(f"interaction {index}: {exc}") from None
+    return header, interactions
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise _Invalid(f"{what} is {type(value).__name__}, expected {expected}")
+    return value
+
+
+def _optional_number(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    return float(_expect(value, (int, float), what))
+
+
+def _headers(value: Any, what: str) -> Headers:
+    headers = []
+    for pair in _expect(value, list, what):
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or not isinstance(pair[0], str)
+            or not isinstance(pair[1], str)
+        ):
+            raise _Invalid(f"{what} holds {pair!r}, expected [name, value] strings")
+        headers.append((pair[0], pair[1]))
+    return headers
+
+
+def _decode_interaction(raw: Any) -> Interaction:
+    raw = _expect(raw, dict, "interaction")
+    req = _expect(raw.get("request"), dict, "request")
+    request = Request(
+        method=_expect(req.get("method"), str, "request.method"),
+        url=_expect(req.get("url"), str, "request.url"),
+        headers=_headers(req.get("headers"), "request.headers"),
+        body=_expect(req.get("body"), bytes, "request.body"),
+    )
+    response = None
+    if raw.get("response") is not None:
+        res = _expect(raw["response"], dict, "response")
+        body = _expect(res.get("body"), bytes, "response.body")
+        chunks = []
+        total = 0
+        for chunk in _expect(res.get("chunks", []), list, "response.chunks"):
+            if (
+                not isinstance(chunk, list)
+                or len(chunk) != 2
+                or not isinstance(chunk[0], int)
+                or not isinstance(chunk[1], (int, float))
+                or chunk[0] < 0
+            ):
+                raise _Invalid(f"response.chunks holds {chunk!r}, expected [size, offset]")
+            total += chunk[0]
+            chunks.append((chunk[0], float(chunk[1])))
+        if total > len(body):
+            raise _Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
+        response = Response(
+            status=_expect(res.get("status"), int, "response.status"),
+            reason=_expect(res.get("reason", ""), str, "response.reason"),
+            http_version=_expect(res.get("http_version", "HTTP/1.1"), str, "response.http_version"),
+            headers=_headers(res.get("headers"), "response.headers"),
+            body=body,
+            chunks=chunks,
+            truncated=bool(res.get("truncated", False)),
+        )
+    error = None
+    if raw.get("error") is not None:
+        err = _expect(raw["error"], dict, "error")
+        error = Failure(
+            kind=_expect(err.get("kind"), str, "error.kind"),
+            type=_expect(err.get("type"), str, "error.type"),
+            message=_expect(err.get("message", ""), str, "error.message"),
+        )
+    if response is None and error is None:
+        raise _Invalid("has neither a response nor an error")
+    return Interaction(
+        request=request,
+        response=response,
+        error=error,
+        boundary=_expect(raw.get("boundary", "http"), str, "boundary"),
+        started_at=_optional_number(raw.get("started_at"), "started_at") or 0.0,
+        ttfb=_optional_number(raw.get("ttfb"), "ttfb"),
+        duration=_optional_number(raw.get("duration"), "duration"),
+    )

@@ -1,0 +1,96 @@
+"""The one model every adapter speaks, so the cassette and the matcher never know the library.
+
+Header names and values are ``str`` decoded as latin-1: every byte maps to one character, so
+odd bytes survive the round trip and adapters re-encode with latin-1 to get the exact bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+Headers = list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    url: str
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        """First value of a header, compared case-insensitively."""
+        lowered = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lowered:
+                return value
+        return None
+
+
+@dataclass(slots=True)
+class Response:
+    """A response as it crossed the wire: the body undecoded, with its chunk boundaries.
+
+    ``chunks`` holds ``(size, offset)`` per chunk, ``offset`` being seconds since the request
+    started, so replay can hand the caller the same pieces at the same moments.
+    """
+
+    status: int
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+    chunks: list[tuple[int, float]] = field(default_factory=list)
+    truncated: bool = False
+
+    def header(self, name: str) -> str | None:
+        lowered = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lowered:
+                return value
+        return None
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """The body cut at the recorded boundaries; one chunk when none were recorded."""
+        if not self.chunks:
+            if self.body:
+                yield self.body
+            return
+        view = memoryview(self.body)
+        start = 0
+        for size, _offset in self.chunks:
+            yield bytes(view[start : start + size])
+            start += size
+        if start < len(self.body):
+            yield bytes(view[start:])
+
+
+@dataclass(slots=True)
+class Failure:
+    """A transport error in place of (or in the middle of) a response.
+
+    ``kind`` is library-neutral (``connect_error``, ``read_timeout``, …) so an error recorded
+    through one library replays as the matching exception of another; ``type`` keeps the
+    original class name so the same library gets back exactly the same class.
+    """
+
+    kind: str
+    type: str
+    message: str = ""
+
+
+@dataclass(slots=True)
+class Interaction:
+    request: Request
+    response: Response | None = None
+    error: Failure | None = None
+    boundary: str = "http"
+    started_at: float = 0.0
+    ttfb: float | None = None
+    duration: float | None = None
+
+    @property
+    def started(self) -> _dt.datetime:
+        return _dt.datetime.fromtimestamp(self.started_at, tz=_dt.timezone.utc)

@@ -1,0 +1,124 @@
+"""Keeps secrets off the disk; applied to every request before it is matched or stored.
+
+Redacting the live request before matching is what lets a replay made with another key (or
+none) still match the recording.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import unquote_plus
+
+from . import _jsonpath
+from ._models import Headers, Request, Response
+from ._secrets import REDACTED, SECRET_HEADERS, SECRET_QUERY_NAMES, scrub_bytes, scrub_text
+
+RULE_KINDS = ("header", "query", "json", "regex")
+
+
+@dataclass(slots=True, frozen=True)
+class Redactor:
+    headers: frozenset[str] = SECRET_HEADERS
+    query: frozenset[str] = SECRET_QUERY_NAMES
+    json_paths: tuple[str, ...] = ()
+    patterns: tuple[re.Pattern[str], ...] = field(default=())
+
+    @classmethod
+    def from_rules(cls, rules: Iterable[str] | None) -> Redactor:
+        """Build from rules such as ``"header:x-org-id"``, ``"query:sig"``,
+        ``"json:user.email"`` or ``"regex:acct_[0-9]+"``, added to the defaults."""
+        if rules is None:
+            return cls()
+        if isinstance(rules, str):
+            rules = [rules]
+        headers, query, json_paths, patterns = set(SECRET_HEADERS), set(SECRET_QUERY_NAMES), [], []
+        for rule in rules:
+            kind, sep, value = rule.partition(":") if isinstance(rule, str) else ("", "", "")
+            if not sep or not value or kind not in RULE_KINDS:
+                raise ValueError(
+                    f"redact rule {rule!r} is not one of "
+                    "'header:NAME', 'query:NAME', 'json:PATH', 'regex:PATTERN'"
+                )
+            if kind == "header":
+                headers.add(value.lower())
+            elif kind == "query":
+                query.add(value.lower())
+            elif kind == "json":
+                _jsonpath.parse(value)
+                json_paths.append(value)
+            else:
+                try:
+                    patterns.append(re.compile(value))
+                except re.error as exc:
+                    raise ValueError(f"redact rule {rule!r}: bad regex ({exc})") from None
+        return cls(frozenset(headers), frozenset(query), tuple(json_paths), tuple(patterns))
+
+    def _text(self, text: str) -> str:
+        text = scrub_text(text)
+        for pattern in self.patterns:
+            text = pattern.sub(REDACTED, text)
+        return text
+
+    def _headers(self, headers: Headers) -> Headers:
+        redacted = []
+        for name, value in headers:
+            if name.lower() in self.headers:
+                value = REDACTED
+            else:
+                value = self._text(value)
+            redacted.append((name, value))
+        return redacted
+
+    def _url(self, url: str) -> str:
+        base, question, query = url.partition("?")
+        if question and self.query:
+            query, hash_, fragment = query.partition("#")
+            pairs = []
+            for pair in query.split("&"):
+                name, equals, _value = pair.partition("=")
+                if equals and unquote_plus(name).lower() in self.query:
+                    pair = f"{name}={REDACTED}"
+                pairs.append(pair)
+            url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
+        return self._text(url)
+
+    def _body(self, body: bytes) -> bytes:
+        if not body:
+            return body
+        body = scrub_bytes(body)
+        if self.json_paths and body.lstrip()[:1] in (b"{", b"["):
+            try:
+                document = json.loads(body)
+            except ValueError:
+                document = None
+            if document is not None:
+                changed = False
+                for path in self.json_paths:
+                    changed = _jsonpath.replace(document, path, REDACTED) or changed
+                if changed:
+                    body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+        if self.patterns:
+            text = body.decode("latin-1")
+            for pattern in self.patterns:
+                text = pattern.sub(REDACTED, text)
+            body = text.encode("latin-1", "replace")
+        return body
+
+    def request(self, request: Request) -> Request:
+        return Request(
+            method=request.method,
+            url=self._url(request.url),
+            headers=self._headers(request.headers),
+            body=self._body(request.body),
+        )
+
+    def response(self, response: Response) -> Response:
+        """Only the secret headers: response bodies stay byte-exact."""
+        response.headers = [
+            (name, REDACTED if name.lower() in self.headers else value)
+            for name, value in response.headers
+        ]
+        return response

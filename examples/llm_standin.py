@@ -1,0 +1,233 @@
+"""A small local stand-in for the OpenAI and Anthropic HTTP APIs.
+
+It speaks the wire format the real SDKs expect (chat completions, messages, both streamed as
+server-sent events) and answers deterministically, so examples and tests record honest
+cassettes from a real server on 127.0.0.1 with no API key. ``rate_limit_first=N`` answers the
+first N requests with a 429, as a provider at peak time does.
+
+    python examples/llm_standin.py --port 8765
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import itertools
+import json
+import re
+import threading
+import time
+from typing import Any
+
+CREATED = 1_763_750_000
+NEGATIVE_WORDS = re.compile(
+    r"\b(broken|damaged|late|never|refund|terrible|worst|angry|wrong|missing|cracked)\b", re.I
+)
+
+
+def compose(messages: list[dict[str, Any]], system: str = "") -> str:
+    """The stand-in's answer: classify when asked to, else a support reply."""
+    texts = [system] + [_text(m.get("content")) for m in messages if m.get("role") == "system"]
+    instructions = " ".join(texts).lower()
+    user = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    if "sentiment" in instructions and "classify" in instructions:
+        return "negative" if NEGATIVE_WORDS.search(user) else "positive"
+    if "negative" in instructions:
+        return (
+            "I'm sorry your order let you down. I've arranged a replacement at no cost, "
+            "and it ships today with tracking sent to your email."
+        )
+    return f"Thank you for your message! Glad to help with: {user[:80]}"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\S+\s*", text) or [text]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        standin = self.server.standin
+        number = next(standin.counter)
+        if number < standin.rate_limit_first:
+            return self._rate_limited()
+        if self.path.endswith("/chat/completions"):
+            self._openai(body, number)
+        elif self.path.endswith("/messages"):
+            self._anthropic(body, number)
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def _rate_limited(self) -> None:
+        payload = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
+        self._json(429, payload, [("retry-after", self.server.standin.retry_after)])
+
+    def _json(self, status: int, payload: Any, headers: list[tuple[str, str]] = ()) -> None:  # type: ignore[assignment]
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _events(self, events: list[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            self.wfile.flush()
+            if self.server.standin.chunk_delay:
+                time.sleep(self.server.standin.chunk_delay)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _openai(self, body: dict[str, Any], number: int) -> None:
+        model = body.get("model", "gpt-4o-mini")
+        text = compose(body.get("messages", []))
+        ident = f"chatcmpl-standin-{number}"
+        if not body.get("stream"):
+            usage = {"prompt_tokens": 20, "completion_tokens": len(_words(text)), "total_tokens": 20 + len(_words(text))}
+            return self._json(
+                200,
+                {
+                    "id": ident,
+                    "object": "chat.completion",
+                    "created": CREATED,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text, "refusal": None},
+                            "logprobs": None,
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            payload = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": CREATED,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        events = [chunk({"role": "assistant", "content": ""})]
+        events += [chunk({"content": word}) for word in _words(text)]
+        events += [chunk({}, "stop"), b"data: [DONE]\n\n"]
+        self._events(events)
+
+    def _anthropic(self, body: dict[str, Any], number: int) -> None:
+        model = body.get("model", "claude-sonnet-4-5")
+        text = compose(body.get("messages", []), _text(body.get("system", "")))
+        ident = f"msg_standin_{number}"
+        message = {
+            "id": ident,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 20, "output_tokens": len(_words(text))},
+        }
+        if not body.get("stream"):
+            return self._json(200, message)
+
+        def event(name: str, payload: dict[str, Any]) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n".encode()
+
+        start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 20, "output_tokens": 0}}
+        events = [
+            event("message_start", {"message": start}),
+            event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ]
+        events += [
+            event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": w}})
+            for w in _words(text)
+        ]
+        events += [
+            event("content_block_stop", {"index": 0}),
+            event(
+                "message_delta",
+                {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": len(_words(text))}},
+            ),
+            event("message_stop", {}),
+        ]
+        self._events(events)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    standin: StandIn
+
+
+class StandIn:
+    """The stand-in API on 127.0.0.1; ``url`` is the base URL to give an SDK."""
+
+    def __init__(
+        self,
+        port: int = 0,
+        rate_limit_first: int = 0,
+        retry_after: str = "0",
+        chunk_delay: float = 0.0,
+    ) -> None:
+        self.rate_limit_first = rate_limit_first
+        self.retry_after = retry_after
+        self.chunk_delay = chunk_delay
+        self.counter = itertools.count()
+        self._server = _Server(("127.0.0.1", port), _Handler)
+        self._server.standin = self
+        self.port = self._server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> StandIn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--rate-limit-first", type=int, default=0)
+    args = parser.parse_args()
+    standin = StandIn(args.port, rate_limit_first=args.rate_limit_first)
+    print(f"stand-in API on {standin.url} (OpenAI: {standin.url}/v1, Anthropic: {standin.url})")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        standin.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import App, Server
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+from llm_standin import StandIn  # noqa: E402
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[App], Server]]:
+    """Start real servers on 127.0.0.1; each is stopped at the end of the test."""
+    servers: list[Server] = []
+
+    def start(app: App) -> Server:
+        server = Server(app)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def standin() -> Iterator[StandIn]:
+    with StandIn() as api:
+        yield api
+
+
+@pytest.fixture
+def cassette_path(tmp_path: Path) -> Path:
+    return tmp_path / "cassettes" / "tape.msgpack"

@@ -1,0 +1,192 @@
+"""Real HTTP servers on 127.0.0.1 for the tests: one scriptable server, stopped to prove replay
+is offline. Responses are written as raw bytes so header case, duplicates, chunk boundaries and
+half-written bodies are exactly what a test asks for."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+
+@dataclass
+class Seen:
+    """A request as the server received it."""
+
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key.lower() == name.lower():
+                return value
+        return None
+
+
+@dataclass
+class Reply:
+    """What to send back.
+
+    ``chunks`` are written one by one with ``delay`` seconds before each after the first; with
+    ``chunked=True`` each becomes one chunk of a chunked transfer encoding, else a
+    Content-Length covers them all (unless ``length`` overrides it, to cut a body short).
+    ``close_after_head`` drops the connection right after the headers; ``stall`` sleeps before
+    the head, to provoke read timeouts.
+    """
+
+    status: int = 200
+    reason: str | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
+    delay: float = 0.0
+    chunked: bool = False
+    length: int | None = None
+    stall: float = 0.0
+    close_after_head: bool = False
+
+
+def json_reply(document: Any, status: int = 200, headers: Iterable[tuple[str, str]] = ()) -> Reply:
+    return Reply(
+        status=status,
+        headers=[("Content-Type", "application/json"), *headers],
+        chunks=[json.dumps(document).encode()],
+    )
+
+
+def gzip_reply(payload: bytes, content_type: str = "application/json") -> Reply:
+    return Reply(
+        headers=[("Content-Type", content_type), ("Content-Encoding", "gzip")],
+        chunks=[gzip.compress(payload, mtime=0)],
+    )
+
+
+def sse_reply(events: list[bytes], delay: float = 0.0) -> Reply:
+    return Reply(
+        headers=[("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")],
+        chunks=events,
+        delay=delay,
+        chunked=True,
+    )
+
+
+App = Callable[[Seen], Reply]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = self._read_chunked()
+        else:
+            body = self.rfile.read(length) if length else b""
+        parts = urlsplit(self.path)
+        seen = Seen(
+            method=self.command,
+            path=parts.path,
+            query=parse_qsl(parts.query, keep_blank_values=True),
+            headers=list(self.headers.items()),
+            body=body,
+        )
+        self.server.owner.seen.append(seen)
+        reply = self.server.owner.app(seen)
+        self._send(reply)
+
+    def _read_chunked(self) -> bytes:
+        body = b""
+        while True:
+            size = int(self.rfile.readline().strip(), 16)
+            if size == 0:
+                self.rfile.readline()
+                return body
+            body += self.rfile.read(size)
+            self.rfile.readline()
+
+    def _send(self, reply: Reply) -> None:
+        if reply.stall:
+            time.sleep(reply.stall)
+        reason = reply.reason if reply.reason is not None else self.responses.get(reply.status, ("",))[0]
+        head = [f"HTTP/1.1 {reply.status} {reason}"]
+        head += [f"{name}: {value}" for name, value in reply.headers]
+        if reply.chunked:
+            head.append("Transfer-Encoding: chunked")
+        else:
+            total = sum(len(c) for c in reply.chunks) if reply.length is None else reply.length
+            head.append(f"Content-Length: {total}")
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        self.wfile.flush()
+        if reply.close_after_head:
+            self.close_connection = True
+            return
+        for index, chunk in enumerate(reply.chunks):
+            if index and reply.delay:
+                time.sleep(reply.delay)
+            if reply.chunked:
+                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            else:
+                self.wfile.write(chunk)
+            self.wfile.flush()
+        if reply.chunked:
+            self.wfile.write(b"0\r\n\r\n")
+        if reply.length is not None:
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+
+
+class _HTTPServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    owner: Server
+
+
+class Server:
+    """A threaded server on 127.0.0.1 that answers with ``app``; ``stop()`` closes the port."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.seen: list[Seen] = []
+        self._server = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self.port = self._server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.running = True
+
+    def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def refused_port() -> int:
+    """A loopback port with nothing listening, for connection-refused errors."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
