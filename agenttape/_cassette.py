@@ -172,7 +172,9 @@ class Cassette:
 
     @property
     def unplayed(self) -> list[Interaction]:
-        return [i for i, count in zip(self.interactions, self._play_counts) if not count]
+        return [
+            i for i, count in zip(self.interactions, self._play_counts, strict=False) if not count
+        ]
 
     @property
     def is_recording(self) -> bool:
@@ -283,9 +285,9 @@ class Cassette:
         unplayed = self.unplayed
         if not unplayed:
             return
-        lines = "\n".join(
-            f"  {i.request.method} {i.request.url}" for i in unplayed[:10]
-        ) + ("\n  ..." if len(unplayed) > 10 else "")
+        lines = "\n".join(f"  {i.request.method} {i.request.url}" for i in unplayed[:10]) + (
+            "\n  ..." if len(unplayed) > 10 else ""
+        )
         message = (
             f"{len(unplayed)} recorded interaction(s) of cassette {self.path} were never played "
             f"(the code no longer makes these requests; re-record to drop them):\n{lines}"
@@ -417,7 +419,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     directory = path.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=directory
+        )
     except OSError as exc:
         raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
     try:

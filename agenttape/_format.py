@@ -34,7 +34,7 @@ def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
         "interactions": [_encode_interaction(i) for i in interactions],
     }
     try:
-        return msgpack.packb(document, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+        return msgpack.packb(document, use_bin_type=True, datetime=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"cassette content is not msgpack-serialisable: {exc}") from exc
 
@@ -73,7 +73,9 @@ def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
 def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
     name = os.fspath(path)
     if not data:
-        raise CassetteFormatError(f"{name}: the file is empty, not a cassette (delete it to record again)")
+        raise CassetteFormatError(
+            f"{name}: the file is empty, not a cassette (delete it to record again)"
+        )
     try:
         document = msgpack.unpackb(data, raw=False, strict_map_key=True, timestamp=3)
     except Exception as exc:
@@ -122,7 +124,7 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise _Invalid(f"{what} is {type(value).__name__}, expected {expected}")
     return value

@@ -65,10 +65,7 @@ class Redactor:
     def _headers(self, headers: Headers) -> Headers:
         redacted = []
         for name, value in headers:
-            if name.lower() in self.headers:
-                value = REDACTED
-            else:
-                value = self._text(value)
+            value = REDACTED if name.lower() in self.headers else self._text(value)
             redacted.append((name, value))
         return redacted
 

@@ -123,7 +123,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _send(self, reply: Reply) -> None:
         if reply.stall:
             time.sleep(reply.stall)
-        reason = reply.reason if reply.reason is not None else self.responses.get(reply.status, ("",))[0]
+        reason = (
+            reply.reason if reply.reason is not None else self.responses.get(reply.status, ("",))[0]
+        )
         head = [f"HTTP/1.1 {reply.status} {reason}"]
         head += [f"{name}: {value}" for name, value in reply.headers]
         if reply.chunked:

@@ -57,7 +57,9 @@ class _Library:
         self.hx = hx
         self.tee = type("TeeStream", (_TeeStream, hx.SyncByteStream), {})
         self.async_tee = type("AsyncTeeStream", (_AsyncTeeStream, hx.AsyncByteStream), {})
-        self.replay = type("ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {})
+        self.replay = type(
+            "ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
+        )
 
 
 def install(hx: ModuleType) -> None:
@@ -166,7 +168,9 @@ class _TapeTransport:
         request.read()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(hx, plan, request, library.replay(hx, plan, request, cassette.realtime))
+            return _replay_response(
+                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
+            )
         token = _runtime.enter_adapter()
         try:
             response = self._transport.handle_request(request)
@@ -194,7 +198,9 @@ class _AsyncTapeTransport(_TapeTransport):
         await request.aread()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(hx, plan, request, library.replay(hx, plan, request, cassette.realtime))
+            return _replay_response(
+                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
+            )
         token = _runtime.enter_adapter()
         try:
             response = await self._transport.handle_async_request(request)
@@ -260,7 +266,9 @@ class _AsyncTeeStream(_TeeStream):
 class _ReplayStream:
     """Serves the recorded chunks; with ``realtime`` at their recorded offsets."""
 
-    def __init__(self, hx: ModuleType, interaction: Interaction, request: Any, realtime: bool) -> None:
+    def __init__(
+        self, hx: ModuleType, interaction: Interaction, request: Any, realtime: bool
+    ) -> None:
         self._hx = hx
         self._interaction = interaction
         self._request = request
