@@ -58,7 +58,7 @@ class Recording:
             status=status,
             reason=reason,
             http_version=http_version,
-            headers=headers,
+            headers=self._cassette.redactor.response_headers(headers),
         )
         self._cassette._record(self)
 

@@ -13,26 +13,22 @@ from typing import Any
 
 Step = str | int | None  # a key, a list index, or None for every item
 
-_TOKEN = re.compile(r"([^.\[\]]+)|\[(\*|-?\d+)\]|(\.)")
+_NAME = r"[^.\[\]]+"
+_INDEX = r"\[(?:\*|-?\d+)\]"
+_PATH = re.compile(rf"{_NAME}(?:\.{_NAME}|{_INDEX})*")
+_STEP = re.compile(rf"({_NAME})|\[(\*|-?\d+)\]")
 
 
 @lru_cache(maxsize=256)
 def parse(path: str) -> tuple[Step, ...]:
-    steps: list[Step] = []
-    position = 0
-    for match in _TOKEN.finditer(path):
-        if match.start() != position:
-            break
-        position = match.end()
-        name, index, dot = match.groups()
-        if name is not None:
-            steps.append(name)
-        elif index is not None:
-            steps.append(None if index == "*" else int(index))
-        elif dot is None:
-            break
-    if position != len(path) or not steps:
+    if not isinstance(path, str) or not _PATH.fullmatch(path):
         raise ValueError(f"not a JSON path: {path!r} (expected e.g. 'messages[*].id')")
+    steps: list[Step] = []
+    for name, index in _STEP.findall(path):
+        if name:
+            steps.append(name)
+        else:
+            steps.append(None if index == "*" else int(index))
     return tuple(steps)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote_plus
 
 from . import _jsonpath
-from ._models import Headers, Request, Response
+from ._models import Headers, Request
 from ._secrets import REDACTED, SECRET_HEADERS, SECRET_QUERY_NAMES, scrub_bytes, scrub_text
 
 RULE_KINDS = ("header", "query", "json", "regex")
@@ -112,10 +112,8 @@ class Redactor:
             body=self._body(request.body),
         )
 
-    def response(self, response: Response) -> Response:
-        """Only the secret headers: response bodies stay byte-exact."""
-        response.headers = [
-            (name, REDACTED if name.lower() in self.headers else value)
-            for name, value in response.headers
+    def response_headers(self, headers: Headers) -> Headers:
+        """Only the secret headers (set-cookie): response bodies stay byte-exact."""
+        return [
+            (name, REDACTED if name.lower() in self.headers else value) for name, value in headers
         ]
-        return response

@@ -145,7 +145,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._events(events)
 
     def _anthropic(self, body: dict[str, Any], number: int) -> None:
-        model = body.get("model", "claude-sonnet-4-5")
+        model = body.get("model", "claude-sonnet-4-6")
         text = compose(body.get("messages", []), _text(body.get("system", "")))
         ident = f"msg_standin_{number}"
         message = {
@@ -217,7 +217,9 @@ class StandIn:
         self._server.standin = self
         self.port = self._server.server_port
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

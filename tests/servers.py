@@ -40,7 +40,8 @@ class Seen:
 class Reply:
     """What to send back.
 
-    ``chunks`` are written one by one with ``delay`` seconds before each after the first; with
+    ``chunks`` (a list, or any iterable with ``chunked=True`` so a test can hold the server
+    between chunks) are written one by one with ``delay`` seconds before each after the first; with
     ``chunked=True`` each becomes one chunk of a chunked transfer encoding, else a
     Content-Length covers them all (unless ``length`` overrides it, to cut a body short).
     ``close_after_head`` drops the connection right after the headers; ``stall`` sleeps before
@@ -50,7 +51,7 @@ class Reply:
     status: int = 200
     reason: str | None = None
     headers: list[tuple[str, str]] = field(default_factory=list)
-    chunks: list[bytes] = field(default_factory=list)
+    chunks: Iterable[bytes] = field(default_factory=list)
     delay: float = 0.0
     chunked: bool = False
     length: int | None = None
@@ -131,7 +132,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if reply.chunked:
             head.append("Transfer-Encoding: chunked")
         else:
-            total = sum(len(c) for c in reply.chunks) if reply.length is None else reply.length
+            total = (
+                sum(len(c) for c in list(reply.chunks)) if reply.length is None else reply.length
+            )
             head.append(f"Content-Length: {total}")
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
         self.wfile.flush()
@@ -169,7 +172,9 @@ class Server:
         self._server.owner = self
         self.port = self._server.server_port
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         self.running = True
 

@@ -1,0 +1,318 @@
+"""httpx and httpx2 through a real server on 127.0.0.1, replayed with the server stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import gzip
+import importlib
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import agenttape
+from tests.servers import Reply, Seen, Server, gzip_reply, json_reply, refused_port, sse_reply
+
+
+@pytest.fixture(params=["httpx", "httpx2"])
+def hx(request: pytest.FixtureRequest) -> ModuleType:
+    return importlib.import_module(request.param)
+
+
+def record_then_replay(
+    cassette_path: Path, server: Server, exchange: Any, **options: Any
+) -> tuple[Any, Any]:
+    """Run ``exchange`` live while recording, stop the server, run it again from the tape."""
+    with agenttape.use_cassette(cassette_path, mode="once", **options):
+        live = exchange()
+    server.stop()
+    with agenttape.use_cassette(cassette_path, **options) as tape:
+        replayed = exchange()
+    assert tape.all_played
+    return live, replayed
+
+
+def test_gzip_body_stays_compressed_and_headers_keep_order_case_duplicates(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    payload = b'{"answer": 42, "pad": "' + b"x" * 500 + b'"}'
+    reply = gzip_reply(payload)
+    reply.headers += [("X-Trace", "one"), ("x-trace", "two"), ("X-TRACE", "three")]
+    reply.reason = "Quite OK"
+    server = serve(lambda seen: reply)
+
+    def exchange() -> tuple[Any, ...]:
+        response = hx.get(f"{server.url}/data")
+        return (
+            response.status_code,
+            response.reason_phrase,
+            response.http_version,
+            response.headers.raw,
+            response.content,
+        )
+
+    live, replayed = record_then_replay(cassette_path, server, exchange)
+    assert replayed == live
+    assert replayed[3][-4:-1] == [
+        (b"X-Trace", b"one"),
+        (b"x-trace", b"two"),
+        (b"X-TRACE", b"three"),
+    ]
+    assert replayed[4] == payload
+    stored = agenttape.load(cassette_path).interactions[0].response
+    assert stored is not None
+    assert stored.body == gzip.compress(payload, mtime=0)
+    assert ("Content-Encoding", "gzip") in stored.headers
+    assert stored.reason == "Quite OK"
+
+
+def test_stream_chunks_reach_caller_while_recording_and_replay_same_boundaries(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    first_chunk_seen = threading.Event()
+    events = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n"]
+
+    def held_events() -> Any:
+        yield events[0]
+        # The server sends nothing more until the caller has the first chunk: a recorder
+        # that buffered the stream would hang here and the test would fail.
+        assert first_chunk_seen.wait(timeout=10)
+        yield from events[1:]
+
+    server = serve(
+        lambda seen: (
+            sse_reply([])
+            if seen.path == "/none"
+            else Reply(
+                headers=[("Content-Type", "text/event-stream")], chunks=held_events(), chunked=True
+            )
+        )
+    )
+
+    def exchange() -> list[bytes]:
+        first_chunk_seen.clear()
+        chunks = []
+        with hx.Client() as client, client.stream("GET", f"{server.url}/events") as response:
+            for chunk in response.iter_raw():
+                chunks.append(chunk)
+                first_chunk_seen.set()
+        return chunks
+
+    live, replayed = record_then_replay(cassette_path, server, exchange)
+    assert live == events
+    assert replayed == events
+    stored = agenttape.load(cassette_path).interactions[0].response
+    assert stored is not None
+    assert [size for size, _offset in stored.chunks] == [len(e) for e in events]
+
+
+def test_sse_lines_replay(hx: ModuleType, serve: Any, cassette_path: Path) -> None:
+    server = serve(lambda seen: sse_reply([b"event: a\ndata: 1\n\n", b"event: b\ndata: 2\n\n"]))
+
+    def exchange() -> list[str]:
+        with hx.stream("GET", server.url) as response:
+            return list(response.iter_lines())
+
+    live, replayed = record_then_replay(cassette_path, server, exchange)
+    assert replayed == live == ["event: a", "data: 1", "", "event: b", "data: 2", ""]
+
+
+async def test_async_client_and_async_stream(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    server = serve(
+        lambda seen: (
+            sse_reply([b"a" * 10, b"b" * 20])
+            if seen.path == "/stream"
+            else json_reply({"method": seen.method, "body": seen.body.decode()})
+        )
+    )
+
+    async def exchange() -> tuple[Any, ...]:
+        async with hx.AsyncClient() as client:
+            posted = await client.post(f"{server.url}/echo", json={"q": 1})
+            async with client.stream("GET", f"{server.url}/stream") as response:
+                chunks = [chunk async for chunk in response.aiter_raw()]
+        return posted.content, chunks
+
+    async with agenttape.use_cassette(cassette_path, mode="once"):
+        live = await exchange()
+    server.stop()
+    async with agenttape.use_cassette(cassette_path):
+        replayed = await exchange()
+    assert replayed == live
+    assert replayed[1] == [b"a" * 10, b"b" * 20]
+
+
+def test_redirect_hops_are_separate_interactions(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    def app(seen: Seen) -> Reply:
+        if seen.path == "/old":
+            return Reply(status=302, headers=[("Location", "/new")])
+        return json_reply({"at": seen.path})
+
+    server = serve(app)
+
+    def exchange() -> tuple[Any, ...]:
+        response = hx.get(f"{server.url}/old", follow_redirects=True)
+        return response.json(), [r.status_code for r in response.history]
+
+    live, replayed = record_then_replay(cassette_path, server, exchange)
+    assert replayed == live == ({"at": "/new"}, [302])
+    urls = [i.request.url for i in agenttape.load(cassette_path).interactions]
+    assert urls == [f"{server.url}/old", f"{server.url}/new"]
+
+
+def test_auth_challenge_is_its_own_interaction(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    challenge = 'Digest realm="tape", nonce="abc123", qop="auth", algorithm=MD5'
+
+    def app(seen: Seen) -> Reply:
+        if not (seen.header("Authorization") or "").startswith("Digest"):
+            return Reply(status=401, headers=[("WWW-Authenticate", challenge)])
+        return json_reply({"ok": True})
+
+    server = serve(app)
+
+    def exchange() -> Any:
+        return hx.get(f"{server.url}/secret", auth=hx.DigestAuth("user", "pass")).json()
+
+    live, replayed = record_then_replay(cassette_path, server, exchange)
+    assert replayed == live == {"ok": True}
+    statuses = [i.response.status for i in agenttape.load(cassette_path).interactions if i.response]
+    assert statuses == [401, 200]
+
+
+def test_custom_transport_and_mounts_are_captured(hx: ModuleType, cassette_path: Path) -> None:
+    calls = []
+
+    def handler(request: Any) -> Any:
+        calls.append(str(request.url))
+        return hx.Response(201, content=b"from mock", headers={"X-Mock": "1"})
+
+    def exchange() -> tuple[bytes, bytes]:
+        with hx.Client(transport=hx.MockTransport(handler)) as plain:
+            first = plain.get("http://tool.internal/a").content
+        mounts = {"http://mounted.internal": hx.MockTransport(handler)}
+        with hx.Client(mounts=mounts) as mounted:
+            second = mounted.get("http://mounted.internal/b").content
+        return first, second
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = exchange()
+    assert len(calls) == 2
+    with agenttape.use_cassette(cassette_path) as tape:
+        replayed = exchange()
+    assert len(calls) == 2, "replay must not reach the transport"
+    assert replayed == live == (b"from mock", b"from mock")
+    assert [i.response.status for i in tape.interactions if i.response] == [201, 201]
+
+
+def test_connect_error_replays_as_same_exception(hx: ModuleType, cassette_path: Path) -> None:
+    url = f"http://127.0.0.1:{refused_port()}/nothing"
+    with agenttape.use_cassette(cassette_path, mode="once"), pytest.raises(hx.ConnectError) as live:
+        hx.get(url)
+    with agenttape.use_cassette(cassette_path), pytest.raises(hx.ConnectError) as replayed:
+        hx.get(url)
+    assert str(replayed.value) == str(live.value)
+    stored = agenttape.load(cassette_path).interactions[0]
+    assert stored.response is None
+    assert stored.error is not None and stored.error.kind == "connect_error"
+
+
+def test_read_timeout_replays_as_same_exception(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: Reply(stall=1.0, chunks=[b"late"]))
+    with agenttape.use_cassette(cassette_path, mode="once"), pytest.raises(hx.ReadTimeout):
+        hx.get(server.url, timeout=0.2)
+    server.stop()
+    with agenttape.use_cassette(cassette_path), pytest.raises(hx.ReadTimeout):
+        hx.get(server.url, timeout=0.2)
+
+
+def test_body_cut_short_replays_the_same_error_after_the_same_bytes(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: Reply(status=429, chunks=[b'{"error": {"mess'], length=200))
+
+    def exchange() -> tuple[int, bytes, str]:
+        received = b""
+        with hx.stream("GET", server.url) as response:
+            try:
+                for chunk in response.iter_raw():
+                    received += chunk
+            except hx.TransportError as exc:
+                return response.status_code, received, type(exc).__name__
+        return response.status_code, received, "no error"
+
+    live, replayed = record_then_replay(cassette_path, server, exchange)
+    assert replayed == live
+    assert live[1] == b'{"error": {"mess'
+    assert live[2] == "RemoteProtocolError"
+    stored = agenttape.load(cassette_path).interactions[0]
+    assert stored.response is not None and stored.response.truncated
+
+
+def test_worker_threads_are_recorded_and_replayed(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({"n": dict(seen.query)["n"]}))
+
+    def exchange() -> list[Any]:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            return list(pool.map(lambda n: hx.get(f"{server.url}/?n={n}").json(), range(12)))
+
+    live, replayed = record_then_replay(cassette_path, server, exchange)
+    assert replayed == live == [{"n": str(n)} for n in range(12)]
+
+
+def test_worker_thread_miss_raises_instead_of_reaching_network(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({}))
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        hx.get(f"{server.url}/known")
+    with (
+        agenttape.use_cassette(cassette_path),
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+        pytest.raises(agenttape.UnmatchedInteractionError),
+    ):
+        pool.submit(hx.get, f"{server.url}/unknown").result()
+    assert [seen.path for seen in server.seen] == ["/known"]
+
+
+def test_asyncio_to_thread_inside_replay(hx: ModuleType, serve: Any, cassette_path: Path) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+
+    async def exchange() -> Any:
+        return await asyncio.to_thread(lambda: hx.get(f"{server.url}/t").json())
+
+    live, replayed = record_then_replay(cassette_path, server, lambda: asyncio.run(exchange()))
+    assert replayed == live == {"path": "/t"}
+
+
+def test_respx_mocked_route_is_served_by_respx_and_not_recorded(
+    serve: Any, cassette_path: Path
+) -> None:
+    import httpx
+    import respx
+
+    server = serve(lambda seen: json_reply({"live": True}))
+    with (
+        agenttape.use_cassette(cassette_path, mode="once"),
+        respx.mock(assert_all_called=False) as router,
+    ):
+        router.get("http://mocked.test/item").respond(json={"mocked": True})
+        router.route(host="127.0.0.1").pass_through()
+        mocked = httpx.get("http://mocked.test/item").json()
+        live = httpx.get(f"{server.url}/live").json()
+    assert mocked == {"mocked": True}
+    assert live == {"live": True}
+    urls = [i.request.url for i in agenttape.load(cassette_path).interactions]
+    assert urls == [f"{server.url}/live"]

@@ -1,0 +1,211 @@
+"""Modes, activation forms and persistence of a cassette."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import agenttape
+from tests.servers import Server, json_reply
+
+
+@pytest.fixture
+def counter(serve: Any) -> Server:
+    """Answers each request with how many it has seen, so live and replayed answers differ."""
+    server: Server = serve(lambda seen: json_reply({"path": seen.path, "n": len(server.seen)}))
+    return server
+
+
+def get(server: Server, path: str = "/") -> Any:
+    return httpx.get(f"{server.url}{path}").json()
+
+
+def test_mode_none_requires_the_file(cassette_path: Path) -> None:
+    with (
+        pytest.raises(agenttape.CassetteNotFoundError, match="does not exist"),
+        agenttape.use_cassette(cassette_path),
+    ):
+        pass
+    assert not cassette_path.exists()
+
+
+def test_once_records_when_missing_then_only_replays(counter: Server, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once") as tape:
+        assert get(counter, "/a") == {"path": "/a", "n": 1}
+    assert tape.mode == "once" and len(tape.interactions) == 1
+    with agenttape.use_cassette(cassette_path, mode="once") as tape:
+        assert get(counter, "/a") == {"path": "/a", "n": 1}
+        with pytest.raises(agenttape.UnmatchedInteractionError):
+            get(counter, "/b")
+    assert len(counter.seen) == 1
+    assert len(agenttape.load(cassette_path).interactions) == 1
+
+
+def test_new_episodes_replays_hits_and_appends_misses(counter: Server, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/a")
+    with agenttape.use_cassette(cassette_path, mode="new_episodes") as tape:
+        assert get(counter, "/a") == {"path": "/a", "n": 1}
+        assert get(counter, "/b") == {"path": "/b", "n": 2}
+    assert tape.play_count == 2
+    counter.stop()
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert get(counter, "/a")["n"] == 1
+        assert get(counter, "/b")["n"] == 2
+    assert [i.request.url.rsplit("/", 1)[1] for i in tape.interactions] == ["a", "b"]
+
+
+def test_all_rerecords_everything(counter: Server, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/a")
+        get(counter, "/b")
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        assert get(counter, "/a")["n"] == 3
+    interactions = agenttape.load(cassette_path).interactions
+    assert len(interactions) == 1
+    assert interactions[0].response is not None
+    assert b'"n": 3' in interactions[0].response.body
+
+
+def test_mode_from_environment_overrides(
+    counter: Server, cassette_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTTAPE_MODE", "all")
+    with agenttape.use_cassette(cassette_path) as tape:
+        get(counter)
+    assert tape.mode == "all"
+    monkeypatch.setenv("AGENTTAPE_MODE", "sometimes")
+    with (
+        pytest.raises(agenttape.AgentTapeError, match="AGENTTAPE_MODE"),
+        agenttape.use_cassette(cassette_path),
+    ):
+        pass
+
+
+def test_bad_options_are_rejected(cassette_path: Path) -> None:
+    with pytest.raises(ValueError, match="mode must be one of"):
+        agenttape.use_cassette(cassette_path, mode="record")
+    with pytest.raises(ValueError, match="on_unused"):
+        agenttape.use_cassette(cassette_path, on_unused="maybe")
+    with pytest.raises(ValueError, match="match_on"):
+        agenttape.use_cassette(cassette_path, match_on=["colour"])
+
+
+def test_decorator_on_sync_and_async_functions(counter: Server, tmp_path: Path) -> None:
+    sync_path, async_path = tmp_path / "sync.msgpack", tmp_path / "async.msgpack"
+
+    @agenttape.use_cassette(sync_path, mode="once")
+    def sync_agent() -> Any:
+        return get(counter, "/sync")
+
+    @agenttape.use_cassette(async_path, mode="once")
+    async def async_agent() -> Any:
+        async with httpx.AsyncClient() as client:
+            return (await client.get(f"{counter.url}/async")).json()
+
+    import asyncio
+
+    first = sync_agent(), asyncio.run(async_agent())
+    counter.stop()
+    second = sync_agent(), asyncio.run(async_agent())
+    assert first == second == ({"path": "/sync", "n": 1}, {"path": "/async", "n": 2})
+    assert sync_path.exists() and async_path.exists()
+
+
+def test_cassette_attributes_and_load(counter: Server, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once", tags={"user_id": "u_1"}):
+        get(counter, "/a")
+        get(counter, "/b")
+    loaded = agenttape.load(cassette_path)
+    assert loaded.path == cassette_path
+    assert len(loaded.interactions) == 2
+    assert loaded.metadata["tags"] == {"user_id": "u_1"}
+    assert loaded.metadata["agenttape_version"] == agenttape.__version__
+    assert loaded.play_count == 0 and not loaded.all_played
+    with agenttape.use_cassette(cassette_path) as tape:
+        get(counter, "/b")
+        assert tape.play_count == 1
+        assert not tape.all_played
+        assert [i.request.url for i in tape.unplayed] == [f"{counter.url}/a"]
+        get(counter, "/a")
+        assert tape.all_played and tape.unplayed == []
+    interaction = loaded.interactions[0]
+    assert interaction.boundary == "http"
+    assert interaction.started.year >= 2024
+    assert interaction.ttfb is not None and interaction.duration is not None
+
+
+def test_nested_cassettes_innermost_wins(counter: Server, tmp_path: Path) -> None:
+    outer, inner = tmp_path / "outer.msgpack", tmp_path / "inner.msgpack"
+    with agenttape.use_cassette(outer, mode="once"):
+        get(counter, "/outer")
+        with agenttape.use_cassette(inner, mode="once"):
+            get(counter, "/inner")
+        get(counter, "/outer-again")
+    assert [i.request.url[-6:] for i in agenttape.load(inner).interactions] == ["/inner"]
+    assert len(agenttape.load(outer).interactions) == 2
+
+
+def test_interactions_are_written_when_the_block_raises(
+    counter: Server, cassette_path: Path
+) -> None:
+    with pytest.raises(RuntimeError), agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/before-crash")
+        raise RuntimeError("agent crashed")
+    assert len(agenttape.load(cassette_path).interactions) == 1
+
+
+def test_write_is_atomic_and_leaves_no_temporary_files(
+    counter: Server, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter)
+    assert sorted(p.name for p in cassette_path.parent.iterdir()) == [cassette_path.name]
+
+
+def test_unwritable_location_raises_write_error(counter: Server, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with (
+        pytest.raises(agenttape.CassetteWriteError, match="cannot write cassette"),
+        agenttape.use_cassette(blocker / "tape.msgpack", mode="once"),
+    ):
+        get(counter)
+
+
+def test_replay_in_mode_none_never_rewrites_the_file(counter: Server, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter)
+    before = hashlib.sha256(cassette_path.read_bytes()).hexdigest()
+    mtime = cassette_path.stat().st_mtime_ns
+    with agenttape.use_cassette(cassette_path):
+        get(counter)
+    assert hashlib.sha256(cassette_path.read_bytes()).hexdigest() == before
+    assert cassette_path.stat().st_mtime_ns == mtime
+
+
+def test_on_unused_fail_and_warn(counter: Server, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/used")
+        get(counter, "/dropped")
+    with (
+        pytest.raises(agenttape.AgentTapeError, match="never played"),
+        agenttape.use_cassette(cassette_path, on_unused="fail"),
+    ):
+        get(counter, "/used")
+    with (
+        pytest.warns(UserWarning, match="/dropped"),
+        agenttape.use_cassette(cassette_path, on_unused="warn"),
+    ):
+        get(counter, "/used")
+
+
+def test_requests_outside_any_cassette_are_untouched(counter: Server, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        pass
+    assert get(counter) == {"path": "/", "n": 1}
+    assert agenttape.load(cassette_path).interactions == []

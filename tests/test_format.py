@@ -1,0 +1,120 @@
+"""Reading cassettes: every damaged or foreign file is reported and left exactly as it was."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import msgpack
+import pytest
+
+import agenttape
+from agenttape._format import FORMAT_VERSION, decode, encode
+from agenttape._models import Failure, Interaction, Request, Response
+
+
+def sample() -> list[Interaction]:
+    return [
+        Interaction(
+            request=Request(
+                "POST", "https://api.test/v1?a=1", [("X-A", "1"), ("x-a", "2")], b"\x00\xff"
+            ),
+            response=Response(
+                status=429,
+                reason="Too Many Requests",
+                http_version="HTTP/1.1",
+                headers=[("Retry-After", "1"), ("Content-Encoding", "gzip")],
+                body=b'{"error": {"mess',
+                chunks=[(10, 0.01), (6, 0.02)],
+                truncated=True,
+            ),
+            started_at=1_700_000_000.5,
+            ttfb=0.01,
+            duration=0.02,
+        ),
+        Interaction(
+            request=Request("GET", "https://api.test/down"),
+            error=Failure("connect_error", "ConnectError", "refused"),
+        ),
+    ]
+
+
+def test_round_trip_keeps_every_byte() -> None:
+    header = {"agenttape_version": agenttape.__version__, "tags": {"k": [1, 2]}}
+    decoded_header, decoded = decode(encode(header, sample()), "x.msgpack")
+    assert decoded_header == header
+    assert decoded == sample()
+
+
+def write_and_open(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    with pytest.raises(agenttape.CassetteFormatError) as error:
+        agenttape.load(path)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    message = str(error.value)
+    assert str(path) in message
+    return message
+
+
+def test_empty_file(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    assert "empty" in write_and_open(cassette_path, b"")
+
+
+def test_truncated_file(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    data = encode({}, sample())
+    assert "truncated" in write_and_open(cassette_path, data[: len(data) // 2])
+
+
+def test_foreign_files(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    assert "not" in write_and_open(cassette_path, b"interactions:\n- request: {}\n")
+    assert "no format marker" in write_and_open(cassette_path, msgpack.packb({"x": 1}))
+    assert "no format marker" in write_and_open(cassette_path, msgpack.packb([1, 2, 3]))
+
+
+def test_wrong_types_inside(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    document = msgpack.unpackb(encode({}, sample()))
+    document["interactions"][0]["response"]["body"] = "text, not bytes"
+    message = write_and_open(cassette_path, msgpack.packb(document, use_bin_type=True))
+    assert "interaction 0" in message and "response.body" in message
+
+
+def test_newer_format_names_the_version_that_reads_it(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    document = {
+        "agenttape": FORMAT_VERSION + 1,
+        "header": {"agenttape_version": "9.0.0"},
+        "interactions": [],
+    }
+    message = write_and_open(cassette_path, msgpack.packb(document))
+    assert f"format {FORMAT_VERSION + 1}" in message
+    assert "agenttape 9.0.0" in message and "upgrade" in message
+
+
+def test_damaged_cassette_is_never_overwritten(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    damaged = encode({}, sample())[:-7]
+    cassette_path.write_bytes(damaged)
+    for mode in ("none", "once", "new_episodes", "all"):
+        with (
+            pytest.raises(agenttape.CassetteFormatError),
+            agenttape.use_cassette(cassette_path, mode=mode),
+        ):
+            pass
+        assert cassette_path.read_bytes() == damaged
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises(agenttape.CassetteFormatError, match="directory"):
+        agenttape.load(tmp_path)
+
+
+def test_reading_never_runs_code(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    # An ext type, as a pickle-based format would embed: refused, not executed.
+    payload = msgpack.packb({"agenttape": 1, "header": msgpack.ExtType(42, b"cos\nsystem\n")})
+    assert "header" in write_and_open(cassette_path, payload)

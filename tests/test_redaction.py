@@ -1,0 +1,82 @@
+"""Secrets never reach the disk, and a replay made with another key still matches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import agenttape
+from agenttape._redaction import Redactor
+from tests.servers import Reply, json_reply
+
+FAKE_KEY = "sk-agenttapeFAKEkey0123456789abcdefXYZ"
+OTHER_KEY = "sk-anotherFAKEkey9876543210zyxwvuABC"
+
+
+def test_fake_key_appears_nowhere_in_the_cassette(serve: Any, cassette_path: Path) -> None:
+    server = serve(
+        lambda seen: Reply(
+            headers=[("Set-Cookie", f"session={FAKE_KEY}"), ("Content-Type", "application/json")],
+            chunks=[b'{"ok": true}'],
+        )
+    )
+
+    def call(key: str) -> Any:
+        return httpx.post(
+            f"{server.url}/v1/chat?api_key={key}&page=1",
+            headers={"Authorization": f"Bearer {key}", "x-api-key": key, "Cookie": f"k={key}"},
+            json={"model": "m", "note": f"key is {key}"},
+        ).json()
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        assert call(FAKE_KEY) == {"ok": True}
+    data = cassette_path.read_bytes()
+    assert FAKE_KEY.encode() not in data
+    assert b"agenttapeFAKEkey" not in data
+    assert data.count(b"<redacted>") >= 6
+    server.stop()
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert call(OTHER_KEY) == {"ok": True}
+    assert tape.all_played
+    stored = tape.interactions[0]
+    assert ("Authorization", "<redacted>") in stored.request.headers
+    assert "api_key=<redacted>&page=1" in stored.request.url
+    assert stored.response is not None
+    assert stored.response.body == b'{"ok": true}'
+
+
+def test_user_rules_redact_headers_query_json_and_patterns(serve: Any, cassette_path: Path) -> None:
+    server = serve(lambda seen: json_reply({"ok": True}))
+    rules = ["header:X-Org", "query:sig", "json:user.email", "regex:acct_[0-9]+"]
+    with agenttape.use_cassette(cassette_path, mode="once", redact=rules):
+        httpx.post(
+            f"{server.url}/charge?sig=s3cret&plain=1",
+            headers={"X-Org": "org-secret"},
+            json={"user": {"email": "a@b.test", "name": "Ann"}, "account": "acct_12345"},
+        )
+    data = cassette_path.read_bytes()
+    for secret in (b"org-secret", b"s3cret", b"a@b.test", b"acct_12345"):
+        assert secret not in data
+    assert b"Ann" in data and b"plain=1" in data
+
+
+def test_bad_rules_are_rejected() -> None:
+    with pytest.raises(ValueError, match="redact rule"):
+        Redactor.from_rules(["headers:x"])
+    with pytest.raises(ValueError, match="bad regex"):
+        Redactor.from_rules(["regex:("])
+    with pytest.raises(ValueError, match="not a JSON path"):
+        Redactor.from_rules(["json:a..b"])
+
+
+def test_redaction_leaves_ordinary_requests_byte_identical() -> None:
+    request = agenttape.Request(
+        "POST",
+        "https://api.test/v1/x?q=ok",
+        [("Content-Type", "application/json"), ("Accept", "*/*")],
+        b'{"text": "nothing secret, only a skeleton key and tokens of thanks"}',
+    )
+    assert Redactor().request(request) == request
