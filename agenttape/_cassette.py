@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import _format, _meta, _runtime
+from . import _format, _runtime
 from ._errors import (
     AgentTapeError,
     CassetteFormatError,
@@ -258,7 +258,9 @@ class Cassette:
         else:
             loaded = []
         if self.mode == "all" or not exists:
-            self.metadata = _meta.new_header(self.tags)
+            from ._meta import new_header  # platform, git and package metadata: only to record
+
+            self.metadata = new_header(self.tags)
             loaded = []
         for interaction in loaded:
             self._add(interaction, played=False)
