@@ -216,8 +216,24 @@ def _json_differences(path: str, want: JsonValue, got: JsonValue, out: list[str]
                 out.append(f"{child}: not recorded, got {_show(got[index])}")
             else:
                 _json_differences(child, want[index], got[index], out)
+    elif isinstance(want, str) and isinstance(got, str) and want != got:
+        start = max(0, _common_prefix(want, got) - 24)
+        out.append(f"{path}: expected {_show_from(want, start)}, got {_show_from(got, start)}")
     elif want != got or type(want) is not type(got):
         out.append(f"{path}: expected {_show(want)}, got {_show(got)}")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _show_from(text: str, start: int, limit: int = 60) -> str:
+    """A string shown from near the first difference, so long prompts point at the change."""
+    piece = text[start : start + limit]
+    return ("..." if start else "") + repr(piece) + ("..." if start + limit < len(text) else "")
 
 
 def _show(value: Any, limit: int = 80) -> str:

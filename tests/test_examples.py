@@ -11,9 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_example(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")
-    }
+    environment = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
     environment.pop("OPENAI_BASE_URL", None)
     return subprocess.run(
         [sys.executable, *args],
