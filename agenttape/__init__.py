@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._boundary import boundary
 from ._cassette import Cassette, load, use_cassette
 from ._errors import (
     AgentTapeError,
@@ -11,6 +12,7 @@ from ._errors import (
     NetworkBlockedError,
     UnmatchedInteractionError,
 )
+from ._llm import LLMCall
 from ._matching import Candidate
 from ._models import Failure, Interaction, Request, Response
 from ._version import __version__
@@ -24,11 +26,13 @@ __all__ = [
     "CassetteWriteError",
     "Failure",
     "Interaction",
+    "LLMCall",
     "NetworkBlockedError",
     "Request",
     "Response",
     "UnmatchedInteractionError",
     "__version__",
+    "boundary",
     "load",
     "use_cassette",
 ]

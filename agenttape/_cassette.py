@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from . import _format, _runtime
+from ._clock import freeze_clock
 from ._errors import (
     AgentTapeError,
     CassetteFormatError,
@@ -27,6 +28,7 @@ from ._errors import (
 from ._matching import Candidate, Matcher
 from ._models import Failure, Headers, Interaction, Request, Response
 from ._redaction import Redactor
+from ._scope import Scope
 
 MODES = ("none", "once", "new_episodes", "all")
 ON_UNUSED = ("ignore", "warn", "fail")
@@ -43,14 +45,17 @@ class Recording:
     chunk and is sealed by ``finish``.
     """
 
-    __slots__ = ("_cassette", "_parts", "_t0", "finished", "interaction")
+    __slots__ = ("_cassette", "_parts", "_t0", "derived", "finished", "interaction")
 
-    def __init__(self, cassette: Cassette, request: Request) -> None:
+    def __init__(
+        self, cassette: Cassette, request: Request, boundary: str = "http", derived: bool = False
+    ) -> None:
         self._cassette = cassette
         self._parts: list[bytes] = []
         self._t0 = time.perf_counter()
         self.finished = False
-        self.interaction = Interaction(request=request, started_at=time.time())
+        self.derived = derived
+        self.interaction = Interaction(request=request, boundary=boundary, started_at=time.time())
 
     def respond(self, status: int, reason: str, http_version: str, headers: Headers) -> None:
         self.interaction.ttfb = time.perf_counter() - self._t0
@@ -127,7 +132,10 @@ class Cassette:
         self.fast_retries = fast_retries
         self.freeze_time = freeze_time
         self.tags = dict(tags or {})
+        _format.check_tags(self.tags)
         self.on_unused = on_unused
+        self._live_scope = Scope(self.live)
+        self._frozen_scope = Scope(self.frozen)
         self._options: dict[str, Any] = {
             "mode": mode,
             "match_on": None if match_on is None else tuple(match_on),
@@ -155,6 +163,10 @@ class Cassette:
         self._pending: set[Recording] = set()
         self._lock = threading.Lock()
         self._token: Token[Cassette | None] | None = None
+        self._frozen_pool: Cassette | None = None
+        self._derived: list[Interaction] | None = None
+        self._derived_dirty = False
+        self._unfreeze_clock: Callable[[], None] | None = None
         self.is_active = False
 
     def __repr__(self) -> str:
@@ -175,6 +187,14 @@ class Cassette:
         return [
             i for i, count in zip(self.interactions, self._play_counts, strict=False) if not count
         ]
+
+    @property
+    def derived_path(self) -> Path:
+        """Where a ``live=`` replay writes what its changed requests produced."""
+        stem = (
+            self.path.name[: -len(".msgpack")] if self.path.suffix == ".msgpack" else self.path.name
+        )
+        return self.path.with_name(f"{stem}.derived.msgpack")
 
     @property
     def is_recording(self) -> bool:
@@ -257,7 +277,14 @@ class Cassette:
             self.metadata, loaded = read(self.path)
         else:
             loaded = []
+        self._frozen_pool, self._derived, self._derived_dirty = None, None, False
         if self.mode == "all" or not exists:
+            if loaded and self._frozen_scope:
+                # Re-recording keeps serving frozen calls from the previous recording.
+                self._frozen_pool = self._copy()
+                for interaction in loaded:
+                    if self._frozen_scope.matches(interaction.boundary, interaction.request):
+                        self._frozen_pool._add(interaction, played=False)
             from ._meta import new_header  # platform, git and package metadata: only to record
 
             self.metadata = new_header(self.tags)
@@ -266,8 +293,18 @@ class Cassette:
             self._add(interaction, played=False)
         self._recording = self.mode == "all" or (self.mode == "once" and not exists)
         self._dirty = self._recording
+        if self._live_scope and not self.is_recording:
+            self._derived = []
+        if self.freeze_time and not self.is_recording:
+            self._unfreeze_clock = freeze_clock(self._recorded_start())
         self.is_active = True
         self._token = _runtime.activate(self)
+
+    def _recorded_start(self) -> Any:
+        created = self.metadata.get("created_at")
+        if created is None and self.interactions:
+            created = self.interactions[0].started_at
+        return created
 
     def _stop(self, failed: bool) -> None:
         if not self.is_active:
@@ -276,10 +313,15 @@ class Cassette:
         assert self._token is not None
         _runtime.deactivate(self, self._token)
         self._token = None
+        if self._unfreeze_clock is not None:
+            self._unfreeze_clock()
+            self._unfreeze_clock = None
         for recording in list(self._pending):
             recording.finish(truncated=True)
         if self._dirty:
             self.save()
+        if self._derived_dirty:
+            self._save_derived()
         if not failed and not self.is_recording and self.on_unused != "ignore":
             self._report_unused()
 
@@ -310,23 +352,47 @@ class Cassette:
 
     # -- the decision per request ------------------------------------------------------
 
-    def begin(self, request: Request) -> Interaction | Recording:
-        """Replay or record ``request`` (already in the library-neutral model).
+    def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
+        """Replay or record ``request`` (already in the library-neutral model) made through
+        ``boundary`` (``"http"`` or a function boundary such as ``"tool:lookup_order"``).
 
         Returns the interaction to replay, or a Recording the adapter feeds while the real
         exchange runs. Raises UnmatchedInteractionError when replay is the only option.
         """
         request = self.redactor.request(request)
+        frozen = bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request)
         if self._recording:
-            return Recording(self, request)
-        key = ("http", self.matcher.key(request))
+            if frozen:
+                return self._serve_frozen(request, boundary)
+            return Recording(self, request, boundary)
+        key = (boundary, self.matcher.key(request))
         with self._lock:
             found = self._take(key)
+            if found is not None and self._derived is not None:
+                self._derived.append(found)
         if found is not None:
             return found
+        if frozen:
+            raise self._miss(request, boundary, frozen=True)
         if self.mode == "new_episodes":
-            return Recording(self, request)
-        raise self._miss(request)
+            return Recording(self, request, boundary)
+        if self._derived is not None and self._live_scope.matches(boundary, request):
+            return Recording(self, request, boundary, derived=True)
+        raise self._miss(request, boundary)
+
+    def _serve_frozen(self, request: Request, boundary: str) -> Interaction:
+        """While recording, a frozen call is served from the previous recording, never run."""
+        pool = self._frozen_pool
+        found = None
+        if pool is not None:
+            with pool._lock:
+                found = pool._take((boundary, pool.matcher.key(request)))
+        if found is None:
+            raise (pool or self)._miss(request, boundary, frozen=True)
+        with self._lock:
+            self._add(found, played=True)
+            self._dirty = True
+        return found
 
     def _take(self, key: Hashable) -> Interaction | None:
         positions = self._index.get(key)
@@ -348,20 +414,32 @@ class Cassette:
 
     def _record(self, recording: Recording) -> None:
         with self._lock:
-            self._add(recording.interaction, played=True)
+            if recording.derived:
+                assert self._derived is not None
+                self._derived.append(recording.interaction)
+                self._derived_dirty = True
+            else:
+                self._add(recording.interaction, played=True)
+                self._dirty = True
             self._pending.add(recording)
-            self._dirty = True
 
     def _sealed(self, recording: Recording) -> None:
         with self._lock:
             self._pending.discard(recording)
 
-    def _miss(self, request: Request) -> UnmatchedInteractionError:
-        candidates = self.nearest(request)
+    def _miss(
+        self, request: Request, boundary: str = "http", frozen: bool = False
+    ) -> UnmatchedInteractionError:
+        candidates = self.nearest(request, boundary=boundary)
         lines = [
             f"No recorded interaction matches {request.method} {request.url}",
             f"cassette: {self.path} (mode {self.mode!r}, {len(self.interactions)} interactions)",
         ]
+        if frozen:
+            lines.append(
+                "This call is frozen (frozen=...): it is only ever served from the cassette "
+                "and never runs for real, in any mode."
+            )
         exact = [c for c in candidates if not c.differences]
         if exact and all(c.played for c in exact):
             lines.append(
@@ -373,7 +451,8 @@ class Cassette:
             lines.append("Nearest recorded requests:")
             lines.extend(str(c) for c in candidates)
         else:
-            lines.append("The cassette holds no HTTP interactions.")
+            what = "HTTP interactions" if boundary == "http" else f"calls of {boundary}"
+            lines.append(f"The cassette holds no {what}.")
         lines.append(
             f"To re-record: set {MODE_ENVIRONMENT_VARIABLE}=all (or mode='all', or pytest "
             f"--agenttape-record), or mode='new_episodes' to add only the missing requests."
@@ -386,12 +465,12 @@ class Cassette:
             mode=self.mode,
         )
 
-    def nearest(self, request: Request, limit: int = 3) -> list[Candidate]:
-        """Recorded requests closest to ``request``, fewest differences first; unplayed ones
-        rank before played ones that differ equally."""
+    def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
+        """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;
+        unplayed ones rank before played ones that differ equally."""
         scored = []
         for position, interaction in enumerate(self.interactions):
-            if interaction.boundary != "http":
+            if interaction.boundary != boundary:
                 continue
             differences = self.matcher.differences(interaction.request, request)
             weight = sum(
@@ -414,6 +493,18 @@ class Cassette:
         data = _format.encode(self.metadata, interactions)
         write_atomic(self.path, data)
         self._dirty = False
+
+    def _save_derived(self) -> None:
+        """The run as it happened (replayed and live calls, in order) beside the original,
+        which is never modified."""
+        with self._lock:
+            interactions = list(self._derived or [])
+        from ._meta import new_header
+
+        header = new_header(self.tags)
+        header["derived_from"] = {"path": str(self.path), "run_id": self.metadata.get("run_id")}
+        write_atomic(self.derived_path, _format.encode(header, interactions))
+        self._derived_dirty = False
 
 
 def write_atomic(path: Path, data: bytes) -> None:

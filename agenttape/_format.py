@@ -39,6 +39,18 @@ def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
         raise TypeError(f"cassette content is not msgpack-serialisable: {exc}") from exc
 
 
+def check_tags(tags: dict[str, Any]) -> None:
+    """Tags go into the header: refuse what cannot be written before anything is recorded,
+    not at exit when the run is over."""
+    try:
+        msgpack.packb(tags, use_bin_type=True, datetime=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(
+            f"cassette tags must be msgpack-serialisable (str, int, float, bool, None, bytes, "
+            f"lists, dicts, timezone-aware datetimes): {exc}"
+        ) from None
+
+
 def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
     request = interaction.request
     encoded: dict[str, Any] = {

@@ -9,6 +9,10 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._llm import LLMCall
 
 Headers = list[tuple[str, str]]
 
@@ -94,3 +98,12 @@ class Interaction:
     @property
     def started(self) -> _dt.datetime:
         return _dt.datetime.fromtimestamp(self.started_at, tz=_dt.timezone.utc)
+
+    @property
+    def llm(self) -> LLMCall | None:
+        """Model and sampling parameters when this is a call to a known LLM API, else None."""
+        if self.boundary != "http":
+            return None
+        from ._llm import summarize
+
+        return summarize(self.request)

@@ -19,6 +19,8 @@ from typing import Any
 ADAPTERS: dict[str, str] = {
     "httpx": "agenttape._adapters.httpx",
     "httpx2": "agenttape._adapters.httpx",
+    "openai._base_client": "agenttape._adapters.sdk_retries",
+    "anthropic._base_client": "agenttape._adapters.sdk_retries",
 }
 
 _installed: set[str] = set()

@@ -92,6 +92,11 @@ def _to_model(request: Any) -> Request:
     )
 
 
+def is_replayed(response: Any) -> bool:
+    """True when ``response`` was served from a cassette rather than the network."""
+    return isinstance(getattr(response, "stream", None), _ReplayStream)
+
+
 def _respx_serves(hx: ModuleType, request: Any) -> bool:
     """A route mocked with respx answers for itself and is never taken for live traffic."""
     respx = sys.modules.get("respx")
@@ -283,6 +288,13 @@ class _ReplayStream:
             due = offsets[index] if self._realtime and index < len(offsets) else 0.0
             yield chunk, due - (time.perf_counter() - self._t0)
 
+    def _error_delay(self) -> float:
+        """With ``realtime``, a recorded mid-body error (a read timeout) fires when it did."""
+        interaction = self._interaction
+        if not self._realtime or interaction.error is None or interaction.duration is None:
+            return 0.0
+        return interaction.duration - (time.perf_counter() - self._t0)
+
     def _end(self) -> None:
         if self._interaction.error is not None:
             raise _exception_for(self._hx, self._interaction, self._request)
@@ -292,6 +304,9 @@ class _ReplayStream:
             if delay > 0:
                 time.sleep(delay)
             yield chunk
+        delay = self._error_delay()
+        if delay > 0:
+            time.sleep(delay)
         self._end()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -299,6 +314,9 @@ class _ReplayStream:
             if delay > 0:
                 await asyncio.sleep(delay)
             yield chunk
+        delay = self._error_delay()
+        if delay > 0:
+            await asyncio.sleep(delay)
         self._end()
 
     def close(self) -> None:
