@@ -19,6 +19,8 @@ from .._cassette import Recording
 from .._models import Interaction, Request
 
 _PATCHED = "__agenttape_original_transport_for_url__"
+# Response extension marking a response served from a cassette (read by fast_retries).
+REPLAYED = "agenttape_replayed"
 
 # httpx exception name -> library-neutral kind (see Failure).
 KIND_BY_EXCEPTION = {
@@ -94,7 +96,8 @@ def _to_model(request: Any) -> Request:
 
 def is_replayed(response: Any) -> bool:
     """True when ``response`` was served from a cassette rather than the network."""
-    return isinstance(getattr(response, "stream", None), _ReplayStream)
+    extensions = getattr(response, "extensions", None)
+    return isinstance(extensions, dict) and extensions.get(REPLAYED) is True
 
 
 def _respx_serves(hx: ModuleType, request: Any) -> bool:
@@ -141,6 +144,7 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
         extensions={
             "http_version": response.http_version.encode("ascii"),
             "reason_phrase": response.reason.encode("latin-1"),
+            REPLAYED: True,
         },
     )
 
@@ -288,12 +292,24 @@ class _ReplayStream:
             due = offsets[index] if self._realtime and index < len(offsets) else 0.0
             yield chunk, due - (time.perf_counter() - self._t0)
 
-    def _error_delay(self) -> float:
-        """With ``realtime``, a recorded mid-body error (a read timeout) fires when it did."""
+    def _tail_delay(self) -> float:
+        """With ``realtime``, what ended the recorded body ends the replay at the same moment.
+
+        A recorded error (a read timeout) fires when it did. A body the reader cut short
+        (truncated) sends nothing more for as long as it did live and as long again before it
+        ends, so a reader's own timeout fires as it did instead of meeting an early end.
+        """
         interaction = self._interaction
-        if not self._realtime or interaction.error is None or interaction.duration is None:
+        response = interaction.response
+        if not self._realtime or interaction.duration is None or response is None:
             return 0.0
-        return interaction.duration - (time.perf_counter() - self._t0)
+        if interaction.error is not None:
+            due = interaction.duration
+        elif response.truncated:
+            due = 2 * interaction.duration
+        else:
+            return 0.0
+        return due - (time.perf_counter() - self._t0)
 
     def _end(self) -> None:
         if self._interaction.error is not None:
@@ -304,7 +320,7 @@ class _ReplayStream:
             if delay > 0:
                 time.sleep(delay)
             yield chunk
-        delay = self._error_delay()
+        delay = self._tail_delay()
         if delay > 0:
             time.sleep(delay)
         self._end()
@@ -314,7 +330,7 @@ class _ReplayStream:
             if delay > 0:
                 await asyncio.sleep(delay)
             yield chunk
-        delay = self._error_delay()
+        delay = self._tail_delay()
         if delay > 0:
             await asyncio.sleep(delay)
         self._end()
