@@ -83,8 +83,9 @@ def _hashable(key: Any) -> Any:
 
 
 def dumps(document: Any) -> bytes:
-    """Canonical bytes: sorted keys, so equal values are equal bytes on disk too."""
-    return json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    """Compact JSON keeping dict order: a replayed dict iterates as the recorded one did (the
+    matcher compares JSON canonically, so order never decides a match)."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def loads(data: bytes) -> Any:

@@ -94,6 +94,7 @@ def test_sync_boundary_records_arguments_and_result_and_replays_without_running(
     assert calls == []
     assert replay.all_played
     assert again == {**live, "items": ["kettle", "mug"]}  # tuples come back as lists
+    assert list(again) == list(live)  # dict order kept: code that serialises it sees the same
     assert again["receipt"] == b"\x00\xffraw"
     assert again["placed"] == dt.datetime(2026, 11, 2, 9, 30, tzinfo=dt.timezone.utc)
     assert again["by_size"] == {1: "small", 2: "large"}
