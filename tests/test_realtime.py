@@ -145,3 +145,48 @@ def test_sync_replay_of_a_read_timeout(cassette_path: Path, serve: Any, realtime
         chunks.extend(response.iter_raw())
     assert chunks == [b"data: first\n\n"]
     client.close()
+
+
+async def test_a_stalled_head_keeps_its_delay(cassette_path: Path, serve: Any) -> None:
+    """Headers that came late live come late in realtime replay: a deadline meets them."""
+    server = serve(lambda seen: Reply(chunks=[b"ok"], stall=GAP))
+    async with agenttape.use_cassette(cassette_path, mode="once"), httpx.AsyncClient() as client:
+        assert (await client.get(server.url)).content == b"ok"
+    server.stop()
+
+    async def fetch() -> bytes | None:
+        """Waits READ_TIMEOUT for the status line and headers only, then reads the body."""
+        async with httpx.AsyncClient() as client:
+            request = client.build_request("GET", server.url)
+            try:
+                response = await asyncio.wait_for(client.send(request, stream=True), READ_TIMEOUT)
+            except asyncio.TimeoutError:
+                return None
+            try:
+                return await response.aread()
+            finally:
+                await response.aclose()
+
+    async with agenttape.use_cassette(cassette_path, realtime=True):
+        assert await fetch() is None
+    async with agenttape.use_cassette(cassette_path):
+        assert await fetch() == b"ok"
+
+
+async def test_a_timeout_before_the_head_fires_at_its_recorded_moment(
+    cassette_path: Path, serve: Any
+) -> None:
+    server = serve(lambda seen: Reply(chunks=[b"late"], stall=GAP))
+    async with agenttape.use_cassette(cassette_path, mode="once"):
+        chunks, error = await _read_with_httpx_timeout(server.url)
+    server.stop()
+    assert chunks == [] and isinstance(error, httpx.ReadTimeout)
+    recorded = agenttape.load(cassette_path).interactions[0]
+    assert recorded.response is None and recorded.error is not None
+
+    async with agenttape.use_cassette(cassette_path, realtime=True):
+        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(server.url))
+    assert chunks == [] and type(error) is httpx.ReadTimeout and marker_fired
+    async with agenttape.use_cassette(cassette_path):
+        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(server.url))
+    assert chunks == [] and type(error) is httpx.ReadTimeout and not marker_fired

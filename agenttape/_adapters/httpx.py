@@ -133,6 +133,13 @@ def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Ex
     return exception
 
 
+def _head_delay(interaction: Interaction) -> float:
+    """With ``realtime``, seconds until the recorded head arrived (or the error without one)."""
+    if interaction.response is None:
+        return interaction.duration or 0.0
+    return interaction.ttfb or 0.0
+
+
 def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, stream: Any) -> Any:
     response = interaction.response
     if response is None:
@@ -177,9 +184,10 @@ class _TapeTransport:
         request.read()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(
-                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
-            )
+            stream = library.replay(hx, plan, request, cassette.realtime)
+            if cassette.realtime and _head_delay(plan) > 0:
+                time.sleep(_head_delay(plan))
+            return _replay_response(hx, plan, request, stream)
         token = _runtime.enter_adapter()
         try:
             response = self._transport.handle_request(request)
@@ -207,9 +215,10 @@ class _AsyncTapeTransport(_TapeTransport):
         await request.aread()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(
-                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
-            )
+            stream = library.replay(hx, plan, request, cassette.realtime)
+            if cassette.realtime and _head_delay(plan) > 0:
+                await asyncio.sleep(_head_delay(plan))
+            return _replay_response(hx, plan, request, stream)
         token = _runtime.enter_adapter()
         try:
             response = await self._transport.handle_async_request(request)
