@@ -146,3 +146,47 @@ def test_recording_a_live_retry_is_never_shortened(
     ):
         _chat(_openai(api.url))
     assert _waits(log, "openai._base_client") == [1.0]
+
+
+async def test_openai_async_client_replays_without_the_wait(
+    cassette_path: Path, log: pytest.LogCaptureFixture
+) -> None:
+    async def ask(url: str) -> str | None:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=2)
+        reply = await client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
+        return reply.choices[0].message.content
+
+    with StandIn(rate_limit_first=1, retry_after="1") as api:
+        async with agenttape.use_cassette(cassette_path, mode="once"):
+            live = await ask(api.url)
+        url = api.url
+    assert _waits(log, "openai._base_client") == [1.0]
+    async with agenttape.use_cassette(cassette_path) as replay:
+        assert await ask(url) == live
+    assert replay.all_played
+    assert _waits(log, "openai._base_client") == [0.0]
+
+
+def test_anthropic_sync_client_replays_without_the_wait(
+    cassette_path: Path, log: pytest.LogCaptureFixture
+) -> None:
+    def ask(url: str) -> str:
+        client = anthropic.Anthropic(base_url=url, api_key="sk-ant-test", max_retries=2)
+        message = client.messages.create(
+            model="claude-opus-4-6",
+            max_tokens=64,
+            messages=MESSAGES,  # type: ignore[arg-type]
+        )
+        block = message.content[0]
+        assert block.type == "text"
+        return block.text
+
+    with StandIn(rate_limit_first=1, retry_after="1") as api:
+        with agenttape.use_cassette(cassette_path, mode="once"):
+            live = ask(api.url)
+        url = api.url
+    assert _waits(log, "anthropic._base_client") == [1.0]
+    with agenttape.use_cassette(cassette_path) as replay:
+        assert ask(url) == live
+    assert replay.all_played
+    assert _waits(log, "anthropic._base_client") == [0.0]
