@@ -96,10 +96,13 @@ class _Call:
         self.name = name
         self.label = label
         self.url = f"tool://{quote(name, safe='')}"
-        self.signature = inspect.signature(function)
-        first = next(iter(self.signature.parameters), None)
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(function)
+        except (TypeError, ValueError):
+            self.signature = None  # a callable without one: record positions and keywords
+        parameters = self.signature.parameters if self.signature is not None else {}
         # A method's instance is not an input of the call: leave it out of the record.
-        self.skip_first = first in ("self", "cls")
+        self.skip_first = next(iter(parameters), None) in ("self", "cls")
 
     def begin(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -109,11 +112,14 @@ class _Call:
         cassette = _runtime.active()
         if cassette is None:
             return None
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError:
-            return None
-        arguments = list(bound.arguments.items())
+        if self.signature is None:
+            arguments: list[tuple[str, Any]] = [("args", args), ("kwargs", kwargs)]
+        else:
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError:
+                return None
+            arguments = list(bound.arguments.items())
         if self.skip_first and arguments:
             arguments = arguments[1:]
         document = {

@@ -260,3 +260,16 @@ def test_http_inside_a_recording_boundary_belongs_to_the_boundary(
 def test_boundary_needs_a_name() -> None:
     with pytest.raises(ValueError, match="boundary needs a name"):
         agenttape.boundary("")
+
+
+def test_a_callable_without_a_signature_records_positions_and_keywords(
+    cassette_path: Path,
+) -> None:
+    maximum = agenttape.boundary("maximum")(max)  # a builtin: no inspectable signature
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        assert maximum(3, 9, 4) == 9
+    recorded = agenttape.load(cassette_path).interactions[0]
+    assert json.loads(recorded.request.body) == {"args": [3, 9, 4], "kwargs": {}}
+    with agenttape.use_cassette(cassette_path) as replay:
+        assert maximum(3, 9, 4) == 9
+    assert replay.all_played
