@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from order_lookup import fixed_agent, run, shop
+from llm_standin import StandIn
+from order_lookup import agent, fixed_agent, run, shop
 
 import agenttape
 
@@ -84,3 +85,17 @@ def test_shipped_cassette_is_what_the_standin_answers(database: Path, tmp_path: 
         assert new.response.body == old.response.body
         assert new.llm == old.llm
     assert shipped.metadata["tags"] == run.TAGS
+
+
+def test_rerecording_the_model_live_keeps_the_tool_frozen(database: Path, cassette: Path) -> None:
+    """mode='all' with the tool frozen: the LLM calls go to the stand-in again, the tool is
+    served from the previous recording and never touches the database."""
+    with (
+        StandIn() as api,
+        agenttape.use_cassette(cassette, mode="all", frozen=["tool:lookup_order"]) as tape,
+    ):
+        answer = agent.answer(run.client(api.port), ALICE, run.QUESTION)
+    assert not database.exists()
+    assert "1042" in answer
+    assert [i.boundary for i in tape.interactions] == ["http", "tool:lookup_order", "http"]
+    assert all(f":{api.port}/" in i.request.url for i in tape.interactions if i.boundary == "http")
