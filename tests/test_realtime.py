@@ -27,15 +27,21 @@ def _slow(seen: Any) -> Reply:
     return Reply(chunks=[b"data: first\n\n", b"data: second\n\n"], delay=GAP, chunked=True)
 
 
-async def _read_with_httpx_timeout(url: str) -> tuple[list[bytes], BaseException | None]:
+def _client() -> httpx.AsyncClient:
+    """Made before any marker starts: building a client (its TLS context) takes time."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=READ_TIMEOUT))
+
+
+async def _read_with_httpx_timeout(
+    client: httpx.AsyncClient, url: str
+) -> tuple[list[bytes], BaseException | None]:
     chunks: list[bytes] = []
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=READ_TIMEOUT)) as client:
-        try:
-            async with client.stream("GET", url) as response:
-                async for chunk in response.aiter_raw():
-                    chunks.append(chunk)
-        except httpx.ReadTimeout as exc:
-            return chunks, exc
+    try:
+        async with client.stream("GET", url) as response:
+            async for chunk in response.aiter_raw():
+                chunks.append(chunk)
+    except httpx.ReadTimeout as exc:
+        return chunks, exc
     return chunks, None
 
 
@@ -52,22 +58,22 @@ async def test_httpx_read_timeout_fires_on_replay_as_it_did_live(
     cassette_path: Path, serve: Any
 ) -> None:
     server = serve(_slow)
-    async with agenttape.use_cassette(cassette_path, mode="once"):
-        live_chunks, live_error = await _read_with_httpx_timeout(server.url)
+    async with agenttape.use_cassette(cassette_path, mode="once"), _client() as client:
+        live_chunks, live_error = await _read_with_httpx_timeout(client, server.url)
     server.stop()
     assert live_chunks == [b"data: first\n\n"]
     assert isinstance(live_error, httpx.ReadTimeout)
     recorded = agenttape.load(cassette_path).interactions[0]
     assert recorded.error is not None and recorded.error.kind == "read_timeout"
 
-    async with agenttape.use_cassette(cassette_path, realtime=True):
-        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(server.url))
+    async with agenttape.use_cassette(cassette_path, realtime=True), _client() as client:
+        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(client, server.url))
     assert chunks == live_chunks
     assert type(error) is httpx.ReadTimeout
     assert marker_fired  # the timeout came at its recorded moment, not at once
 
-    async with agenttape.use_cassette(cassette_path):
-        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(server.url))
+    async with agenttape.use_cassette(cassette_path), _client() as client:
+        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(client, server.url))
     assert chunks == live_chunks and type(error) is httpx.ReadTimeout
     assert not marker_fired  # without realtime the same failure comes at once
 
@@ -177,16 +183,16 @@ async def test_a_timeout_before_the_head_fires_at_its_recorded_moment(
     cassette_path: Path, serve: Any
 ) -> None:
     server = serve(lambda seen: Reply(chunks=[b"late"], stall=GAP))
-    async with agenttape.use_cassette(cassette_path, mode="once"):
-        chunks, error = await _read_with_httpx_timeout(server.url)
+    async with agenttape.use_cassette(cassette_path, mode="once"), _client() as client:
+        chunks, error = await _read_with_httpx_timeout(client, server.url)
     server.stop()
     assert chunks == [] and isinstance(error, httpx.ReadTimeout)
     recorded = agenttape.load(cassette_path).interactions[0]
     assert recorded.response is None and recorded.error is not None
 
-    async with agenttape.use_cassette(cassette_path, realtime=True):
-        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(server.url))
+    async with agenttape.use_cassette(cassette_path, realtime=True), _client() as client:
+        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(client, server.url))
     assert chunks == [] and type(error) is httpx.ReadTimeout and marker_fired
-    async with agenttape.use_cassette(cassette_path):
-        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(server.url))
+    async with agenttape.use_cassette(cassette_path), _client() as client:
+        (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(client, server.url))
     assert chunks == [] and type(error) is httpx.ReadTimeout and not marker_fired
