@@ -17,8 +17,8 @@ to the boundary and is not recorded separately (replay never runs the body to ma
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -178,15 +178,14 @@ def _rebuild(interaction: Interaction) -> Exception:
 
 
 def _exception_class(qualified: str) -> type[Exception]:
+    """The class named ``module:QualName``, looked up among modules already imported: reading
+    a cassette never imports (never runs) anything, and the code that raised it the first time
+    has imported its module by the time it is replayed."""
     module_name, _, qualname = qualified.partition(":")
-    found: Any = None
-    try:
-        found = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError, ValueError):
-        found = None
+    found: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
     if isinstance(found, type) and issubclass(found, Exception):
         return found
-    # Defined where it cannot be imported again (inside a function): a stand-in of that name.
+    # Defined where it cannot be found again (inside a function): a stand-in of that name.
     return type(qualname.rsplit(".", 1)[-1], (Exception,), {"__module__": module_name})

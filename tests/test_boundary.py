@@ -3,6 +3,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +274,23 @@ def test_a_callable_without_a_signature_records_positions_and_keywords(
     with agenttape.use_cassette(cassette_path) as replay:
         assert maximum(3, 9, 4) == 9
     assert replay.all_played
+
+
+def test_replay_never_imports_a_module_named_by_the_cassette(cassette_path: Path) -> None:
+    @agenttape.boundary("fails")
+    def fails() -> None:
+        raise OrderNotFound("gone")
+
+    with agenttape.use_cassette(cassette_path, mode="once"), pytest.raises(OrderNotFound):
+        fails()
+    tape = agenttape.load(cassette_path)
+    error = tape.interactions[0].error
+    assert error is not None
+    error.type = "antigravity:Exception"  # a module with side effects on import
+    tape.save()
+    with agenttape.use_cassette(cassette_path), pytest.raises(Exception) as replayed:
+        fails()
+    assert "antigravity" not in sys.modules
+    assert type(replayed.value).__name__ == "Exception"
+    assert type(replayed.value).__module__ == "antigravity"
+    assert str(replayed.value) == "gone"
