@@ -501,7 +501,9 @@ class Cassette:
             interactions = list(self._derived or [])
         from ._meta import new_header
 
-        header = new_header(self.tags)
+        original_tags = self.metadata.get("tags")
+        tags = {**(original_tags if isinstance(original_tags, dict) else {}), **self.tags}
+        header = new_header(tags)
         header["derived_from"] = {"path": str(self.path), "run_id": self.metadata.get("run_id")}
         write_atomic(self.derived_path, _format.encode(header, interactions))
         self._derived_dirty = False

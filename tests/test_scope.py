@@ -132,13 +132,15 @@ def test_live_reruns_changed_requests_into_a_derived_cassette(
     cassette_path: Path, serve: Any
 ) -> None:
     server = serve(_echo)
-    with agenttape.use_cassette(cassette_path, mode="once"):
+    with agenttape.use_cassette(cassette_path, mode="once", tags={"user_id": "u_1", "n": 1}):
         httpx.get(f"{server.url}/orders/1")
         httpx.get(f"{server.url}/search?q=kettle")
     before = _sha(cassette_path)
     assert len(server.seen) == 2
 
-    with agenttape.use_cassette(cassette_path, live=[f"127.0.0.1:{server.port}"]) as tape:
+    with agenttape.use_cassette(
+        cassette_path, live=[f"127.0.0.1:{server.port}"], tags={"n": 2}
+    ) as tape:
         assert httpx.get(f"{server.url}/orders/1").json()["path"] == "/orders/1"
         assert httpx.get(f"{server.url}/search?q=teapot").json()["query"] == {"q": "teapot"}
     assert len(server.seen) == 3  # only the changed request ran for real
@@ -154,6 +156,8 @@ def test_live_reruns_changed_requests_into_a_derived_cassette(
     ]
     assert derived.metadata["derived_from"]["path"] == str(cassette_path)
     assert derived.metadata["derived_from"]["run_id"] == tape.metadata["run_id"]
+    assert derived.metadata["run_id"] != tape.metadata["run_id"]
+    assert derived.metadata["tags"] == {"user_id": "u_1", "n": 2}  # the original's, updated
 
     # The derived cassette re-enacts the new run on its own, offline.
     server.stop()
