@@ -41,7 +41,7 @@ def answer(client: openai.OpenAI, user_id: str, question: str) -> str:
     messages.append(choice.model_dump(exclude_none=True))
     found: list[dict[str, Any]] = []
     for call in choice.tool_calls:
-        # The user is the session's, never the model's choice.
+        # Whose orders to search comes from the sign-in, never from the model.
         result = lookup_order(**json.loads(call.function.arguments), user_id=user_id)
         if result is not None:
             found.append(result)
