@@ -112,6 +112,7 @@ class Cassette:
         frozen: Iterable[str] = (),
         redact: Iterable[str] | None = None,
         block_network: bool | None = None,
+        allowed_hosts: Iterable[str] = (),
         realtime: bool = False,
         fast_retries: bool = True,
         freeze_time: bool = False,
@@ -128,6 +129,9 @@ class Cassette:
         self.live = tuple(live)
         self.frozen = tuple(frozen)
         self.block_network = mode == "none" if block_network is None else block_network
+        if isinstance(allowed_hosts, str):
+            allowed_hosts = (allowed_hosts,)
+        self.allowed_hosts = tuple(allowed_hosts)
         self.realtime = realtime
         self.fast_retries = fast_retries
         self.freeze_time = freeze_time
@@ -145,6 +149,7 @@ class Cassette:
             "frozen": self.frozen,
             "redact": None if redact is None else tuple(redact),
             "block_network": block_network,
+            "allowed_hosts": self.allowed_hosts,
             "realtime": realtime,
             "fast_retries": fast_retries,
             "freeze_time": freeze_time,
@@ -262,6 +267,8 @@ class Cassette:
         if self.is_active:
             raise AgentTapeError(f"cassette {self.path} is already active; open it once at a time")
         self.mode = self._effective_mode()
+        option = self._options["block_network"]
+        self.block_network = self.mode == "none" if option is None else option
         exists = self.path.exists()
         if self.mode == "none" and not exists:
             raise CassetteNotFoundError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import itertools
 import json
 import socket
 import sys
@@ -204,3 +205,51 @@ def refused_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def sequence(*replies: Reply) -> App:
+    """Answers the n-th request with the n-th reply, the last one from then on (a 429 then a
+    200, a throttled call then a good one)."""
+    count = itertools.count()
+
+    def app(seen: Seen) -> Reply:
+        return replies[min(next(count), len(replies) - 1)]
+
+    return app
+
+
+S3_BUCKETS_XML = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n'
+    b'<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    b"<Owner><ID>owner-1</ID><DisplayName>tapes</DisplayName></Owner><Buckets>"
+    b"<Bucket><Name>alpha</Name><CreationDate>2025-01-01T00:00:00.000Z</CreationDate></Bucket>"
+    b"<Bucket><Name>beta</Name><CreationDate>2025-02-01T00:00:00.000Z</CreationDate></Bucket>"
+    b"</Buckets></ListAllMyBucketsResult>"
+)
+
+
+def aws_app(throttle_first: int = 0) -> App:
+    """A local stand-in for two AWS protocols: S3 ``ListBuckets`` (REST-XML, ``GET /``) and
+    DynamoDB ``ListTables`` (JSON 1.0, ``X-Amz-Target``); the first ``throttle_first`` JSON
+    calls get DynamoDB's ``ThrottlingException``."""
+    count = itertools.count()
+
+    def app(seen: Seen) -> Reply:
+        target = seen.header("X-Amz-Target")
+        if target is None:
+            return Reply(
+                headers=[("Content-Type", "application/xml"), ("x-amz-request-id", "REQ1")],
+                chunks=[S3_BUCKETS_XML],
+            )
+        json_type = [("Content-Type", "application/x-amz-json-1.0")]
+        if next(count) < throttle_first:
+            error = {
+                "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+                "message": "Rate of requests exceeds the allowed throughput.",
+            }
+            return Reply(status=400, headers=json_type, chunks=[json.dumps(error).encode()])
+        if target.endswith(".ListTables"):
+            return Reply(headers=json_type, chunks=[b'{"TableNames":["orders","users"]}'])
+        return Reply(status=400, headers=json_type, chunks=[b'{"__type":"UnknownOperation"}'])
+
+    return app
