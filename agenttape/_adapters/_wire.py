@@ -190,7 +190,11 @@ def render_body(response: Response, complete: bool) -> list[bytes]:
         return pieces
     framed = [b"%x\r\n%b\r\n" % (len(piece), piece) for piece in pieces]
     if complete:
-        framed.append(b"0\r\n\r\n")
+        # The terminating chunk travels with the last piece, as servers write it.
+        if framed:
+            framed[-1] += b"0\r\n\r\n"
+        else:
+            framed.append(b"0\r\n\r\n")
     return framed
 
 

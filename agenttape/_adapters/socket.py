@@ -58,7 +58,9 @@ def install(socket: ModuleType) -> None:
 
 
 def _remember(address: str, name: str) -> None:
+    """The latest name resolved to ``address`` wins; an address literal clears the name."""
     if address == name:
+        _names.pop(address, None)
         return
     _names[address] = name
     _names.move_to_end(address)
