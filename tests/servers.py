@@ -5,6 +5,7 @@ half-written bodies are exactly what a test asks for."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import http.server
 import itertools
 import json
@@ -230,12 +231,16 @@ S3_BUCKETS_XML = (
 
 def aws_app(throttle_first: int = 0) -> App:
     """A local stand-in for two AWS protocols: S3 ``ListBuckets`` (REST-XML, ``GET /``) and
+    ``PutObject`` (``PUT``, sent by botocore behind ``Expect: 100-continue``), and
     DynamoDB ``ListTables`` (JSON 1.0, ``X-Amz-Target``); the first ``throttle_first`` JSON
     calls get DynamoDB's ``ThrottlingException``."""
     count = itertools.count()
 
     def app(seen: Seen) -> Reply:
         target = seen.header("X-Amz-Target")
+        if seen.method == "PUT":
+            etag = hashlib.md5(seen.body).hexdigest()
+            return Reply(headers=[("ETag", f'"{etag}"'), ("x-amz-request-id", "REQ2")])
         if target is None:
             return Reply(
                 headers=[("Content-Type", "application/xml"), ("x-amz-request-id", "REQ1")],

@@ -257,3 +257,33 @@ async def test_a_cassette_recorded_with_requests_replays_through_aiohttp(
     ):
         assert (response.status, await response.read()) == (live.status_code, live.content)
         assert response.headers["retry-after"] == "7"
+
+
+async def test_realtime_replay_serves_the_same_reads(serve: Serve, cassette_path: Path) -> None:
+    server = serve(lambda seen: Reply(chunks=LINES, chunked=True, delay=0.03))
+
+    async def run() -> list[bytes]:
+        async with aiohttp.ClientSession() as session, session.get(f"{server.url}/s") as response:
+            return [piece async for piece in response.content.iter_any()]
+
+    live, replayed = await record_then_replay(cassette_path, server, run, realtime=True)
+    assert replayed == live == LINES
+
+
+async def test_new_episodes_records_only_the_miss(serve: Serve, cassette_path: Path) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+
+    async def get(session: aiohttp.ClientSession, path: str) -> Any:
+        async with session.get(f"{server.url}/{path}") as response:
+            return await response.json()
+
+    async with agenttape.use_cassette(cassette_path, mode="once"), aiohttp.ClientSession() as s:
+        await get(s, "old")
+    async with (
+        agenttape.use_cassette(cassette_path, mode="new_episodes") as tape,
+        aiohttp.ClientSession() as session,
+    ):
+        answers = [await get(session, path) for path in ("old", "new")]
+    assert answers == [{"path": "/old"}, {"path": "/new"}]
+    assert [seen.path for seen in server.seen] == ["/old", "/new"]
+    assert len(tape.interactions) == 2

@@ -472,3 +472,60 @@ def test_botocore_throttling_retries_replay_in_order_without_waiting(
     assert not [s for s in sleeps if s > 0.01]
     statuses = [i.response.status for i in agenttape.load(cassette_path).interactions if i.response]
     assert statuses == [400, 400, 200]
+
+
+def test_botocore_put_object_behind_expect_100_continue(serve: Serve, cassette_path: Path) -> None:
+    server = serve(aws_app())
+
+    def run() -> str:
+        client = aws_client("s3", server)
+        return str(client.put_object(Bucket="tapes", Key="a.txt", Body=b"hello world")["ETag"])
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live == '"5eb63bbbe01eeed093cb22bb8f5acdc3"'
+    request = agenttape.load(cassette_path).interactions[0].request
+    assert request.header("Expect") == "100-continue"
+    assert request.body == b"hello world"
+
+
+# -- modes and pacing ---------------------------------------------------------------------
+
+
+def test_new_episodes_mixes_replayed_and_live_on_one_session(
+    serve: Serve, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        requests.get(f"{server.url}/old", timeout=5)
+    with (
+        agenttape.use_cassette(cassette_path, mode="new_episodes") as tape,
+        requests.Session() as session,
+    ):
+        answers = [
+            session.get(f"{server.url}/{p}", timeout=5).json() for p in ("old", "new", "old")
+        ]
+    assert answers == [{"path": "/old"}, {"path": "/new"}, {"path": "/old"}]
+    assert [seen.path for seen in server.seen] == ["/old", "/new", "/old"]
+    assert len(tape.interactions) == 3
+
+
+def test_realtime_replay_waits_for_recorded_offsets(
+    serve: Serve, cassette_path: Path, sleeps: list[float]
+) -> None:
+    pieces = [b"first ", b"second ", b"third"]
+    server = serve(lambda seen: Reply(chunks=pieces, chunked=True, delay=0.05))
+
+    def run() -> list[bytes]:
+        response = requests.get(f"{server.url}/slow", stream=True, timeout=5)
+        return list(response.iter_content(chunk_size=None))
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run()
+    server.stop()
+    sleeps.clear()
+    with agenttape.use_cassette(cassette_path):
+        assert run() == live
+    assert not sleeps
+    with agenttape.use_cassette(cassette_path, realtime=True):
+        assert run() == live == pieces
+    assert len([s for s in sleeps if s > 0.01]) >= 2

@@ -254,14 +254,30 @@ class _ReplayRaw(io.RawIOBase):
         return size
 
 
+class _ReplayFile(io.RawIOBase):
+    """One ``makefile()`` of the replay socket: files share the stream and closing one
+    leaves the others readable, as with a real socket (botocore reads a status line through
+    a file it closes before ``http.client`` opens its own)."""
+
+    def __init__(self, source: _ReplayRaw) -> None:
+        super().__init__()
+        self._source = source
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._source.readinto(buffer)
+
+
 class _ReplaySocket:
     def __init__(self, interaction: Interaction, realtime: bool) -> None:
-        self._raw = _ReplayRaw(interaction, realtime)
+        self._source = _ReplayRaw(interaction, realtime)
 
     def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
         if buffering == 0:
-            return self._raw
-        return io.BufferedReader(self._raw)
+            return _ReplayFile(self._source)
+        return io.BufferedReader(_ReplayFile(self._source))
 
     def sendall(self, data: Any) -> None:
         pass
