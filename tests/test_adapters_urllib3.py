@@ -163,14 +163,14 @@ def test_requests_redirect_hops_and_cookies(serve: Serve, cassette_path: Path) -
             )
 
     live, replayed = record_then_replay(cassette_path, server, run)
-    assert replayed == live
-    assert live[2] == {"cookie": "session=s3cr3t"}
-    assert [
-        i.request.url.rsplit("/", 1)[1] for i in agenttape.load(cassette_path).interactions
-    ] == [
-        "login",
-        "home",
-    ]
+    assert live == ([302], f"{server.url}/home", {"cookie": "session=s3cr3t"}, "s3cr3t")
+    # Set-Cookie values are secrets and never reach the disk, so the replayed jar stays empty;
+    # the hop that sent the cookie replays all the same (cookies are not matched).
+    assert replayed == (*live[:3], None)
+    first, second = agenttape.load(cassette_path).interactions
+    assert first.response is not None
+    assert first.response.header("Set-Cookie") == "<redacted>"
+    assert second.request.header("Cookie") == "<redacted>"
 
 
 def test_requests_is_recorded_once_per_exchange(serve: Serve, cassette_path: Path) -> None:
