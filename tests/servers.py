@@ -10,6 +10,7 @@ import http.server
 import itertools
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -172,15 +173,18 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
 
 class Server:
-    """A threaded server on 127.0.0.1 that answers with ``app``; ``stop()`` closes the port."""
+    """A threaded server on 127.0.0.1 that answers with ``app``; ``stop()`` closes the port.
+    With ``tls`` (a server-side SSL context) it speaks HTTPS."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, tls: ssl.SSLContext | None = None) -> None:
         self.app = app
         self.seen: list[Seen] = []
         self._server = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._server.owner = self
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_port
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
