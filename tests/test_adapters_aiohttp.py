@@ -12,7 +12,6 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
-from httpx_aiohttp import AiohttpTransport
 
 import agenttape
 from tests.servers import App, Reply, Server, gzip_reply, json_reply, refused_port, sequence
@@ -230,6 +229,8 @@ async def test_read_timeout_replays_as_socket_timeout(serve: Serve, cassette_pat
 async def test_httpx_on_an_aiohttp_transport_records_each_exchange_once(
     serve: Serve, cassette_path: Path
 ) -> None:
+    from httpx_aiohttp import AiohttpTransport
+
     server = serve(lambda seen: json_reply({"path": seen.path}))
 
     async def run() -> list[Any]:
@@ -287,3 +288,21 @@ async def test_new_episodes_records_only_the_miss(serve: Serve, cassette_path: P
     assert answers == [{"path": "/old"}, {"path": "/new"}]
     assert [seen.path for seen in server.seen] == ["/old", "/new"]
     assert len(tape.interactions) == 2
+
+
+async def test_concurrent_tasks_record_and_replay(serve: Serve, cassette_path: Path) -> None:
+    import asyncio
+
+    server = serve(lambda seen: Reply(chunks=[seen.path.encode(), b"!"], chunked=True, delay=0.01))
+
+    async def run() -> list[bytes]:
+        async with aiohttp.ClientSession() as session:
+
+            async def fetch(n: int) -> bytes:
+                async with session.get(f"{server.url}/{n}") as response:
+                    return await response.read()
+
+            return list(await asyncio.gather(*(fetch(n) for n in range(20))))
+
+    live, replayed = await record_then_replay(cassette_path, server, run)
+    assert replayed == live == [f"/{n}!".encode() for n in range(20)]

@@ -529,3 +529,19 @@ def test_realtime_replay_waits_for_recorded_offsets(
     with agenttape.use_cassette(cassette_path, realtime=True):
         assert run() == live == pieces
     assert len([s for s in sleeps if s > 0.01]) >= 2
+
+
+def test_worker_threads_record_and_replay_concurrently(serve: Serve, cassette_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = serve(lambda seen: json_reply({"n": seen.query[0][1]}))
+
+    def fetch(n: int) -> Any:
+        return requests.get(f"{server.url}/item", params={"n": n}, timeout=5).json()
+
+    def run() -> list[Any]:
+        with ThreadPoolExecutor(8) as pool:
+            return list(pool.map(fetch, range(24)))
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live == [{"n": str(n)} for n in range(24)]

@@ -82,15 +82,32 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
 
 
 async def _to_model(req: Any) -> Request:
-    body = req.body
-    if not isinstance(body, (bytes, bytearray)):
-        body = await body.as_bytes()
     return Request(
         method=req.method,
         url=str(req.url),
         headers=[(str(name), str(value)) for name, value in req.headers.items()],
-        body=bytes(body),
+        body=await _body_bytes(req.body),
     )
+
+
+async def _body_bytes(body: Any) -> bytes:
+    """The request body, read without using it up: aiohttp ≥ 3.12 payloads can be read
+    again (``as_bytes``); before that only in-memory and seekable ones can, and a one-shot
+    stream is matched as an empty body."""
+    if isinstance(body, (bytes, bytearray)):
+        return bytes(body)
+    as_bytes = getattr(body, "as_bytes", None)
+    if as_bytes is not None:
+        return bytes(await as_bytes())
+    value = getattr(body, "_value", None)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if value is not None and hasattr(value, "seekable") and value.seekable():
+        position = value.tell()
+        data = value.read()
+        value.seek(position)
+        return data.encode() if isinstance(data, str) else bytes(data)
+    return b""
 
 
 def _failure_of(exc: BaseException) -> tuple[str, str, str]:
