@@ -142,6 +142,7 @@ class _Tap:
         self._protocol = protocol
         self._recording = recording
         self._parser = _wire.ResponseParser(head_only=method == "HEAD")
+        self._detach()  # a tap left by an exchange the cassette closed before it ended
         self._data_received = protocol.data_received
         self._connection_lost = protocol.connection_lost
         self._set_exception = protocol.set_exception
