@@ -306,3 +306,20 @@ async def test_concurrent_tasks_record_and_replay(serve: Serve, cassette_path: P
 
     live, replayed = await record_then_replay(cassette_path, server, run)
     assert replayed == live == [f"/{n}!".encode() for n in range(20)]
+
+
+async def test_a_stream_left_early_is_recorded_as_truncated_not_failed(
+    serve: Serve, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: Reply(chunks=LINES, chunked=True, delay=0.05))
+
+    async def run() -> bytes:
+        async with aiohttp.ClientSession() as session, session.get(f"{server.url}/s") as response:
+            return await response.content.readany()
+
+    live, replayed = await record_then_replay(cassette_path, server, run)
+    assert replayed == live == LINES[0]
+    (interaction,) = agenttape.load(cassette_path).interactions
+    assert interaction.error is None
+    assert interaction.response is not None and interaction.response.truncated
+    assert interaction.response.body == LINES[0]

@@ -545,3 +545,21 @@ def test_worker_threads_record_and_replay_concurrently(serve: Serve, cassette_pa
 
     live, replayed = record_then_replay(cassette_path, server, run)
     assert replayed == live == [{"n": str(n)} for n in range(24)]
+
+
+def test_a_stream_closed_early_is_recorded_as_truncated_not_failed(
+    serve: Serve, cassette_path: Path
+) -> None:
+    pieces = [b"first ", b"second ", b"third"]
+    server = serve(lambda seen: Reply(chunks=pieces, chunked=True, delay=0.05))
+
+    def run() -> bytes:
+        with requests.get(f"{server.url}/s", stream=True, timeout=5) as response:
+            return next(response.iter_content(chunk_size=None))
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live == b"first "
+    (interaction,) = agenttape.load(cassette_path).interactions
+    assert interaction.error is None
+    assert interaction.response is not None and interaction.response.truncated
+    assert interaction.response.body == b"first "

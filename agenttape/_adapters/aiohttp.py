@@ -175,7 +175,9 @@ class _Tap:
         recording = self._recording
         if not recording.finished:
             body = self._parser.body
-            if body is not None and body.runs_to_eof and exc is None:
+            if self._protocol.transport is None:
+                recording.finish(truncated=True)  # aiohttp closed it: the caller stopped reading
+            elif body is not None and body.runs_to_eof and exc is None:
                 recording.finish()
             elif exc is not None:
                 recording.fail("read_error", type(exc).__name__, str(exc))
@@ -277,7 +279,7 @@ class _ReplayTransport(asyncio.Transport):
             return
         if self._index < len(self._pieces):
             payload = self._protocol._payload
-            if self._index and payload is not None and payload._buffer:
+            if self._index and payload is not None and getattr(payload, "_buffer", None):
                 self._schedule(0.001)  # the caller has not taken the previous read yet
                 return
             if self._realtime and self._index < len(self._offsets):
