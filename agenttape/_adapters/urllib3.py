@@ -114,7 +114,10 @@ def _exchange(
     try:
         return original(**arguments)
     except Exception as exc:
-        plan.fail(*_failure_of(exc))
+        if plan.interaction.response is None:
+            plan.fail(*_failure_of(exc))
+        else:
+            plan.finish(truncated=True)  # the body's own transport errors were taken by the tee
         raise
     finally:
         hooked()
