@@ -113,3 +113,59 @@ def test_any_adapter_replays_any_recording(
     with agenttape.use_cassette(paths[recorded_by]) as tape:
         assert CLIENTS[replayed_by](url) == (429, "7", b"".join(HALF))
         assert tape.all_played
+
+
+def cut_short(seen: Any) -> Reply:
+    return Reply(status=429, headers=HEADERS, chunks=HALF, length=500, delay=0.03)
+
+
+def failure_with(name: str, url: str) -> str:
+    """The exception the client raises on a body the server cut short."""
+    try:
+        CLIENTS[name](url)
+    except Exception as exc:
+        return type(exc).__name__
+    raise AssertionError(f"{name} read a body that was cut short without an error")
+
+
+@pytest.fixture(scope="module")
+def cut_recordings(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, dict[str, Path], dict[str, str]]:
+    folder = tmp_path_factory.mktemp("cut")
+    with Server(cut_short) as server:
+        url = f"{server.url}/v1/chat/completions"
+        paths, live = {}, {}
+        for name in CLIENTS:
+            paths[name] = folder / f"{name}.msgpack"
+            with agenttape.use_cassette(paths[name], mode="once"):
+                live[name] = failure_with(name, url)
+    return url, paths, live
+
+
+def test_a_body_cut_short_is_recorded_alike(
+    cut_recordings: tuple[str, dict[str, Path], dict[str, str]],
+) -> None:
+    _url, paths, live = cut_recordings
+    assert live == {
+        "httpx": "RemoteProtocolError",
+        "requests": "ChunkedEncodingError",
+        "urllib3": "ProtocolError",
+        "aiohttp": "ClientPayloadError",
+    }
+    for path in paths.values():
+        (interaction,) = agenttape.load(path).interactions
+        assert interaction.response is not None
+        assert interaction.response.body == b"".join(HALF)
+        assert interaction.response.headers[:4] == HEADERS
+        assert interaction.error is not None and interaction.error.kind == "protocol_error"
+
+
+@pytest.mark.parametrize("recorded_by", list(CLIENTS))
+@pytest.mark.parametrize("replayed_by", list(CLIENTS))
+def test_a_body_cut_short_replays_as_each_librarys_own_error(
+    cut_recordings: tuple[str, dict[str, Path], dict[str, str]], recorded_by: str, replayed_by: str
+) -> None:
+    url, paths, live = cut_recordings
+    with agenttape.use_cassette(paths[recorded_by]):
+        assert failure_with(replayed_by, url) == live[replayed_by]
