@@ -28,7 +28,7 @@ HEADERS = [
 
 
 def limited(seen: Any) -> Reply:
-    return Reply(status=429, headers=HEADERS, chunks=HALF, chunked=True, delay=0.03)
+    return Reply(status=429, headers=HEADERS, chunks=HALF, chunked=True, delay=0.05)
 
 
 def with_httpx(url: str) -> tuple[int, str, bytes]:
@@ -116,7 +116,7 @@ def test_any_adapter_replays_any_recording(
 
 
 def cut_short(seen: Any) -> Reply:
-    return Reply(status=429, headers=HEADERS, chunks=HALF, length=500, delay=0.03)
+    return Reply(status=429, headers=HEADERS, chunks=HALF, length=500, delay=0.05)
 
 
 def failure_with(name: str, url: str) -> str:

@@ -69,7 +69,7 @@ async def test_streaming_reads_keep_the_recorded_boundaries(
 ) -> None:
     server = serve(
         lambda seen: Reply(
-            headers=[("Content-Type", "text/event-stream")], chunks=LINES, chunked=True, delay=0.03
+            headers=[("Content-Type", "text/event-stream")], chunks=LINES, chunked=True, delay=0.05
         )
     )
 
@@ -261,7 +261,7 @@ async def test_a_cassette_recorded_with_requests_replays_through_aiohttp(
 
 
 async def test_realtime_replay_serves_the_same_reads(serve: Serve, cassette_path: Path) -> None:
-    server = serve(lambda seen: Reply(chunks=LINES, chunked=True, delay=0.03))
+    server = serve(lambda seen: Reply(chunks=LINES, chunked=True, delay=0.05))
 
     async def run() -> list[bytes]:
         async with aiohttp.ClientSession() as session, session.get(f"{server.url}/s") as response:
