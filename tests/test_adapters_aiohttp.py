@@ -210,7 +210,10 @@ async def test_connection_refused_replays_as_client_connector_error(cassette_pat
     assert agenttape.load(cassette_path).interactions[0].error.kind == "connect_error"  # type: ignore[union-attr]
 
 
-async def test_read_timeout_replays_as_socket_timeout(serve: Serve, cassette_path: Path) -> None:
+@pytest.mark.parametrize("realtime", [False, True])
+async def test_read_timeout_replays_as_socket_timeout(
+    serve: Serve, cassette_path: Path, realtime: bool
+) -> None:
     server = serve(lambda seen: Reply(stall=1.0, chunks=[b"late"]))
 
     async def run() -> type:
@@ -221,7 +224,7 @@ async def test_read_timeout_replays_as_socket_timeout(serve: Serve, cassette_pat
                     await response.read()
         return type(caught.value)
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay(cassette_path, server, run, realtime=realtime)
     assert replayed == live
     assert agenttape.load(cassette_path).interactions[0].error.kind == "read_timeout"  # type: ignore[union-attr]
 

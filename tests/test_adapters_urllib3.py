@@ -563,3 +563,23 @@ def test_a_stream_closed_early_is_recorded_as_truncated_not_failed(
     assert interaction.error is None
     assert interaction.response is not None and interaction.response.truncated
     assert interaction.response.body == b"first "
+
+
+def test_realtime_replays_an_error_when_it_came(
+    serve: Serve, cassette_path: Path, sleeps: list[float]
+) -> None:
+    server = serve(lambda seen: Reply(stall=1.0, chunks=[b"late"]))
+
+    def run() -> type:
+        with pytest.raises(requests.exceptions.ReadTimeout) as caught:
+            requests.get(f"{server.url}/slow", timeout=0.3)
+        return type(caught.value)
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live
+    (interaction,) = agenttape.load(cassette_path).interactions
+    assert interaction.duration is not None and interaction.duration >= 0.3
+    sleeps.clear()
+    with agenttape.use_cassette(cassette_path, realtime=True):
+        assert run() is live
+    assert sleeps == [interaction.duration]

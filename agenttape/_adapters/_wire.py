@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .._models import Headers, Response
+from .._models import Headers, Interaction, Response
 
 _NO_BODY_STATUS = (204, 304)
 
@@ -204,3 +204,17 @@ def runs_to_eof(response: Response, method: str) -> bool:
     if method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
         return False
     return not is_chunked(response.headers) and header(response.headers, "content-length") is None
+
+
+def end_offset(interaction: Interaction) -> float | None:
+    """With ``realtime``, when the recorded exchange ended, counted from the request: a
+    recorded error fires when it did; a body the reader cut short sends nothing more for as
+    long again before it ends, so a reader's own timeout fires as it did live."""
+    response = interaction.response
+    if interaction.duration is None:
+        return None
+    if interaction.error is not None:
+        return interaction.duration
+    if response is not None and response.truncated:
+        return 2 * interaction.duration
+    return None

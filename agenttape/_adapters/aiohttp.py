@@ -64,6 +64,8 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
             _retries.mark(True)
             error = plan.error
             if plan.response is None and error is not None and error.kind in _CONNECT_KINDS:
+                if cassette.realtime and plan.duration:
+                    await asyncio.sleep(plan.duration)  # the error comes when it came live
                 raise _connect_exception(aiohttp, error, req)
             return _replay_connection(aiohttp, self, req, plan, cassette.realtime)
         _retries.mark(False)
@@ -261,6 +263,9 @@ class _ReplayTransport(asyncio.Transport):
             self._offsets = [interaction.ttfb or 0.0] + [o for _s, o in response.chunks]
             self._eof = not complete or _wire.runs_to_eof(response, method)
         self._realtime = realtime
+        self._end = _wire.end_offset(interaction) if realtime else None
+        if realtime and response is None and interaction.duration:
+            self._end = interaction.duration
         self._t0 = loop.time()
         self._index = 0
         self._paused = False
@@ -292,6 +297,13 @@ class _ReplayTransport(asyncio.Transport):
             self._protocol.data_received(piece)
             self._schedule(0)
             return
+        if self._index > len(self._pieces):
+            return  # already ended
+        if self._end is not None:
+            due, self._end = self._t0 + self._end - self._loop.time(), None
+            if due > 0:
+                self._schedule(due)
+                return
         self._index += 1
         error = self._error
         if error is not None and error.kind == "read_timeout":

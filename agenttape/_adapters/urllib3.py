@@ -105,6 +105,8 @@ def _exchange(
     if isinstance(plan, Interaction):
         _retries.mark(True)
         if plan.response is None:
+            if cassette.realtime and plan.duration:
+                time.sleep(plan.duration)  # the error comes when it came live
             raise _exception_for(urllib3, plan.error, pool, conn, arguments["url"])
         arguments["conn"] = _replay_connection(conn, plan, cassette.realtime)
         return original(**arguments)
@@ -230,6 +232,7 @@ class _ReplayRaw(io.RawIOBase):
         offsets = [interaction.ttfb or 0.0] + [offset for _size, offset in response.chunks]
         self._pieces = pieces
         self._offsets = offsets if realtime else []
+        self._end = _wire.end_offset(interaction) if realtime else None
         self._index = 0
         self._position = 0
         self._error = error
@@ -243,18 +246,25 @@ class _ReplayRaw(io.RawIOBase):
             self._index += 1
             self._position = 0
         if self._index >= len(self._pieces):
+            if self._end is not None:
+                _sleep_until(self._t0 + self._end)
+                self._end = None
             if self._error is not None and self._error.kind != "protocol_error":
                 raise _socket_error(self._error)
             return 0
         if self._position == 0 and self._index < len(self._offsets):
-            delay = self._offsets[self._index] - (time.perf_counter() - self._t0)
-            if delay > 0:
-                time.sleep(delay)
+            _sleep_until(self._t0 + self._offsets[self._index])
         piece = self._pieces[self._index]
         size = min(len(buffer), len(piece) - self._position)
         buffer[:size] = piece[self._position : self._position + size]
         self._position += size
         return size
+
+
+def _sleep_until(moment: float) -> None:
+    delay = moment - time.perf_counter()
+    if delay > 0:
+        time.sleep(delay)
 
 
 class _ReplayFile(io.RawIOBase):
