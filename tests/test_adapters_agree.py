@@ -28,7 +28,8 @@ HEADERS = [
 
 
 def limited(seen: Any) -> Reply:
-    return Reply(status=429, headers=HEADERS, chunks=HALF, chunked=True, delay=0.05)
+    # The pause keeps the two halves in separate socket reads, so every adapter sees two.
+    return Reply(status=429, headers=HEADERS, chunks=HALF, chunked=True, delay=0.2)
 
 
 def with_httpx(url: str) -> tuple[int, str, bytes]:

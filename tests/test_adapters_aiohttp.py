@@ -92,12 +92,13 @@ async def test_streaming_reads_keep_the_recorded_boundaries(
 
     live, replayed = await record_then_replay(cassette_path, server, run)
     assert replayed == live
-    if reader == "iter_any":
-        assert live == LINES
     stored = agenttape.load(cassette_path).interactions[0].response
     assert stored is not None
-    assert [size for size, _offset in stored.chunks] == [len(line) for line in LINES]
     assert stored.body == b"".join(LINES)
+    if reader == "iter_any":
+        # Each socket read the caller saw live is one recorded chunk (the server pauses
+        # between lines, so normally one line per read).
+        assert [size for size, _offset in stored.chunks] == [len(piece) for piece in live]
 
 
 async def test_gzip_is_stored_raw_and_decoded_on_replay(serve: Serve, cassette_path: Path) -> None:
@@ -271,7 +272,8 @@ async def test_realtime_replay_serves_the_same_reads(serve: Serve, cassette_path
             return [piece async for piece in response.content.iter_any()]
 
     live, replayed = await record_then_replay(cassette_path, server, run, realtime=True)
-    assert replayed == live == LINES
+    assert replayed == live
+    assert b"".join(live) == b"".join(LINES)
 
 
 async def test_new_episodes_records_only_the_miss(serve: Serve, cassette_path: Path) -> None:
@@ -314,7 +316,7 @@ async def test_concurrent_tasks_record_and_replay(serve: Serve, cassette_path: P
 async def test_a_stream_left_early_is_recorded_as_truncated_not_failed(
     serve: Serve, cassette_path: Path
 ) -> None:
-    server = serve(lambda seen: Reply(chunks=LINES, chunked=True, delay=0.05))
+    server = serve(lambda seen: Reply(chunks=LINES, chunked=True, delay=0.2))
 
     async def run() -> bytes:
         async with aiohttp.ClientSession() as session, session.get(f"{server.url}/s") as response:

@@ -513,7 +513,7 @@ def test_realtime_replay_waits_for_recorded_offsets(
     serve: Serve, cassette_path: Path, sleeps: list[float]
 ) -> None:
     pieces = [b"first ", b"second ", b"third"]
-    server = serve(lambda seen: Reply(chunks=pieces, chunked=True, delay=0.05))
+    server = serve(lambda seen: Reply(chunks=pieces, chunked=True, delay=0.1))
 
     def run() -> list[bytes]:
         response = requests.get(f"{server.url}/slow", stream=True, timeout=5)
