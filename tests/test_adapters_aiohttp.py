@@ -80,7 +80,10 @@ async def test_streaming_reads_keep_the_recorded_boundaries(
         if reader == "iter_chunked":
             return [piece async for piece in content.iter_chunked(7)]
         if reader == "iter_chunks":
-            return [piece async for piece in content.iter_chunks()]
+            pieces = [piece async for piece in content.iter_chunks()]
+            # When the terminating chunk happens to arrive in a read of its own, aiohttp adds
+            # an empty end marker; only body pieces are recorded, so compare without it.
+            return pieces[:-1] if pieces and pieces[-1] == (b"", True) else pieces
         lines = []
         while line := await content.readline():
             lines.append(line)
