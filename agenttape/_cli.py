@@ -330,7 +330,7 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
     from . import _meta
     from ._vcr import read_vcr
 
-    interactions = read_vcr(args.source)
+    interactions, decoded = read_vcr(args.source)
     target = Path(args.output)
     if target.exists() and not args.force:
         raise UsageError(f"{PROG} import-vcr: {target} exists; pass --force to overwrite it")
@@ -338,6 +338,11 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
     header["imported_from"] = {"format": "vcrpy", "path": os.path.basename(args.source)}
     write_atomic(target, _format.encode(header, interactions))
     out.write(f"converted {len(interactions)} interaction(s) from {args.source} to {target}\n")
+    if decoded:
+        out.write(
+            f"note: vcrpy had stored {decoded} compressed response body(ies) already "
+            "decompressed; their Content-Encoding header was dropped so clients read them as is\n"
+        )
     return 0
 
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
 from ._errors import AgentTapeError
+from ._inspect import header_value
 from ._models import Headers, Interaction, Request, Response
 from ._redaction import Redactor
 
@@ -39,9 +41,38 @@ def _bytes(value: Any) -> bytes:
     return b"".join(_bytes(part) for part in value)
 
 
-def read_vcr(path: str | os.PathLike[str]) -> list[Interaction]:
-    """Interactions of a vcrpy cassette (YAML, or JSON when the name ends in .json); the
-    default redaction runs over them, as it does over anything agenttape writes."""
+def _already_decoded(headers: Headers, body: bytes) -> bool:
+    """True when the headers say gzip/deflate but the body is not: vcrpy with urllib3 2
+    stores ``response.data``, which urllib3 has already decompressed."""
+    encoding = (header_value(headers, "content-encoding") or "").strip().lower()
+    if not body or encoding not in ("gzip", "x-gzip", "deflate"):
+        return False
+    if encoding != "deflate":
+        return body[:2] != b"\x1f\x8b"
+    for wbits in (zlib.MAX_WBITS, -zlib.MAX_WBITS):
+        try:
+            zlib.decompressobj(wbits).decompress(body[:64])
+            return False
+        except zlib.error:
+            continue
+    return True
+
+
+def _drop_encoding(headers: Headers, body: bytes) -> Headers:
+    """Headers that describe the decoded body vcrpy kept, so clients do not decode it again."""
+    fixed: Headers = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == "content-encoding":
+            continue
+        fixed.append((name, str(len(body)) if lowered == "content-length" else value))
+    return fixed
+
+
+def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
+    """Interactions of a vcrpy cassette (YAML, or JSON when the name ends in .json), and how
+    many response bodies vcrpy had stored already decompressed (their Content-Encoding is
+    dropped). The default redaction runs over them, as over anything agenttape writes."""
     try:
         from vcr.serialize import deserialize
         from vcr.serializers import jsonserializer, yamlserializer
@@ -62,15 +93,20 @@ def read_vcr(path: str | os.PathLike[str]) -> list[Interaction]:
         raise VcrImportError(f"{name}: not a vcrpy cassette ({reason})") from None
     redactor = Redactor()
     interactions = []
+    decoded = 0
     for index, (vcr_request, vcr_response) in enumerate(zip(requests, responses, strict=True)):
         try:
             status = vcr_response["status"]
             body_field = vcr_response.get("body") or {}
             body = _bytes(body_field.get("string", vcr_response.get("content")))
+            headers = _headers(vcr_response.get("headers"))
+            if _already_decoded(headers, body):
+                headers = _drop_encoding(headers, body)
+                decoded += 1
             response = Response(
                 status=int(status["code"]),
                 reason=str(status.get("message") or ""),
-                headers=_headers(vcr_response.get("headers")),
+                headers=headers,
                 body=body,
                 chunks=[(len(body), 0.0)] if body else [],
             )
@@ -85,4 +121,4 @@ def read_vcr(path: str | os.PathLike[str]) -> list[Interaction]:
         interactions.append(
             Interaction(request=redactor.request(request), response=redactor.response(response))
         )
-    return interactions
+    return interactions, decoded

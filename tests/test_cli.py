@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -26,9 +27,17 @@ AGENTTAPE = Path(sys.executable).parent / "agenttape"
 GZIP_DOCUMENT = {"order": "A-1", "items": [{"sku": "X", "qty": 2}]}
 
 
-def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **(env or {})}
     return subprocess.run(
-        [str(AGENTTAPE), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=60
+        [str(AGENTTAPE), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=environment,
+        timeout=60,
     )
 
 

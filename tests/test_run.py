@@ -1,0 +1,146 @@
+"""``agenttape run``: a program that never imports agenttape, and its Python subprocesses,
+recorded and replayed with no change to its code."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import agenttape
+from tests.servers import Seen, Server, json_reply
+from tests.test_cli import assert_one_line_error, cli
+
+PROGRAM = """
+    import json, os, subprocess, sys
+    import httpx
+
+    base = os.environ["API"]
+    role = sys.argv[1] if len(sys.argv) > 1 else "parent"
+    if role == "parent":
+        print(json.dumps(httpx.get(base + "/plan").json()))
+        # three workers at once, each its own Python process
+        workers = [
+            subprocess.Popen([sys.executable, __file__, f"worker{n}"], stdout=subprocess.PIPE, text=True)
+            for n in range(3)
+        ]
+        for worker in workers:
+            print(worker.communicate()[0].strip())
+    else:
+        with httpx.Client() as client:
+            for step in range(2):
+                print(json.dumps(client.post(base + "/work", json={"who": role, "step": step}).json()))
+"""
+
+
+def _app(seen: Seen) -> object:
+    if seen.path == "/plan":
+        return json_reply({"workers": 3})
+    return json_reply({"done": seen.json() if seen.body else seen.path})
+
+
+def _program(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.py"
+    path.write_text(textwrap.dedent(PROGRAM))
+    return path
+
+
+def test_run_records_a_program_and_its_subprocesses_then_replays_offline(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(_app)
+    program = _program(tmp_path)
+    cassette = tmp_path / "cassettes" / "agent.msgpack"
+    env = {"API": server.url}
+    recorded = cli("run", "--mode", "once", "--", "python", program, cwd=tmp_path, env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "recorded 7 interaction(s) from 4 process(es)" in recorded.stderr
+    assert len(server.seen) == 7
+    server.stop()
+
+    tape = agenttape.load(cassette)  # the default name: cassettes/<script>.msgpack
+    assert len(tape.interactions) == 7
+    bodies = sorted(json.loads(i.request.body)["who"] for i in tape.interactions[1:])
+    assert bodies == ["worker0", "worker0", "worker1", "worker1", "worker2", "worker2"]
+    assert [p.name for p in cassette.parent.iterdir()] == ["agent.msgpack"]  # no fragments left
+
+    replayed = cli("run", "--", "python", program, cwd=tmp_path, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert '{"done": {"who": "worker2", "step": 1}}' in replayed.stdout
+    assert agenttape.load(cassette).interactions == tape.interactions  # replay never writes
+
+
+def test_run_new_episodes_adds_only_the_new_requests(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(_app)
+    script = tmp_path / "one.py"
+    script.write_text(
+        "import httpx, os, sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    print(httpx.get(os.environ['API'] + path).status_code)\n"
+    )
+    cassette = tmp_path / "tape.msgpack"
+    env = {"API": server.url}
+    args = ("run", "--cassette", cassette)
+    assert (
+        cli(*args, "--mode", "all", "--", "python", script, "/a", cwd=tmp_path, env=env).returncode
+        == 0
+    )
+    more = cli(
+        *args, "--mode", "new_episodes", "--", "python", script, "/a", "/b", cwd=tmp_path, env=env
+    )
+    assert more.returncode == 0, more.stderr
+    assert "added 1 interaction(s)" in more.stderr
+    assert [s.path for s in server.seen] == ["/a", "/b"]  # /a was replayed the second time
+    urls = [i.request.url.rsplit("/", 1)[1] for i in agenttape.load(cassette).interactions]
+    assert urls == ["a", "b"]
+
+
+def test_run_replay_miss_fails_the_program_not_the_cassette(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(_app)
+    script = tmp_path / "ask.py"
+    script.write_text("import httpx, os, sys\nhttpx.get(os.environ['API'] + sys.argv[1])\n")
+    cassette = tmp_path / "tape.msgpack"
+    env = {"API": server.url}
+    cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, "/a", env=env)
+    server.stop()
+    before = cassette.read_bytes()
+    missed = cli("run", "--cassette", cassette, "--", "python", script, "/other", env=env)
+    assert missed.returncode == 1
+    assert (
+        "UnmatchedInteractionError" in missed.stderr and "url.path: expected '/a'" in missed.stderr
+    )
+    assert cassette.read_bytes() == before
+
+
+def test_run_refuses_missing_and_corrupt_cassettes(tmp_path: Path) -> None:
+    script = tmp_path / "noop.py"
+    script.write_text("print('ran')\n")
+    missing = tmp_path / "missing.msgpack"
+    result = cli("run", "--cassette", missing, "--", "python", script)
+    assert_one_line_error(result, str(missing), "does not exist")
+    assert "ran" not in result.stdout
+    corrupt = tmp_path / "corrupt.msgpack"
+    corrupt.write_bytes(b"\x82\xa9agenttape")
+    for mode in ("none", "all", "new_episodes"):
+        result = cli("run", "--cassette", corrupt, "--mode", mode, "--", "python", script)
+        assert_one_line_error(result, str(corrupt))
+    assert corrupt.read_bytes() == b"\x82\xa9agenttape"
+    assert_one_line_error(
+        cli("run", "--cassette", missing, "--mode", "all", "--", "no-such-program-xyz"),
+        "command not found",
+    )
+
+
+def test_run_passes_the_exit_status_through(tmp_path: Path) -> None:
+    script = tmp_path / "exit.py"
+    script.write_text("import sys\nsys.exit(7)\n")
+    cassette = tmp_path / "tape.msgpack"
+    result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script)
+    assert result.returncode == 7
+    assert agenttape.load(cassette).interactions == []
