@@ -177,7 +177,7 @@ def _where(item: pytest.Item, call: pytest.CallInfo[None]) -> str:
         return ""
     for entry in reversed(call.excinfo.traceback):
         if Path(str(entry.path)) == item.path:
-            return f"{item.path.name}:{entry.lineno + 1}"
+            return f"{item.path.name}:{entry.lineno + 1}: {str(entry.statement).strip()}"
     return ""
 
 
