@@ -351,6 +351,7 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
     from ._redaction import Redactor
+    from ._scrub import redact
 
     rules = [f"header:{h}" for h in args.header]
     rules += [f"query:{q}" for q in args.query]
@@ -361,23 +362,7 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(f"{PROG} redact: {exc}") from None
     header, interactions = _load(args.cassette)
-    changed = 0
-    for interaction in interactions:
-        before = (
-            interaction.request,
-            list(interaction.response.headers) if interaction.response else None,
-        )
-        interaction.request = redactor.request(interaction.request)
-        if interaction.response is not None:
-            redactor.response(interaction.response)
-            interaction.response.headers = [
-                (name, redactor._text(value)) for name, value in interaction.response.headers
-            ]
-        after = (
-            interaction.request,
-            interaction.response.headers if interaction.response else None,
-        )
-        changed += before != after
+    changed = sum(redact(interaction, redactor) for interaction in interactions)
     if changed:
         write_atomic(Path(args.cassette), _format.encode(header, interactions))
         out.write(f"redacted {changed} of {len(interactions)} interaction(s) in {args.cassette}\n")
@@ -511,7 +496,14 @@ def build_parser() -> argparse.ArgumentParser:
     vcr.set_defaults(handler=cmd_import_vcr)
 
     redact = commands.add_parser(
-        "redact", help="redact secrets in place, atomically (the default rules always apply)"
+        "redact",
+        help="redact secrets in place, atomically (the default rules always apply)",
+        description=(
+            "Redact CASSETTE in place, atomically. The default rules always apply: secret "
+            "headers and query parameters, and credential-shaped values in URLs, headers and "
+            "bodies, response bodies included (compressed ones are decompressed, redacted and "
+            "compressed again)."
+        ),
     )
     redact.add_argument("cassette", metavar="CASSETTE")
     redact.add_argument(
@@ -533,14 +525,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="P",
-        help="JSON path in request bodies, e.g. user.email (repeatable)",
+        help="JSON path in request and response bodies, e.g. user.email (repeatable)",
     )
     redact.add_argument(
         "--regex",
         action="append",
         default=[],
         metavar="R",
-        help="regular expression to redact anywhere in requests (repeatable)",
+        help="regular expression to redact in URLs, headers and bodies (repeatable)",
     )
     redact.set_defaults(handler=cmd_redact)
 
