@@ -61,9 +61,14 @@ class _FragmentCassette(Cassette):
         self.first_new = len(self.interactions)
 
     def forked(self) -> None:
-        """In a forked child: what the parent recorded is the parent's to save."""
+        """In a forked child: what the parent recorded is the parent's to save. A
+        multiprocessing child leaves through ``os._exit``, past atexit, so it saves from
+        multiprocessing's own exit hook."""
         self.first_new = len(self.interactions)
         self.fragment = self._fragment_name()
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:
+            util.register_after_fork(self, _save_at_multiprocessing_exit)  # type: ignore[attr-defined]
 
     def save(self) -> None:
         with self._lock:
@@ -99,6 +104,12 @@ def start_in_process() -> None:
         sys.stderr.write(f"agenttape run: {exc}\n")
         raise SystemExit(2) from None
     atexit.register(_close, cassette)
+
+
+def _save_at_multiprocessing_exit(cassette: Cassette) -> None:
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, _close, args=(cassette,), exitpriority=0)
 
 
 def _close(cassette: Cassette) -> None:

@@ -144,3 +144,38 @@ def test_run_passes_the_exit_status_through(tmp_path: Path) -> None:
     result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script)
     assert result.returncode == 7
     assert agenttape.load(cassette).interactions == []
+
+
+POOL = """
+    import multiprocessing, os, sys
+    import httpx
+
+
+    def work(name):
+        print(name, httpx.get(os.environ["API"] + "/" + name).json()["done"], flush=True)
+
+
+    if __name__ == "__main__":
+        work("main")
+        for method in ("fork", "spawn", "forkserver"):
+            process = multiprocessing.get_context(method).Process(target=work, args=(method,))
+            process.start()
+            process.join()
+"""
+
+
+def test_run_covers_multiprocessing_children(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(_app)
+    script = tmp_path / "pool.py"
+    script.write_text(textwrap.dedent(POOL))
+    cassette = tmp_path / "pool.msgpack"
+    env = {"API": server.url}
+    recorded = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    assert sorted(s.path for s in server.seen) == ["/fork", "/forkserver", "/main", "/spawn"]
+    server.stop()
+    paths = sorted(i.request.url.rsplit("/", 1)[1] for i in agenttape.load(cassette).interactions)
+    assert paths == ["fork", "forkserver", "main", "spawn"]
+    replayed = cli("run", "--cassette", cassette, "--", "python", script, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert sorted(replayed.stdout.splitlines()) == sorted(recorded.stdout.splitlines())
