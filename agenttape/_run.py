@@ -68,7 +68,7 @@ class _FragmentCassette(Cassette):
         self.fragment = self._fragment_name()
         util = sys.modules.get("multiprocessing.util")
         if util is not None:
-            util.register_after_fork(self, _save_at_multiprocessing_exit)  # type: ignore[attr-defined]
+            util.register_after_fork(self, _save_at_multiprocessing_exit)
 
     def save(self) -> None:
         with self._lock:

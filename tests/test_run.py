@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import agenttape
+from tests.cli_support import assert_one_line_error, cli
 from tests.servers import Seen, Server, json_reply
-from tests.test_cli import assert_one_line_error, cli
 
 PROGRAM = """
     import json, os, subprocess, sys

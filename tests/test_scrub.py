@@ -13,8 +13,8 @@ import httpx
 
 import agenttape
 from agenttape._scrub import _substitute
-from tests.servers import Seen, Server, gzip_reply, sse_reply
-from tests.test_cli import cli
+from tests.cli_support import assert_one_line_error, cli
+from tests.servers import Seen, Server, gzip_reply, json_reply, sse_reply
 
 KEY = "sk-ant-api03-" + "Q7" * 20
 EVENTS = [
@@ -77,3 +77,34 @@ def test_redact_response_bodies_then_replay(tmp_path: Path, serve: Callable[...,
         assert b"".join(pieces) == body
         assert [len(piece) for piece in pieces] == sizes
         assert client.get(f"{server.url}/account").json()["key"] == "<redacted>"
+
+
+def test_redact_in_place_atomically(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(lambda seen: json_reply({"ok": True}, headers=[("X-Session", "s-42")]))
+    path = tmp_path / "c.msgpack"
+    with agenttape.use_cassette(path, mode="all"):
+        httpx.post(
+            f"{server.url}/users?sig=abc&page=2",
+            json={"user": {"email": "ada@example.com", "name": "Ada"}},
+            headers={"X-Org-Id": "org-7"},
+        )
+    before = agenttape.load(path).interactions[0]
+    result = cli(
+        "redact", path, "--header", "x-org-id", "--header", "x-session", "--query", "sig",
+        "--json-path", "user.email",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "redacted 1 of 1 interaction(s)" in result.stdout
+    after = agenttape.load(path).interactions[0]
+    assert ("X-Org-Id", "<redacted>") in after.request.headers
+    assert "sig=%3Credacted%3E" in after.request.url or "sig=<redacted>" in after.request.url
+    assert "page=2" in after.request.url
+    assert json.loads(after.request.body) == {"user": {"email": "<redacted>", "name": "Ada"}}
+    assert after.response is not None and before.response is not None
+    assert ("X-Session", "<redacted>") in after.response.headers
+    assert after.response.body == before.response.body
+    assert after.response.chunks == before.response.chunks
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.msgpack"]  # no temporary left
+    again = cli("redact", path, "--header", "x-org-id")
+    assert "nothing to redact" in again.stdout
+    assert_one_line_error(cli("redact", path, "--regex", "("), "bad regex")

@@ -12,8 +12,8 @@ import requests
 import vcr
 
 import agenttape
+from tests.cli_support import assert_one_line_error, cli
 from tests.servers import Reply, Seen, Server, gzip_reply, json_reply
-from tests.test_cli import assert_one_line_error, cli
 
 BINARY = bytes(range(256)) * 4
 PAYLOAD = json.dumps({"order": "A-1", "status": "shipped", "note": "é ✓"}).encode()
