@@ -214,3 +214,34 @@ def test_xdist_loses_and_corrupts_nothing(
     replayed = run(pytester, server, "-n", "2", "-p", "xdist")
     replayed.assert_outcomes(passed=18)
     assert not list(Path(pytester.path).rglob("*.tmp"))
+
+
+SWALLOWED = """
+    import os
+    import httpx
+    import pytest
+
+
+    @pytest.mark.agenttape
+    def test_fallback():
+        try:
+            answer = httpx.get(os.environ["API"] + "/items", params={"page": os.environ["PAGE"]}).json()
+        except Exception:
+            answer = {"page": "fallback"}
+        assert answer["page"] == os.environ["PAGE"]
+"""
+
+
+def test_a_swallowed_miss_is_still_reported(
+    pytester: pytest.Pytester, serve: Callable[..., Server]
+) -> None:
+    server = serve(app)
+    pytester.makepyfile(test_swallow=textwrap.dedent(SWALLOWED))
+    pytester.makeini(INI)
+    run(pytester, server, "--agenttape-mode=once", PAGE="1").assert_outcomes(passed=1)
+    server.stop()
+    result = run(pytester, server, PAGE="2")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "agenttape: requests with no recording" in text
+    assert "url.query.page: expected '1', got '2'" in text
