@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
+from urllib.parse import urlsplit
 
 from . import _format
 from ._cassette import MODES, read, write_atomic
@@ -52,8 +53,6 @@ NUMERIC = {"n", "bytes", "ms", "chunks"}
 
 
 def _where(request: Request) -> str:
-    from urllib.parse import urlsplit
-
     parts = urlsplit(request.url)
     host = parts.netloc.rpartition("@")[2]
     return f"{host}{parts.path or '/'}"
@@ -319,7 +318,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         document = to_json(header, interactions)
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.output:
-        write_atomic(Path(args.output), text.encode("utf-8"))
+        Path(args.output).write_text(text, encoding="utf-8")
         sys.stderr.write(f"wrote {args.output}\n")
     else:
         out.write(text)
@@ -571,8 +570,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         args = parser.parse_args(argv)
         handler: Callable[[argparse.Namespace, TextIO], int] | None = getattr(args, "handler", None)
         if handler is None:
-            parser.print_help(stream)
-            return 2
+            raise UsageError(
+                f"{PROG}: give a command: show, diff, export, import-vcr, redact, audit or run "
+                f"(see '{PROG} --help')"
+            )
         return handler(args, stream)
     except UsageError as exc:
         sys.stderr.write(f"{exc}\n")

@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from ._models import Request
 
 _CASSETTE = pytest.StashKey[Cassette]()
 _FAILED = pytest.StashKey[bool]()
+_RUN_ID = pytest.StashKey[str]()
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
 _MAX_NAME = 120
 
@@ -56,6 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_RUN_ID] = uuid.uuid4().hex
     config.addinivalue_line(
         "markers",
         "agenttape(path=None, **options): run the test under a cassette "
@@ -91,21 +94,35 @@ def default_path(item: pytest.Item) -> Path:
     return item.path.parent / "cassettes" / item.path.stem / f"{cassette_name(item)}.msgpack"
 
 
+def _lock_directory() -> Path:
+    user = f"-{os.getuid()}" if hasattr(os, "getuid") else ""
+    directory = Path(tempfile.gettempdir()) / f"agenttape-locks{user}"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
 @contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    """An inter-process lock for one cassette path (a no-op where fcntl does not exist)."""
+def _exclusive(path: Path, run_id: str) -> Iterator[bool]:
+    """Hold an inter-process lock on one cassette path; yields True for the first test of
+    this run (across xdist workers) to hold it. The lock file remembers the last run id.
+    Where fcntl does not exist there is no lock and every test counts as first."""
     try:
         import fcntl
     except ImportError:
-        yield
+        yield True
         return
-    directory = Path(tempfile.gettempdir()) / "agenttape-locks"
-    directory.mkdir(exist_ok=True)
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
-    with open(directory / f"{digest}.lock", "a") as handle:
+    with open(_lock_directory() / f"{digest}.lock", "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            handle.seek(0)
+            first = handle.read() != run_id
+            if first:
+                handle.seek(0)
+                handle.truncate()
+                handle.write(run_id)
+                handle.flush()
+            yield first
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -143,8 +160,16 @@ def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     except (TypeError, ValueError) as exc:
         pytest.fail(f"@pytest.mark.agenttape: {exc}", pytrace=False)
     mode = os.environ.get(MODE_ENVIRONMENT_VARIABLE) or cassette.mode
-    lock = _exclusive(path) if mode != "none" else contextlib.nullcontext()
-    with lock:
+    if mode == "none":
+        lock: contextlib.AbstractContextManager[bool] = contextlib.nullcontext(True)
+    else:
+        run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or item.config.stash[_RUN_ID]
+        lock = _exclusive(path, run_id)
+    with lock as first:
+        if mode == "all" and not first and MODE_ENVIRONMENT_VARIABLE not in os.environ:
+            # Another test of this run re-recorded this shared cassette already: add to it
+            # rather than throw its recording away.
+            cassette.mode = "new_episodes"
         cassette.__enter__()
         item.stash[_CASSETTE] = cassette
         try:

@@ -104,6 +104,7 @@ def test_bad_usage_and_bad_files_give_one_line_and_exit_2(tmp_path: Path, sessio
     corrupt = tmp_path / "corrupt.msgpack"
     corrupt.write_bytes(session.read_bytes()[:-40])
     assert_one_line_error(cli("frobnicate"), "invalid choice")
+    assert_one_line_error(cli(), "give a command")
     assert_one_line_error(cli("show"), "CASSETTE")
     assert_one_line_error(cli("show", session, "-i", "x"), "invalid int")
     assert_one_line_error(cli("show", session, "-i", "9"), "out of range")

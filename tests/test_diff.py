@@ -102,3 +102,20 @@ def test_diff_ignores_json_paths_on_request(tmp_path: Path, serve: Callable[...,
     assert cli("diff", *paths).returncode == 1
     ignored = cli("diff", *paths, "--ignore", "n", "--ignore", "id")
     assert ignored.returncode == 0, ignored.stdout
+
+
+def test_diff_reports_interactions_only_one_run_made(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    short, long = tmp_path / "short.msgpack", tmp_path / "long.msgpack"
+    with agenttape.use_cassette(short, mode="all"):
+        httpx.get(f"{server.url}/a")
+    with agenttape.use_cassette(long, mode="all"):
+        httpx.get(f"{server.url}/a")
+        httpx.get(f"{server.url}/b")
+    result = cli("diff", short, long, "--all")
+    assert result.returncode == 1
+    assert f"#0 GET {server.url}/a: same" in result.stdout
+    assert f"#1 GET {server.url}/b\n    only in B" in result.stdout
+    assert cli("diff", long, short).stdout.count("only in A") == 1

@@ -44,6 +44,11 @@ TESTS = """
         assert agenttape_cassette.allow_repeats is True
 
 
+    @pytest.mark.agenttape("custom/shared.msgpack")
+    def test_shares_a_cassette():
+        assert httpx.get(API + "/items", params={"page": 10}).json()["page"] == "10"
+
+
     class TestGroup:
         @pytest.mark.agenttape
         def test_in_class(self):
@@ -89,10 +94,12 @@ def run(pytester: pytest.Pytester, server: Server, *args: str, **env: str) -> py
 
 def test_record_then_replay_offline(project: tuple[pytest.Pytester, Server]) -> None:
     pytester, server = project
-    recorded = run(pytester, server, "--agenttape-record")
-    recorded.assert_outcomes(passed=7)
+    run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
+    assert len(server.seen) == 10
+    # re-recording rewrites: the shared cassette holds this run's four requests, not eight
+    run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
     hits = len(server.seen)
-    assert hits == 9
+    assert hits == 20
     base = pytester.path / "cassettes" / "test_agent"
     names = {p.name for p in base.iterdir()}
     unsafe = {n for n in names if n.startswith("test_pages[a")}
@@ -108,11 +115,11 @@ def test_record_then_replay_offline(project: tuple[pytest.Pytester, Server]) -> 
         r"test_pages\[a_b_c\]-[0-9a-f]{8}\.msgpack", unsafe.pop()
     )
     shared = pytester.path / "custom" / "shared.msgpack"
-    assert len(agenttape.load(shared).interactions) == 3
+    assert len(agenttape.load(shared).interactions) == 4
     server.stop()
 
     replayed = run(pytester, server)  # default mode none, the server is gone
-    replayed.assert_outcomes(passed=7)
+    replayed.assert_outcomes(passed=8)
     assert len(server.seen) == hits
 
 
@@ -184,6 +191,14 @@ SUITE = """
                 assert answer["echo"] == f"{n}-{step}"
 
 
+    @pytest.mark.asyncio
+    @pytest.mark.agenttape
+    async def test_async():
+        async with httpx.AsyncClient() as client:
+            answer = (await client.post(API + "/ask", json={"q": "async"})).json()
+        assert answer["echo"] == "async"
+
+
     @pytest.mark.agenttape("shared.msgpack", mode="new_episodes")
     @pytest.mark.parametrize("n", range(6))
     def test_shared(n):
@@ -198,8 +213,8 @@ def test_xdist_loses_and_corrupts_nothing(
     pytester.makepyfile(test_suite=textwrap.dedent(SUITE))
     pytester.makeini(INI)
     recorded = run(pytester, server, "-n", "2", "-p", "xdist", "--agenttape-mode=new_episodes")
-    recorded.assert_outcomes(passed=18)
-    assert len(server.seen) == 12 * 3 + 6
+    recorded.assert_outcomes(passed=19)
+    assert len(server.seen) == 12 * 3 + 1 + 6
     server.stop()
     folder = pytester.path / "cassettes" / "test_suite"
     for n in range(12):
@@ -212,7 +227,8 @@ def test_xdist_loses_and_corrupts_nothing(
         f'{{"q":"shared-{n}"}}'.encode() for n in range(6)
     )
     replayed = run(pytester, server, "-n", "2", "-p", "xdist")
-    replayed.assert_outcomes(passed=18)
+    replayed.assert_outcomes(passed=19)
+    assert len(agenttape.load(folder / "test_async.msgpack").interactions) == 1
     assert not list(Path(pytester.path).rglob("*.tmp"))
 
 
