@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from . import _format
 from ._cassette import MODES, read, write_atomic
 from ._errors import AgentTapeError
+from ._export import jsonable
 from ._inspect import LLM_FIELDS, llm_fields, model_of, readable
 from ._models import Headers, Interaction, Request
 from ._version import __version__
@@ -40,10 +41,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
-
-
-def _load(path: str) -> tuple[dict[str, Any], list[Interaction]]:
-    return read(path)
 
 
 # -- show --------------------------------------------------------------------------------------
@@ -138,14 +135,8 @@ def _describe_header(path: str, header: dict[str, Any], count: int) -> str:
     if isinstance(git, dict) and git.get("commit"):
         parts.append(f"git {str(git['commit'])[:10]}{' (dirty)' if git.get('dirty') else ''}")
     if header.get("tags"):
-        parts.append("tags " + json.dumps(_json_safe(header["tags"]), sort_keys=True))
+        parts.append("tags " + json.dumps(jsonable(header["tags"]), sort_keys=True))
     return ", ".join(parts)
-
-
-def _json_safe(value: Any) -> Any:
-    from ._export import jsonable
-
-    return jsonable(value)
 
 
 def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -> list[str]:
@@ -250,7 +241,7 @@ def _detail_json(index: int, interaction: Interaction) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    header, interactions = _load(args.cassette)
+    header, interactions = read(args.cassette)
     if args.index is not None:
         index = args.index + len(interactions) if args.index < 0 else args.index
         if not 0 <= index < len(interactions):
@@ -266,7 +257,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     rows = [row(i, interaction) for i, interaction in enumerate(interactions)]
     if args.json:
-        document = {"header": _json_safe(header), "interactions": rows}
+        document = {"header": jsonable(header), "interactions": rows}
         json.dump(document, out, indent=2, ensure_ascii=False)
         out.write("\n")
         return 0
@@ -285,8 +276,8 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     from ._diff import compare
 
-    _, a = _load(args.a)
-    _, b = _load(args.b)
+    _, a = read(args.a)
+    _, b = read(args.b)
     pairs = compare(a, b, args.ignore)
     out.write(f"A {args.a} ({len(a)} interactions)\nB {args.b} ({len(b)} interactions)\n")
     out.write("each line reads: expected <A>, got <B>\n")
@@ -311,7 +302,7 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from ._export import to_har, to_json
 
-    header, interactions = _load(args.cassette)
+    header, interactions = read(args.cassette)
     if args.format == "har":
         document = to_har(header, interactions, os.path.basename(args.cassette))
     else:
@@ -360,7 +351,7 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
         redactor = Redactor.from_rules(rules)
     except ValueError as exc:
         raise UsageError(f"{PROG} redact: {exc}") from None
-    header, interactions = _load(args.cassette)
+    header, interactions = read(args.cassette)
     changed = sum(redact(interaction, redactor) for interaction in interactions)
     if changed:
         write_atomic(Path(args.cassette), _format.encode(header, interactions))

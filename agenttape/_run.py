@@ -101,8 +101,11 @@ def start_in_process() -> None:
             cassette = Cassette(path, mode="none")
             cassette.__enter__()
     except AgentTapeError as exc:
+        # Never run the program unprotected. SystemExit here would make the interpreter
+        # report a fatal error in site, with a traceback, so leave at once instead.
         sys.stderr.write(f"agenttape run: {exc}\n")
-        raise SystemExit(2) from None
+        sys.stderr.flush()
+        os._exit(2)
     atexit.register(_close, cassette)
 
 

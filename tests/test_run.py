@@ -179,3 +179,28 @@ def test_run_covers_multiprocessing_children(tmp_path: Path, serve: Callable[...
     replayed = cli("run", "--cassette", cassette, "--", "python", script, env=env)
     assert replayed.returncode == 0, replayed.stderr
     assert sorted(replayed.stdout.splitlines()) == sorted(recorded.stdout.splitlines())
+
+
+def test_a_subprocess_that_cannot_open_the_cassette_stops_cleanly(tmp_path: Path) -> None:
+    """The cassette is damaged while the program runs: the next Python process it starts
+    says so in one line and stops before running unprotected."""
+    cassette = tmp_path / "tape.msgpack"
+    assert (
+        cli("run", "--cassette", cassette, "--mode", "all", "--", "python", "-c", "0").returncode
+        == 0
+    )
+    script = tmp_path / "damage.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        f"open({str(cassette)!r}, 'wb').write(b'garbage')\n"
+        "child = subprocess.run([sys.executable, '-c', 'print(\"child ran\")'], capture_output=True, text=True)\n"
+        "print(child.returncode, child.stdout.strip(), child.stderr.strip())\n"
+    )
+    result = cli("run", "--cassette", cassette, "--", "python", script)
+    assert result.returncode == 0, result.stderr
+    code, _, message = result.stdout.strip().partition(" ")
+    assert code == "2" and "child ran" not in message
+    assert message.strip().startswith(
+        f"agenttape run: {cassette}: not a readable agenttape cassette"
+    )
+    assert "Traceback" not in message and "Fatal" not in message
