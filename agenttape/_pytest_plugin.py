@@ -215,11 +215,11 @@ def _concise(item: pytest.Item, call: pytest.CallInfo[None], error: AgentTapeErr
     assert call.excinfo is not None
     raised = call.excinfo.value
     where = _where(item, call)
-    surfaced = (
-        ""
-        if raised is error
-        else f" and surfaced as {type(raised).__module__}.{type(raised).__qualname__}"
-    )
+    surfaced = ""
+    if raised is not error:
+        summary = (str(raised).splitlines() or [""])[0][:120]
+        name = f"{type(raised).__module__}.{type(raised).__qualname__}"
+        surfaced = f" and surfaced as {name}" + (f" ({summary})" if summary else "")
     lines.append(f"\n{type(error).__name__} raised{surfaced}" + (f" at {where}" if where else ""))
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from llm_standin import StandIn
 
 import agenttape
 from tests.servers import Seen, Server, json_reply
@@ -83,9 +84,11 @@ def project(
     return pytester, server
 
 
-def run(pytester: pytest.Pytester, server: Server, *args: str, **env: str) -> pytest.RunResult:
+def run(
+    pytester: pytest.Pytester, api: Server | StandIn, *args: str, **env: str
+) -> pytest.RunResult:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("API", server.url)
+        patch.setenv("API", api.url)
         patch.delenv("AGENTTAPE_MODE", raising=False)
         for name, value in env.items():
             patch.setenv(name, value)
@@ -245,6 +248,14 @@ SWALLOWED = """
         except Exception:
             answer = {"page": "fallback"}
         assert answer["page"] == os.environ["PAGE"]
+
+
+    @pytest.mark.agenttape
+    def test_wrapped():
+        try:
+            httpx.get(os.environ["API"] + "/items", params={"page": os.environ["PAGE"]})
+        except Exception as exc:
+            raise RuntimeError("lookup failed") from exc
 """
 
 
@@ -254,10 +265,42 @@ def test_a_swallowed_miss_is_still_reported(
     server = serve(app)
     pytester.makepyfile(test_swallow=textwrap.dedent(SWALLOWED))
     pytester.makeini(INI)
-    run(pytester, server, "--agenttape-mode=once", PAGE="1").assert_outcomes(passed=1)
+    run(pytester, server, "--agenttape-mode=once", PAGE="1").assert_outcomes(passed=2)
     server.stop()
     result = run(pytester, server, PAGE="2")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "agenttape: requests with no recording" in text  # test_fallback swallowed it
+    assert text.count("url.query.page: expected '1', got '2'") == 2
+    assert "surfaced as builtins.RuntimeError (lookup failed)" in text  # test_wrapped
+
+
+SDK = """
+    import os
+    import openai
+    import pytest
+
+
+    @pytest.mark.agenttape
+    def test_sdk():
+        client = openai.OpenAI(base_url=os.environ["API"] + "/v1", api_key="sk-x", max_retries=0)
+        reply = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": os.environ["QUESTION"]}]
+        )
+        assert reply.choices[0].message.content
+"""
+
+
+def test_a_miss_inside_an_sdk_is_reported_as_the_miss(
+    pytester: pytest.Pytester, standin: StandIn
+) -> None:
+    pytester.makepyfile(test_sdk=textwrap.dedent(SDK))
+    pytester.makeini(INI)
+    run(pytester, standin, "--agenttape-mode=once", QUESTION="hello").assert_outcomes(passed=1)
+    standin.stop()
+    result = run(pytester, standin, QUESTION="goodbye")
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
-    assert "agenttape: requests with no recording" in text
-    assert "url.query.page: expected '1', got '2'" in text
+    assert "body.messages[0].content: expected 'hello', got 'goodbye'" in text
+    assert "UnmatchedInteractionError raised" in text and "test_sdk.py:9" in text
+    assert "openai/_base_client.py" not in text and "httpx" not in text
