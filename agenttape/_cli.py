@@ -108,7 +108,11 @@ def render_rich(rows: list[dict[str, Any]], title: str, out: TextIO) -> None:
 
     table = Table(title=title, title_justify="left")
     for column in COLUMNS:
-        table.add_column(column, justify="right" if column in NUMERIC else "left")
+        table.add_column(
+            column,
+            justify="right" if column in NUMERIC else "left",
+            no_wrap=column != "host+path",  # a narrow terminal folds the path, not the numbers
+        )
     for r in rows:
         table.add_row(*(_cell(r[c]) for c in COLUMNS))
     Console(file=out).print(table)

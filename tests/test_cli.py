@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -175,3 +176,38 @@ def test_a_reply_with_no_response_body(tmp_path: Path, serve: Callable[..., Serv
         httpx.delete(f"{server.url}/item/1")
     shown = cli("show", path, "-i", "0")
     assert shown.returncode == 0 and "Response HTTP/1.1 204 No Content" in shown.stdout
+
+
+def _on_a_terminal(code: str, session: Path) -> str:
+    """Run ``code`` with its standard output on a pseudo-terminal; return what it printed."""
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(session)],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    process.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode()
+
+
+def test_rich_table_on_a_terminal_and_plain_text_without_rich(session: Path) -> None:
+    show = "import sys; from agenttape._cli import main; sys.exit(main(['show', sys.argv[1]]))"
+    fancy = _on_a_terminal(show, session)
+    assert "┃" in fancy and "gpt-4o-mini" in fancy
+    without_rich = _on_a_terminal("import sys; sys.modules['rich'] = None; " + show, session)
+    assert "┃" not in without_rich and "gpt-4o-mini" in without_rich
+    assert without_rich.splitlines()[1].split()[:3] == ["n", "boundary", "method"]
