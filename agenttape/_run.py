@@ -85,17 +85,16 @@ def start_in_process() -> None:
     fragments = Path(os.environ.get(FRAGMENTS_VARIABLE) or path.parent)
     cassette: Cassette
     try:
-        if process_mode == "record":
-            # Opened on a fresh fragment name so nothing on disk is read or overwritten.
-            recorder = _FragmentCassette(fragments / "recording.msgpack", fragments, mode="all")
-            recorder.path = recorder.fragment
+        if process_mode in ("record", "new_episodes"):
+            if process_mode == "record":
+                # Opened on a fresh fragment name: nothing on disk is read or overwritten.
+                recorder = _FragmentCassette(fragments / "recording", fragments, mode="all")
+                recorder.path = recorder.fragment
+            else:
+                recorder = _FragmentCassette(path, fragments, mode="new_episodes")
             recorder.start()
-            os.register_at_fork(after_in_child=recorder.forked)
-            cassette = recorder
-        elif process_mode == "new_episodes":
-            recorder = _FragmentCassette(path, fragments, mode="new_episodes")
-            recorder.start()
-            os.register_at_fork(after_in_child=recorder.forked)
+            if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
+                os.register_at_fork(after_in_child=recorder.forked)
             cassette = recorder
         else:
             cassette = Cassette(path, mode="none")
