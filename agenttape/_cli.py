@@ -15,6 +15,7 @@ import base64
 import datetime as _dt
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -358,7 +359,10 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
     header, interactions = read(args.cassette)
     changed = sum(redact(interaction, redactor) for interaction in interactions)
     if changed:
-        write_atomic(Path(args.cassette), _format.encode(header, interactions))
+        path = Path(args.cassette)
+        mode = stat.S_IMODE(path.stat().st_mode)
+        write_atomic(path, _format.encode(header, interactions))
+        os.chmod(path, mode)  # the rewritten file keeps the permissions it had
         out.write(f"redacted {changed} of {len(interactions)} interaction(s) in {args.cassette}\n")
     else:
         out.write(f"nothing to redact in {args.cassette} ({len(interactions)} interaction(s))\n")

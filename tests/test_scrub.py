@@ -89,6 +89,7 @@ def test_redact_in_place_atomically(tmp_path: Path, serve: Callable[..., Server]
             headers={"X-Org-Id": "org-7"},
         )
     before = agenttape.load(path).interactions[0]
+    path.chmod(0o644)
     result = cli(
         "redact", path, "--header", "x-org-id", "--header", "x-session", "--query", "sig",
         "--json-path", "user.email",
@@ -105,6 +106,7 @@ def test_redact_in_place_atomically(tmp_path: Path, serve: Callable[..., Server]
     assert after.response.body == before.response.body
     assert after.response.chunks == before.response.chunks
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.msgpack"]  # no temporary left
+    assert path.stat().st_mode & 0o777 == 0o644
     again = cli("redact", path, "--header", "x-org-id")
     assert "nothing to redact" in again.stdout
     assert_one_line_error(cli("redact", path, "--regex", "("), "bad regex")
