@@ -9,8 +9,9 @@ Why fragments: several processes writing one cassette at exit would overwrite ea
 (the last one wins, the others are lost). So while recording, each process writes only what it
 recorded to its own fragment file, atomically, at exit; when the command has finished, the
 parent merges the fragments into the cassette in one atomic write, ordered by start time. When
-replaying, every process reads the cassette and never writes it. A process forked without exec
-starts a fragment of its own.
+replaying, every process reads the cassette and never writes it; the processes share one
+ledger of what has been played, so a request two processes both make gets the responses in
+recorded order, each once. A process forked without exec starts a fragment of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,38 @@ class _FragmentCassette(Cassette):
         self._dirty = False
 
 
+class _SharedReplayCassette(Cassette):
+    """Replay whose play counts every process of the run shares through a ledger file, so
+    identical requests made by different processes are served in recorded order, each
+    recorded response once, as within one process."""
+
+    def __init__(self, path: Path, ledger: Path) -> None:
+        super().__init__(path, mode="none")
+        self.ledger = ledger
+
+    def _take(self, key: Hashable) -> Interaction | None:
+        try:
+            import fcntl
+        except ImportError:
+            return super()._take(key)
+        with open(self.ledger, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                handle.seek(0)
+                for word in handle.read().split():
+                    position = int(word)
+                    if position < len(self._play_counts) and not self._play_counts[position]:
+                        self._play_counts[position] = 1
+                found = super()._take(key)
+                if found is not None:
+                    position = next(i for i, x in enumerate(self.interactions) if x is found)
+                    handle.write(f"{position}\n")
+                    handle.flush()
+                return found
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def start_in_process() -> None:
     """Called by the bootstrap: open the cassette for this process, close it at exit."""
     path = Path(os.environ[CASSETTE_VARIABLE])
@@ -97,7 +131,7 @@ def start_in_process() -> None:
                 os.register_at_fork(after_in_child=recorder.forked)
             cassette = recorder
         else:
-            cassette = Cassette(path, mode="none")
+            cassette = _SharedReplayCassette(path, fragments / "played")
             cassette.__enter__()
     except AgentTapeError as exc:
         # Never run the program unprotected. SystemExit here would make the interpreter

@@ -204,3 +204,26 @@ def test_a_subprocess_that_cannot_open_the_cassette_stops_cleanly(tmp_path: Path
         f"agenttape run: {cassette}: not a readable agenttape cassette"
     )
     assert "Traceback" not in message and "Fatal" not in message
+
+
+def test_processes_share_what_has_been_played(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    """The same request made by the program and then by its subprocess gets, on replay, the
+    first recorded response and then the second, as it did live."""
+    counter = iter(range(1, 100))
+    server = serve(lambda seen: json_reply({"n": next(counter)}))
+    script = tmp_path / "count.py"
+    script.write_text(
+        "import httpx, os, subprocess, sys\n"
+        "print(httpx.get(os.environ['API'] + '/next').json()['n'], flush=True)\n"
+        "if len(sys.argv) == 1:\n"
+        "    subprocess.run([sys.executable, __file__, 'child'], check=True)\n"
+        "    print(httpx.get(os.environ['API'] + '/next').json()['n'], flush=True)\n"
+    )
+    cassette = tmp_path / "count.msgpack"
+    env = {"API": server.url}
+    recorded = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, env=env)
+    assert recorded.stdout.split() == ["1", "2", "3"], recorded.stderr
+    server.stop()
+    replayed = cli("run", "--cassette", cassette, "--", "python", script, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.split() == ["1", "2", "3"]
