@@ -212,8 +212,12 @@ def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
             f"cassette {cassette} does not exist and mode is {mode!r} (replay only); "
             "record it with --mode once or --mode all"
         )
-    cassette.parent.mkdir(parents=True, exist_ok=True)
-    fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
+    if each == "replay":
+        # Only the ledger lives here: replay works from a read-only checkout too.
+        fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
+    else:
+        cassette.parent.mkdir(parents=True, exist_ok=True)
+        fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
     environment = dict(os.environ)
     environment.pop(MODE_ENVIRONMENT_VARIABLE, None)
     python_path = environment.get("PYTHONPATH")
