@@ -280,7 +280,13 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     from ._diff import compare
+    from ._jsonpath import parse
 
+    for path in args.ignore:
+        try:
+            parse(path)
+        except ValueError as exc:
+            raise UsageError(f"{PROG} diff: --ignore {exc}") from None
     _, a = read(args.a)
     _, b = read(args.b)
     pairs = compare(a, b, args.ignore)

@@ -110,6 +110,7 @@ def test_bad_usage_and_bad_files_give_one_line_and_exit_2(tmp_path: Path, sessio
     assert_one_line_error(cli("show", session, "-i", "x"), "invalid int")
     assert_one_line_error(cli("show", session, "-i", "9"), "out of range")
     assert_one_line_error(cli("diff", session), "B")
+    assert_one_line_error(cli("diff", session, session, "--ignore", "a["), "not a JSON path")
     assert_one_line_error(cli("export", session, "--format", "xml"), "invalid choice")
     assert_one_line_error(cli("run", "--mode", "sometimes", "--", "true"), "invalid choice")
     assert_one_line_error(cli("run"), "give the command")
