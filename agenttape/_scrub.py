@@ -82,7 +82,7 @@ def _json_paths(data: bytes, paths: tuple[str, ...]) -> bytes:
         return data
     try:
         document = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return data
     changed = False
     for path in paths:
