@@ -227,3 +227,18 @@ def test_processes_share_what_has_been_played(tmp_path: Path, serve: Callable[..
     replayed = cli("run", "--cassette", cassette, "--", "python", script, env=env)
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout.split() == ["1", "2", "3"]
+
+
+def test_the_sitecustomize_it_shadows_still_runs(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_HOOK = 'ran'\n")
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import builtins, sys\nprint(getattr(builtins, 'SITE_HOOK', 'missing'), 'agenttape' in sys.modules)\n"
+    )
+    cassette = tmp_path / "tape.msgpack"
+    env = {"PYTHONPATH": str(site)}
+    result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ran", "True"]
