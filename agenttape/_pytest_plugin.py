@@ -149,6 +149,15 @@ def _options(item: pytest.Item) -> tuple[Path, dict[str, Any]]:
     return path, options
 
 
+def _run_id(config: pytest.Config) -> str:
+    """One id for this test run, the same in every xdist worker. Read from the worker's own
+    input, not the environment, which a pytest started from inside a worker inherits."""
+    workerinput = getattr(config, "workerinput", None)
+    if isinstance(workerinput, dict) and workerinput.get("testrunuid"):
+        return str(workerinput["testrunuid"])
+    return config.stash[_RUN_ID]
+
+
 @pytest.fixture
 def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     """The cassette active for this test (from its ``agenttape`` marker, or the defaults)."""
@@ -163,8 +172,7 @@ def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     if mode == "none":
         lock: contextlib.AbstractContextManager[bool] = contextlib.nullcontext(True)
     else:
-        run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or item.config.stash[_RUN_ID]
-        lock = _exclusive(path, run_id)
+        lock = _exclusive(path, _run_id(item.config))
     with lock as first:
         if mode == "all" and not first and MODE_ENVIRONMENT_VARIABLE not in os.environ:
             # Another test of this run re-recorded this shared cassette already: add to it

@@ -218,17 +218,26 @@ def test_xdist_loses_and_corrupts_nothing(
     recorded = run(pytester, server, "-n", "2", "-p", "xdist", "--agenttape-mode=new_episodes")
     recorded.assert_outcomes(passed=19)
     assert len(server.seen) == 12 * 3 + 1 + 6
-    server.stop()
     folder = pytester.path / "cassettes" / "test_suite"
-    for n in range(12):
-        tape = agenttape.load(folder / f"test_many[{n}].msgpack")
-        assert [i.request.body for i in tape.interactions] == [
-            f'{{"q":"{n}-{step}"}}'.encode() for step in range(3)
-        ]
-    shared = agenttape.load(pytester.path / "shared.msgpack")
-    assert sorted(i.request.body for i in shared.interactions) == sorted(
-        f'{{"q":"shared-{n}"}}'.encode() for n in range(6)
-    )
+
+    def check() -> None:
+        for n in range(12):
+            tape = agenttape.load(folder / f"test_many[{n}].msgpack")
+            assert [i.request.body for i in tape.interactions] == [
+                f'{{"q":"{n}-{step}"}}'.encode() for step in range(3)
+            ]
+        shared = agenttape.load(pytester.path / "shared.msgpack")
+        assert sorted(i.request.body for i in shared.interactions) == sorted(
+            f'{{"q":"shared-{n}"}}'.encode() for n in range(6)
+        )
+
+    check()
+    # re-recording on two workers: the shared cassette is rewritten once, then added to
+    rerecorded = run(pytester, server, "-n", "2", "-p", "xdist", "--agenttape-record")
+    rerecorded.assert_outcomes(passed=19)
+    assert len(server.seen) == 2 * (12 * 3 + 1 + 6)
+    check()
+    server.stop()
     replayed = run(pytester, server, "-n", "2", "-p", "xdist")
     replayed.assert_outcomes(passed=19)
     assert len(agenttape.load(folder / "test_async.msgpack").interactions) == 1
