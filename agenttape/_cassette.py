@@ -160,6 +160,8 @@ class Cassette:
         self.redactor = Redactor.from_rules(redact)
         self.metadata: dict[str, Any] = {}
         self.interactions: list[Interaction] = []
+        # Every miss raised while active, so code that swallows one cannot hide it.
+        self.misses: list[UnmatchedInteractionError] = []
         self._play_counts: list[int] = []
         self._index: dict[Hashable, list[int]] = {}
         self._cursors: dict[Hashable, int] = {}
@@ -277,6 +279,7 @@ class Cassette:
                 f"or run with {MODE_ENVIRONMENT_VARIABLE}=once"
             )
         self.interactions, self._play_counts = [], []
+        self.misses = []
         self._index, self._cursors = {}, {}
         self._pending, self._dirty = set(), False
         if exists:
@@ -464,13 +467,16 @@ class Cassette:
             f"To re-record: set {MODE_ENVIRONMENT_VARIABLE}=all (or mode='all', or pytest "
             f"--agenttape-record), or mode='new_episodes' to add only the missing requests."
         )
-        return UnmatchedInteractionError(
+        error = UnmatchedInteractionError(
             "\n".join(lines),
             request=request,
             candidates=candidates,
             cassette_path=str(self.path),
             mode=self.mode,
         )
+        with self._lock:
+            self.misses.append(error)
+        return error
 
     def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
         """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;

@@ -25,8 +25,7 @@ from typing import Any
 import pytest
 
 from ._cassette import MODE_ENVIRONMENT_VARIABLE, MODES, ON_UNUSED, Cassette
-from ._errors import AgentTapeError, CassetteNotFoundError, UnmatchedInteractionError
-from ._models import Request
+from ._errors import AgentTapeError, CassetteNotFoundError
 
 _CASSETTE = pytest.StashKey[Cassette]()
 _FAILED = pytest.StashKey[bool]()
@@ -65,19 +64,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "(default cassettes/<test module>/<test name>.msgpack beside the test file); "
         "options are those of agenttape.use_cassette",
     )
-
-
-class _TestCassette(Cassette):
-    """Remembers its misses, so a test that swallowed one still reports it."""
-
-    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
-        super().__init__(path, **options)
-        self.misses: list[UnmatchedInteractionError] = []
-
-    def _miss(self, request: Request) -> UnmatchedInteractionError:
-        error = super()._miss(request)
-        self.misses.append(error)
-        return error
 
 
 def cassette_name(item: pytest.Item) -> str:
@@ -165,7 +151,7 @@ def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     assert isinstance(item, pytest.Item)
     path, options = _options(item)
     try:
-        cassette = _TestCassette(path, **options)
+        cassette = Cassette(path, **options)
     except (TypeError, ValueError) as exc:
         pytest.fail(f"@pytest.mark.agenttape: {exc}", pytrace=False)
     mode = os.environ.get(MODE_ENVIRONMENT_VARIABLE) or cassette.mode
@@ -245,6 +231,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = _concise(item, call, error)
         return
     cassette = item.stash.get(_CASSETTE, None)
-    if isinstance(cassette, _TestCassette) and cassette.misses:
+    if cassette is not None and cassette.misses:
         text = "\n\n".join(str(miss) for miss in cassette.misses)
         report.sections.append(("agenttape: requests with no recording", text))

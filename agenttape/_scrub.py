@@ -145,8 +145,10 @@ def redact(interaction: Interaction, redactor: Redactor) -> bool:
     interaction.request = redactor.request(interaction.request)
     response = interaction.response
     if response is not None:
-        redactor.response(response)
-        response.headers = [(name, redactor._text(value)) for name, value in response.headers]
+        response.headers = [
+            (name, redactor._text(value))
+            for name, value in redactor.response_headers(response.headers)
+        ]
         _response_body(response, redactor)
     after = (interaction.request, response and (response.headers, response.body))
     return before != after

@@ -106,7 +106,7 @@ def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
             response = Response(
                 status=int(status["code"]),
                 reason=str(status.get("message") or ""),
-                headers=headers,
+                headers=redactor.response_headers(headers),
                 body=body,
                 chunks=[(len(body), 0.0)] if body else [],
             )
@@ -118,7 +118,5 @@ def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise VcrImportError(f"{name}: interaction {index} is malformed ({exc!r})") from None
-        interactions.append(
-            Interaction(request=redactor.request(request), response=redactor.response(response))
-        )
+        interactions.append(Interaction(request=redactor.request(request), response=response))
     return interactions, decoded
