@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import inspect
 import os
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import _format, _meta, _runtime
+from . import _format, _locking, _meta, _runtime
 from ._errors import (
     AgentTapeError,
     CassetteFormatError,
@@ -153,6 +154,11 @@ class Cassette:
         self._recording = False
         self._dirty = False
         self._pending: set[Recording] = set()
+        # new_episodes: what the file held when last read or written (its digest and its
+        # interactions), and how many of ours it holds, so a save merges with other writers.
+        self._stored: list[Interaction] = []
+        self._digest: bytes | None = None
+        self._saved = 0
         self._lock = threading.Lock()
         self._token: Token[Cassette | None] | None = None
         self.is_active = False
@@ -172,7 +178,9 @@ class Cassette:
 
     @property
     def unplayed(self) -> list[Interaction]:
-        return [i for i, count in zip(self.interactions, self._play_counts) if not count]
+        return [
+            i for i, count in zip(self.interactions, self._play_counts, strict=True) if not count
+        ]
 
     @property
     def is_recording(self) -> bool:
@@ -250,9 +258,13 @@ class Cassette:
         self.interactions, self._play_counts = [], []
         self._index, self._cursors = {}, {}
         self._pending, self._dirty = set(), False
+        self._digest = None
         if exists:
             # Also read in mode 'all': a damaged file must fail loudly, never be overwritten.
-            self.metadata, loaded = read(self.path)
+            data = _read_bytes(self.path)
+            self.metadata, loaded = _format.decode(data, self.path)
+            if self.mode == "new_episodes":
+                self._digest = _digest(data)
         else:
             loaded = []
         if self.mode == "all" or not exists:
@@ -260,6 +272,7 @@ class Cassette:
             loaded = []
         for interaction in loaded:
             self._add(interaction, played=False)
+        self._stored, self._saved = loaded, len(loaded)
         self._recording = self.mode == "all" or (self.mode == "once" and not exists)
         self._dirty = self._recording
         self.is_active = True
@@ -283,9 +296,9 @@ class Cassette:
         unplayed = self.unplayed
         if not unplayed:
             return
-        lines = "\n".join(
-            f"  {i.request.method} {i.request.url}" for i in unplayed[:10]
-        ) + ("\n  ..." if len(unplayed) > 10 else "")
+        lines = "\n".join(f"  {i.request.method} {i.request.url}" for i in unplayed[:10]) + (
+            "\n  ..." if len(unplayed) > 10 else ""
+        )
         message = (
             f"{len(unplayed)} recorded interaction(s) of cassette {self.path} were never played "
             f"(the code no longer makes these requests; re-record to drop them):\n{lines}"
@@ -405,11 +418,33 @@ class Cassette:
     # -- persistence -------------------------------------------------------------------
 
     def save(self) -> None:
+        if self.mode == "new_episodes":
+            self._save_merged()
+            return
         with self._lock:
             interactions = list(self.interactions)
         data = _format.encode(self.metadata, interactions)
         write_atomic(self.path, data)
         self._dirty = False
+
+    def _save_merged(self) -> None:
+        """Appends what this run recorded to the file as it is now, under the cassette lock:
+        another process that appended since this one read the file loses nothing."""
+        with _locking.locked(self.path):
+            with self._lock:
+                interactions = list(self.interactions)
+            header, stored = self.metadata, self._stored
+            try:
+                current = _read_bytes(self.path)
+            except CassetteNotFoundError:
+                current = None
+            if current is not None and _digest(current) != self._digest:
+                header, stored = _format.decode(current, self.path)
+            merged = stored + interactions[self._saved :]
+            data = _format.encode(header, merged)
+            write_atomic(self.path, data)
+            self._stored, self._digest, self._saved = merged, _digest(data), len(interactions)
+            self._dirty = False
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -417,7 +452,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     directory = path.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=directory
+        )
     except OSError as exc:
         raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
     try:
@@ -440,14 +477,21 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.close(directory_fd)
 
 
-def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise CassetteNotFoundError(f"cassette {os.fspath(path)} does not exist") from None
     except IsADirectoryError:
         raise CassetteFormatError(f"{os.fspath(path)}: is a directory, not a cassette") from None
-    return _format.decode(data, path)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    return _format.decode(_read_bytes(path), path)
 
 
 def use_cassette(path: str | os.PathLike[str], **options: Any) -> Cassette:

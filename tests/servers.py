@@ -87,6 +87,9 @@ App = Callable[[Seen], Reply]
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Head and body go out in separate writes; with Nagle on, the body would wait for the
+    # client's delayed ACK (40 ms per request on Linux).
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -123,7 +126,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _send(self, reply: Reply) -> None:
         if reply.stall:
             time.sleep(reply.stall)
-        reason = reply.reason if reply.reason is not None else self.responses.get(reply.status, ("",))[0]
+        reason = (
+            reply.reason if reply.reason is not None else self.responses.get(reply.status, ("",))[0]
+        )
         head = [f"HTTP/1.1 {reply.status} {reason}"]
         head += [f"{name}: {value}" for name, value in reply.headers]
         if reply.chunked:
@@ -154,6 +159,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # hundreds of clients connecting at once are not turned away
     owner: Server
 
 
@@ -190,3 +196,23 @@ def refused_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def path_body(path: str, size: int) -> bytes:
+    """``size`` bytes that could only be the answer to ``path``: its text, repeated."""
+    if size <= 0:
+        return b""
+    unit = f"{path}|".encode()
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def path_app(size: int = 64) -> App:
+    """Answers every request with ``path_body(path, size)``, so each response names its request."""
+
+    def app(seen: Seen) -> Reply:
+        return Reply(
+            headers=[("Content-Type", "application/octet-stream")],
+            chunks=[path_body(seen.path, size)],
+        )
+
+    return app
