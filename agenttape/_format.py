@@ -22,6 +22,18 @@ from ._version import __version__
 FORMAT_VERSION = 1
 MAGIC_KEY = "agenttape"
 
+# msgpack sizes a list by its declared length before reading its items, and nests up to 1024
+# deep: declared lengths are capped so that pre-allocation stays within a few times the file
+# size (a larger list is then read item by item), and a file may hold at most one list, map
+# or extension value per few bytes, so a hostile file cannot make its reader use more than a
+# small multiple of its own size.
+_NESTING = 1024
+_BYTES_PER_CONTAINER = 4
+_CONTAINER_SLACK = 1024
+_MAX_WALK_DEPTH = 128
+_ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
+_MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+
 
 class _Invalid(Exception):
     """Raised inside the decoder; turned into CassetteFormatError with the file name."""
@@ -34,7 +46,7 @@ def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
         "interactions": [_encode_interaction(i) for i in interactions],
     }
     try:
-        return msgpack.packb(document, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+        return msgpack.packb(document, use_bin_type=True, datetime=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"cassette content is not msgpack-serialisable: {exc}") from exc
 
@@ -73,9 +85,13 @@ def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
 def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
     name = os.fspath(path)
     if not data:
-        raise CassetteFormatError(f"{name}: the file is empty, not a cassette (delete it to record again)")
+        raise CassetteFormatError(
+            f"{name}: the file is empty, not a cassette (delete it to record again)"
+        )
     try:
-        document = msgpack.unpackb(data, raw=False, strict_map_key=True, timestamp=3)
+        document = _unpack(data)
+    except _Invalid as exc:
+        raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
     except Exception as exc:
         raise CassetteFormatError(
             f"{name}: not a readable agenttape cassette ({_describe(exc)}); "
@@ -87,10 +103,95 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
         raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
 
 
+class _Budget:
+    """Counts the lists, maps and extension values read; stops a file that holds too many."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size // _BYTES_PER_CONTAINER + _CONTAINER_SLACK
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _Invalid("holds more lists and maps than a cassette of its size can")
+
+    def container(self, value: Any) -> Any:
+        self.spend()
+        return value
+
+    def extension(self, code: int, data: bytes) -> msgpack.ExtType:
+        self.spend()
+        return msgpack.ExtType(code, data)
+
+
+def _unpack(data: bytes) -> Any:
+    """The msgpack document in ``data``, read within bounded memory (see _NESTING)."""
+    limit = max(len(data) // _NESTING, 16)
+    budget = _Budget(len(data))
+    try:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            timestamp=3,
+            max_array_len=limit,
+            max_map_len=limit,
+            list_hook=budget.container,
+            object_hook=budget.container,
+            ext_hook=budget.extension,
+        )
+    except ValueError as exc:
+        if "exceeds max_" not in str(exc):
+            raise
+    return _walk(data)
+
+
+def _walk(data: bytes) -> Any:
+    """Reads lists and maps item by item from their headers, so a declared length costs
+    nothing until the items are really there; only scalars go through msgpack whole."""
+    budget = _Budget(len(data))
+    unpacker = msgpack.Unpacker(
+        raw=False,
+        timestamp=3,
+        max_buffer_size=max(len(data), 1),
+        max_array_len=0,
+        max_map_len=0,
+        ext_hook=budget.extension,
+    )
+    unpacker.feed(data)
+
+    def value(depth: int) -> Any:
+        position = unpacker.tell()
+        kind = data[position] if position < len(data) else None
+        if kind not in _ARRAY_TYPES and kind not in _MAP_TYPES:
+            return unpacker.unpack()
+        if depth >= _MAX_WALK_DEPTH:
+            raise _Invalid(f"values nested deeper than {_MAX_WALK_DEPTH} levels")
+        budget.spend()
+        if kind in _ARRAY_TYPES:
+            items = []
+            for _ in range(unpacker.read_array_header()):
+                items.append(value(depth + 1))
+            return items
+        mapping = {}
+        for _ in range(unpacker.read_map_header()):
+            key = value(depth + 1)
+            if not isinstance(key, (str, bytes)):
+                raise _Invalid(f"a map key is {type(key).__name__}, expected str")
+            mapping[key] = value(depth + 1)
+        return mapping
+
+    document = value(0)
+    if unpacker.tell() != len(data):
+        raise _Invalid("unexpected data after the end of the cassette")
+    return document
+
+
 def _describe(exc: Exception) -> str:
     if isinstance(exc, msgpack.ExtraData):
         return "unexpected data after the end of the cassette"
-    if isinstance(exc, ValueError) and "incomplete" in str(exc).lower():
+    if isinstance(exc, msgpack.OutOfData) or (
+        isinstance(exc, ValueError) and "incomplete" in str(exc).lower()
+    ):
         return "the file is truncated"
     return f"{type(exc).__name__}: {exc}"
 
@@ -122,7 +223,7 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise _Invalid(f"{what} is {type(value).__name__}, expected {expected}")
     return value
