@@ -57,7 +57,9 @@ class _Library:
         self.hx = hx
         self.tee = type("TeeStream", (_TeeStream, hx.SyncByteStream), {})
         self.async_tee = type("AsyncTeeStream", (_AsyncTeeStream, hx.AsyncByteStream), {})
-        self.replay = type("ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {})
+        self.replay = type(
+            "ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
+        )
 
 
 def install(hx: ModuleType) -> None:
@@ -139,9 +141,11 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
 
 
 def _record_head(recording: Recording, response: Any) -> None:
+    # ``reason_phrase`` decodes as ASCII and drops other bytes; the extension has them all.
+    raw_reason = response.extensions.get("reason_phrase")
     recording.respond(
         response.status_code,
-        response.reason_phrase,
+        raw_reason.decode("latin-1") if isinstance(raw_reason, bytes) else response.reason_phrase,
         response.http_version,
         [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw],
     )
@@ -166,7 +170,9 @@ class _TapeTransport:
         request.read()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(hx, plan, request, library.replay(hx, plan, request, cassette.realtime))
+            return _replay_response(
+                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
+            )
         token = _runtime.enter_adapter()
         try:
             response = self._transport.handle_request(request)
@@ -194,7 +200,9 @@ class _AsyncTapeTransport(_TapeTransport):
         await request.aread()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(hx, plan, request, library.replay(hx, plan, request, cassette.realtime))
+            return _replay_response(
+                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
+            )
         token = _runtime.enter_adapter()
         try:
             response = await self._transport.handle_async_request(request)
@@ -260,7 +268,9 @@ class _AsyncTeeStream(_TeeStream):
 class _ReplayStream:
     """Serves the recorded chunks; with ``realtime`` at their recorded offsets."""
 
-    def __init__(self, hx: ModuleType, interaction: Interaction, request: Any, realtime: bool) -> None:
+    def __init__(
+        self, hx: ModuleType, interaction: Interaction, request: Any, realtime: bool
+    ) -> None:
         self._hx = hx
         self._interaction = interaction
         self._request = request
