@@ -55,11 +55,10 @@ class Recording:
 
     def respond(self, status: int, reason: str, http_version: str, headers: Headers) -> None:
         self.interaction.ttfb = time.perf_counter() - self._t0
-        self.interaction.response = Response(
-            status=status,
-            reason=reason,
-            http_version=http_version,
-            headers=headers,
+        # Secret response headers (Set-Cookie) are redacted like the request's; the caller
+        # still gets the live response untouched.
+        self.interaction.response = self._cassette.redactor.response(
+            Response(status=status, reason=reason, http_version=http_version, headers=headers)
         )
         self._cassette._record(self)
 
