@@ -11,6 +11,7 @@ reported, never replayed as empty, and never overwritten.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import msgpack
@@ -33,6 +34,7 @@ _CONTAINER_SLACK = 1024
 _MAX_WALK_DEPTH = 128
 _ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
 _MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:[+-][0-9A-Za-z.]+)?")
 
 
 class _Invalid(Exception):
@@ -202,14 +204,19 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
     version = document[MAGIC_KEY]
     if not isinstance(version, int) or isinstance(version, bool):
         raise _Invalid(f"format marker is {version!r}, expected a whole number")
-    header = _expect(document.get("header"), dict, "header")
     if version > FORMAT_VERSION:
-        writer = header.get("agenttape_version", "a newer version")
+        # Checked before anything else: a newer format may lay out everything differently.
+        header = document.get("header")
+        writer = header.get("agenttape_version") if isinstance(header, dict) else None
+        if isinstance(writer, str) and _VERSION.fullmatch(writer):
+            who, command = f"agenttape {writer}", f'pip install -U "agenttape>={writer}"'
+        else:
+            who, command = "a newer agenttape", "pip install -U agenttape"
         raise _Invalid(
-            f"written in cassette format {version} by agenttape {writer}; this agenttape "
-            f"{__version__} reads format {FORMAT_VERSION}: upgrade with "
-            f"'pip install -U \"agenttape>={writer}\"'"
+            f"written in cassette format {version} by {who}; this agenttape {__version__} "
+            f"reads format {FORMAT_VERSION}: upgrade with '{command}'"
         )
+    header = _expect(document.get("header"), dict, "header")
     if version < 1:
         raise _Invalid(f"unknown cassette format {version}")
     raw_interactions = _expect(document.get("interactions"), list, "interactions")

@@ -83,8 +83,17 @@ def phase_of(markers: list[str], killed: bool) -> str:
     return "after write"
 
 
-def kill_at(args: list[str], delay: float) -> tuple[list[str], bool]:
+def kill_at(args: list[str], after: str | None, delay: float) -> tuple[list[str], bool]:
+    """Launches the worker, waits for its marker ``after`` (or for nothing), sleeps ``delay``
+    and kills it if it still runs; returns the markers it printed."""
     process = worker(*args)
+    assert process.stdout is not None
+    seen = []
+    if after is not None:
+        for line in process.stdout:
+            seen.append(line.split(" ", 1)[1].strip())
+            if seen[-1] == after:
+                break
     time.sleep(delay)
     killed = process.poll() is None
     if killed:
@@ -92,14 +101,14 @@ def kill_at(args: list[str], delay: float) -> tuple[list[str], bool]:
     out, err = process.communicate()
     if not killed:
         assert process.returncode == 0, err
-    return [line.split(" ", 1)[1] for line in out.splitlines()], killed
+    return seen + [line.split(" ", 1)[1] for line in out.splitlines()], killed
 
 
-def schedule(rng: random.Random, moments: dict[str, float]) -> float:
-    """A third of the kills anywhere in the run, the rest aimed at the write."""
+def schedule(rng: random.Random, moments: dict[str, float]) -> tuple[str | None, float]:
+    """A third of the kills anywhere from launch to past the exit, the rest during the write."""
     if rng.random() < 1 / 3:
-        return rng.uniform(0, moments["end"] * 1.1)
-    return rng.uniform(moments["saving"] - 0.005, moments["saved"] + 0.005)
+        return None, rng.uniform(0, moments["end"] * 1.1)
+    return "saving", rng.uniform(0, (moments["saved"] - moments["saving"]) * 1.3)
 
 
 def sweep(directory: Path, keep: str) -> int:
@@ -124,7 +133,7 @@ def torture(
     moments = calibrate(args)
     for _ in range(kills):
         before = prepare()
-        markers, killed = kill_at(args, schedule(rng, moments))
+        markers, killed = kill_at(args, *schedule(rng, moments))
         tally.kills += killed
         tally.phases[phase_of(markers, killed)] += 1
         check(before, markers)

@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import agenttape
-from tests.reliability.scale import scaled
+from tests.reliability.scale import SOAK, scaled
 from tests.servers import Server, path_app, path_body
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -96,6 +98,7 @@ def test_append(worker):
 """
 
 
+@pytest.mark.skipif(not SOAK, reason="starts a pytest-xdist session; runs with AGENTTAPE_SOAK=1")
 def test_xdist_workers_appending_in_new_episodes_lose_nothing(
     serve: Callable[..., Server], tmp_path: Path
 ) -> None:

@@ -188,7 +188,7 @@ def test_large_and_empty_bodies_byte_exact(size: int, serve: type[Server], tmp_p
     body = hashlib.shake_256(b"agenttape").digest(size) if size else b""
     server = serve(lambda seen: Reply(chunks=[body] if body else []))
     path = tmp_path / "large.msgpack"
-    upload = body[: size // 4]
+    upload = body[: size // 64]
     with httpx.Client(timeout=60) as client:
         with agenttape.use_cassette(path, mode="all"):
             live, live_chunks = fetch(client, Exchange("POST", [], upload, Reply()), server.url)
