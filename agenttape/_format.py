@@ -10,6 +10,7 @@ reported, never replayed as empty, and never overwritten.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from typing import Any
@@ -34,6 +35,7 @@ _CONTAINER_SLACK = 1024
 _MAX_WALK_DEPTH = 128
 _ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
 _MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+_EARLIEST, _LATEST = -62135596800.0, 253402300799.0  # 0001-01-01 and 9999-12-31, UTC
 _VERSION = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:[+-][0-9A-Za-z.]+)?")
 
 
@@ -239,7 +241,25 @@ def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
 def _optional_number(value: Any, what: str) -> float | None:
     if value is None:
         return None
-    return float(_expect(value, (int, float), what))
+    return _duration(_expect(value, (int, float), what), what)
+
+
+def _duration(value: int | float, what: str) -> float:
+    """Seconds that replay may wait for: a finite, non-negative number."""
+    number = float(value)
+    if not 0 <= number < math.inf:
+        raise _Invalid(f"{what} is {number!r}, expected a number of seconds")
+    return number
+
+
+def _moment(value: Any) -> float:
+    """A Unix time that converts to a datetime (years 1 to 9999)."""
+    if value is None:
+        return 0.0
+    number = float(_expect(value, (int, float), "started_at"))
+    if not _EARLIEST <= number <= _LATEST:
+        raise _Invalid(f"started_at is {number!r}, not a time")
+    return number
 
 
 def _headers(value: Any, what: str) -> Headers:
@@ -281,7 +301,7 @@ def _decode_interaction(raw: Any) -> Interaction:
             ):
                 raise _Invalid(f"response.chunks holds {chunk!r}, expected [size, offset]")
             total += chunk[0]
-            chunks.append((chunk[0], float(chunk[1])))
+            chunks.append((chunk[0], _duration(chunk[1], "response.chunks offset")))
         if total > len(body):
             raise _Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
         response = Response(
@@ -308,7 +328,7 @@ def _decode_interaction(raw: Any) -> Interaction:
         response=response,
         error=error,
         boundary=_expect(raw.get("boundary", "http"), str, "boundary"),
-        started_at=_optional_number(raw.get("started_at"), "started_at") or 0.0,
+        started_at=_moment(raw.get("started_at")),
         ttfb=_optional_number(raw.get("ttfb"), "ttfb"),
         duration=_optional_number(raw.get("duration"), "duration"),
     )

@@ -3,6 +3,7 @@ never hangs, and never needs more than a small multiple of the file's size in me
 
 from __future__ import annotations
 
+import math
 import pickle
 import tracemalloc
 from collections.abc import Callable
@@ -61,8 +62,13 @@ def load_through_api(data: bytes, path: Path) -> None:
         assert path.read_bytes() == data
         return
     for interaction in cassette.interactions:
+        assert interaction.started.year >= 1
+        for number in (interaction.ttfb, interaction.duration):
+            assert number is None or math.isfinite(number)
         if interaction.response is not None:
             assert b"".join(interaction.response.iter_chunks()) == interaction.response.body
+            # Offsets are waited for in realtime replay: never endless, never negative.
+            assert all(0 <= offset < math.inf for _, offset in interaction.response.chunks)
     cassette.nearest(agenttape.Request("GET", "http://127.0.0.1/"))
 
 
@@ -245,3 +251,24 @@ def test_many_chunks_in_a_small_file_load(tmp_path: Path) -> None:
     assert loaded.response is not None
     assert loaded.response.chunks == response.chunks
     assert list(loaded.response.iter_chunks()) == [b"x"] * 5000
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf, 1e300, -1e300, -1.0])
+@pytest.mark.parametrize("field", ["started_at", "ttfb", "duration", "offset"])
+def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
+    """Times that cannot be waited for or shown are refused when the file is read."""
+    response = agenttape.Response(200, body=b"ab", chunks=[(1, 0.0), (1, 0.5)])
+    interaction = agenttape.Interaction(
+        agenttape.Request("GET", "http://h/"), response, started_at=1.0, ttfb=0.1, duration=0.2
+    )
+    document = document_of(_format.encode({"agenttape_version": "0"}, [interaction]))
+    raw = document["interactions"][0]
+    if field == "offset":
+        raw["response"]["chunks"][1][1] = number
+    else:
+        raw[field] = number
+    data = msgpack.packb(document, use_bin_type=True)
+    # Before 1970 is still a moment; 1e300 seconds is long, but a wait that ends.
+    valid = number == (-1.0 if field == "started_at" else 1e300)
+    assert (read_bounded(data) is None) == valid
+    load_through_api(data, tmp_path / "times.msgpack")
