@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,7 +153,7 @@ def check_loads(path: Path, urls: list[str]) -> list[agenttape.Interaction]:
 
 
 @pytest.fixture
-def server() -> object:
+def server() -> Iterator[Server]:
     with Server(path_app(BODY)) as running:
         yield running
 

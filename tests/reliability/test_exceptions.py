@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -20,7 +21,7 @@ def urls_of(path: Path) -> list[str]:
 
 
 def test_sync_block_that_raises_keeps_completed_interactions(
-    serve: type[Server], cassette_path: Path
+    serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(path_app())
     with (
@@ -40,7 +41,7 @@ def test_sync_block_that_raises_keeps_completed_interactions(
 
 
 async def test_async_block_that_raises_keeps_completed_interactions(
-    serve: type[Server], cassette_path: Path
+    serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(path_app())
     with pytest.raises(AgentFailed):
@@ -52,7 +53,7 @@ async def test_async_block_that_raises_keeps_completed_interactions(
 
 
 def test_decorated_function_that_raises_keeps_completed_interactions(
-    serve: type[Server], cassette_path: Path
+    serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(path_app())
 
@@ -67,7 +68,7 @@ def test_decorated_function_that_raises_keeps_completed_interactions(
 
 
 def test_keyboard_interrupt_keeps_completed_interactions(
-    serve: type[Server], cassette_path: Path
+    serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(path_app())
     with pytest.raises(KeyboardInterrupt), agenttape.use_cassette(cassette_path, mode="all"):
@@ -77,7 +78,7 @@ def test_keyboard_interrupt_keeps_completed_interactions(
 
 
 def test_stream_cut_short_by_an_exception_is_kept_as_truncated(
-    serve: type[Server], cassette_path: Path
+    serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(path_app(4096))
     with (
@@ -97,7 +98,7 @@ def test_stream_cut_short_by_an_exception_is_kept_as_truncated(
 
 
 def test_new_episodes_block_that_raises_appends_what_it_recorded(
-    serve: type[Server], cassette_path: Path
+    serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(path_app())
     with agenttape.use_cassette(cassette_path, mode="once"):

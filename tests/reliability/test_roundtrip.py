@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,7 +184,9 @@ def test_recorded_and_replayed_byte_exact(
 
 
 @pytest.mark.parametrize("size", [0, 100 * 1024 * 1024])
-def test_large_and_empty_bodies_byte_exact(size: int, serve: type[Server], tmp_path: Path) -> None:
+def test_large_and_empty_bodies_byte_exact(
+    size: int, serve: Callable[..., Server], tmp_path: Path
+) -> None:
     body = hashlib.shake_256(b"agenttape").digest(size) if size else b""
     server = serve(lambda seen: Reply(chunks=[body] if body else []))
     path = tmp_path / "large.msgpack"
