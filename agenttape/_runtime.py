@@ -7,6 +7,7 @@ copy of the opener's context) falls back to the most recently opened cassette st
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
@@ -43,12 +44,10 @@ def deactivate(cassette: Cassette, token: Token[Cassette | None]) -> None:
     with _lock:
         if cassette in _active:
             _active.remove(cassette)
-    try:
+    # Exited from another context than the one that entered (a generator-based fixture
+    # finalised elsewhere): the variable is then left to that context.
+    with contextlib.suppress(ValueError):
         _current.reset(token)
-    except ValueError:
-        # Exited from another context than the one that entered (a generator-based
-        # fixture finalised elsewhere): the variable is then left to that context.
-        pass
 
 
 def enter_adapter() -> Token[bool]:

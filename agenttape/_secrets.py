@@ -36,8 +36,19 @@ SECRET_PATTERNS: dict[str, str] = {
 # Literal pieces every pattern above contains: a cheap substring test skips the regex for
 # the common body that holds no credential at all.
 _TEXT_ANCHORS = (
-    "sk-", "AKIA", "ASIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
-    "xox", "earer", "PRIVATE KEY",
+    "sk-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "earer",
+    "PRIVATE KEY",
 )
 _ANCHORS = tuple(anchor.encode() for anchor in _TEXT_ANCHORS)
 

@@ -29,7 +29,9 @@ def compose(messages: list[dict[str, Any]], system: str = "") -> str:
     """The stand-in's answer: classify when asked to, else a support reply."""
     texts = [system] + [_text(m.get("content")) for m in messages if m.get("role") == "system"]
     instructions = " ".join(texts).lower()
-    user = next((_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    user = next(
+        (_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
+    )
     if "sentiment" in instructions and "classify" in instructions:
         return "negative" if NEGATIVE_WORDS.search(user) else "positive"
     if "negative" in instructions:
@@ -103,7 +105,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         text = compose(body.get("messages", []))
         ident = f"chatcmpl-standin-{number}"
         if not body.get("stream"):
-            usage = {"prompt_tokens": 20, "completion_tokens": len(_words(text)), "total_tokens": 20 + len(_words(text))}
+            usage = {
+                "prompt_tokens": 20,
+                "completion_tokens": len(_words(text)),
+                "total_tokens": 20 + len(_words(text)),
+            }
             return self._json(
                 200,
                 {
@@ -158,10 +164,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         def event(name: str, payload: dict[str, Any]) -> bytes:
             return f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n".encode()
 
-        start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 20, "output_tokens": 0}}
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 20, "output_tokens": 0},
+        }
         events = [
             event("message_start", {"message": start}),
-            event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            event(
+                "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}
+            ),
         ]
         events += [
             event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": w}})
@@ -171,7 +184,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             event("content_block_stop", {"index": 0}),
             event(
                 "message_delta",
-                {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": len(_words(text))}},
+                {
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": len(_words(text))},
+                },
             ),
             event("message_stop", {}),
         ]
