@@ -32,6 +32,7 @@ from ._redaction import Redactor
 MODES = ("none", "once", "new_episodes", "all")
 ON_UNUSED = ("ignore", "warn", "fail")
 MODE_ENVIRONMENT_VARIABLE = "AGENTTAPE_MODE"
+STALE_TEMPORARY = 3600.0  # seconds: no write of a cassette takes this long
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -474,6 +475,19 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(directory_fd)
         finally:
             os.close(directory_fd)
+    _sweep_temporaries(path)
+
+
+def _sweep_temporaries(path: Path) -> None:
+    """Deletes temporary files of ``path`` that a writer killed mid-write left behind; only
+    old ones, so another process's write in progress is never touched."""
+    prefix, cutoff = f".{path.name}.", time.time() - STALE_TEMPORARY
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
 
 
 def _read_bytes(path: str | os.PathLike[str]) -> bytes:

@@ -7,6 +7,7 @@ byte the file from before.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import agenttape
+from agenttape._cassette import STALE_TEMPORARY
 from tests.reliability.scale import scaled
 from tests.servers import Server, path_app, path_body
 
@@ -257,3 +259,21 @@ def test_kill_while_redacting_in_place(
     with capsys.disabled():
         print("\n" + tally.report("in-place redaction"))
     assert tally.lost == 0
+
+
+def test_temporary_files_left_by_a_kill_are_swept_later(tmp_path: Path) -> None:
+    """A kill mid-write leaves a temporary file; a later save of the cassette removes it
+    once it is old, and never touches one a live writer may still be filling."""
+    path = tmp_path / "tape.msgpack"
+    stale, fresh = tmp_path / ".tape.msgpack.dead1.tmp", tmp_path / ".tape.msgpack.live2.tmp"
+    other = tmp_path / ".other.msgpack.dead3.tmp"
+    for leftover in (stale, fresh, other):
+        leftover.write_bytes(b"half a cassette")
+    old = time.time() - STALE_TEMPORARY - 60
+    for leftover in (stale, other):
+        os.utime(leftover, (old, old))
+    with agenttape.use_cassette(path, mode="all"):
+        pass
+    assert agenttape.load(path).interactions == []
+    assert not stale.exists()
+    assert fresh.exists() and other.exists()
