@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import inspect
 import os
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import _format, _runtime
+from . import _format, _locking, _runtime
 from ._clock import freeze_clock
 from ._errors import (
     AgentTapeError,
@@ -33,6 +34,7 @@ from ._scope import Scope
 MODES = ("none", "once", "new_episodes", "all")
 ON_UNUSED = ("ignore", "warn", "fail")
 MODE_ENVIRONMENT_VARIABLE = "AGENTTAPE_MODE"
+STALE_TEMPORARY = 3600.0  # seconds: no write of a cassette takes this long
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -168,6 +170,11 @@ class Cassette:
         self._recording = False
         self._dirty = False
         self._pending: set[Recording] = set()
+        # new_episodes: what the file held when last read or written (its digest and its
+        # interactions), and how many of ours it holds, so a save merges with other writers.
+        self._stored: list[Interaction] = []
+        self._digest: bytes | None = None
+        self._saved = 0
         self._lock = threading.Lock()
         self._token: Token[Cassette | None] | None = None
         self._frozen_pool: Cassette | None = None
@@ -282,9 +289,13 @@ class Cassette:
         self.misses = []
         self._index, self._cursors = {}, {}
         self._pending, self._dirty = set(), False
+        self._digest = None
         if exists:
             # Also read in mode 'all': a damaged file must fail loudly, never be overwritten.
-            self.metadata, loaded = read(self.path)
+            data = _read_bytes(self.path)
+            self.metadata, loaded = _format.decode(data, self.path)
+            if self.mode == "new_episodes":
+                self._digest = _digest(data)
         else:
             loaded = []
         self._frozen_pool, self._derived, self._derived_dirty = None, None, False
@@ -301,6 +312,7 @@ class Cassette:
             loaded = []
         for interaction in loaded:
             self._add(interaction, played=False)
+        self._stored, self._saved = loaded, len(loaded)
         self._recording = self.mode == "all" or (self.mode == "once" and not exists)
         self._dirty = self._recording
         if self._live_scope and not self.is_recording:
@@ -501,6 +513,9 @@ class Cassette:
     # -- persistence -------------------------------------------------------------------
 
     def save(self) -> None:
+        if self.mode == "new_episodes":
+            self._save_merged()
+            return
         with self._lock:
             interactions = list(self.interactions)
         data = _format.encode(self.metadata, interactions)
@@ -520,6 +535,25 @@ class Cassette:
         header["derived_from"] = {"path": str(self.path), "run_id": self.metadata.get("run_id")}
         write_atomic(self.derived_path, _format.encode(header, interactions))
         self._derived_dirty = False
+
+    def _save_merged(self) -> None:
+        """Appends what this run recorded to the file as it is now, under the cassette lock:
+        another process that appended since this one read the file loses nothing."""
+        with _locking.locked(self.path):
+            with self._lock:
+                interactions = list(self.interactions)
+            header, stored = self.metadata, self._stored
+            try:
+                current = _read_bytes(self.path)
+            except CassetteNotFoundError:
+                current = None
+            if current is not None and _digest(current) != self._digest:
+                header, stored = _format.decode(current, self.path)
+            merged = stored + interactions[self._saved :]
+            data = _format.encode(header, merged)
+            write_atomic(self.path, data)
+            self._stored, self._digest, self._saved = merged, _digest(data), len(interactions)
+            self._dirty = False
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -550,16 +584,36 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(directory_fd)
         finally:
             os.close(directory_fd)
+    _sweep_temporaries(path)
 
 
-def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+def _sweep_temporaries(path: Path) -> None:
+    """Deletes temporary files of ``path`` that a writer killed mid-write left behind; only
+    old ones, so another process's write in progress is never touched."""
+    prefix, cutoff = f".{path.name}.", time.time() - STALE_TEMPORARY
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+
+
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise CassetteNotFoundError(f"cassette {os.fspath(path)} does not exist") from None
     except IsADirectoryError:
         raise CassetteFormatError(f"{os.fspath(path)}: is a directory, not a cassette") from None
-    return _format.decode(data, path)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    return _format.decode(_read_bytes(path), path)
 
 
 def use_cassette(path: str | os.PathLike[str], **options: Any) -> Cassette:

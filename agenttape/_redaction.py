@@ -70,13 +70,19 @@ class Redactor:
         return redacted
 
     def _url(self, url: str) -> str:
+        url = _without_password(url)
         base, question, query = url.partition("?")
-        if question and self.query:
+        if question:
             query, hash_, fragment = query.partition("#")
             pairs = []
             for pair in query.split("&"):
-                name, equals, _value = pair.partition("=")
-                if equals and unquote_plus(name).lower() in self.query:
+                name, equals, value = pair.partition("=")
+                # Values are looked at decoded: an encoded credential ("Bearer%20...",
+                # "%2F" inside a token) escapes the patterns otherwise.
+                if equals and (
+                    unquote_plus(name).lower() in self.query
+                    or self._text(decoded := unquote_plus(value)) != decoded
+                ):
                     pair = f"{name}={REDACTED}"
                 pairs.append(pair)
             url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
@@ -117,3 +123,21 @@ class Redactor:
         return [
             (name, REDACTED if name.lower() in self.headers else value) for name, value in headers
         ]
+
+
+def _without_password(url: str) -> str:
+    """``scheme://user:<redacted>@host...``: a password in a URL is a secret in any header."""
+    start = url.find("://")
+    if start == -1:
+        return url
+    start += 3
+    end = len(url)
+    for stop in "/?#":
+        found = url.find(stop, start)
+        if found != -1:
+            end = min(end, found)
+    at = url.rfind("@", start, end)
+    user, colon, password = url[start:at].partition(":")
+    if at == -1 or not colon or password == REDACTED:
+        return url
+    return f"{url[:start]}{user}:{REDACTED}{url[at:]}"

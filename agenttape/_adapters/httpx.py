@@ -157,9 +157,11 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
 
 
 def _record_head(recording: Recording, response: Any) -> None:
+    # ``reason_phrase`` decodes as ASCII and drops other bytes; the extension has them all.
+    raw_reason = response.extensions.get("reason_phrase")
     recording.respond(
         response.status_code,
-        response.reason_phrase,
+        raw_reason.decode("latin-1") if isinstance(raw_reason, bytes) else response.reason_phrase,
         response.http_version,
         [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw],
     )
