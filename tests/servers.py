@@ -264,6 +264,8 @@ def aws_app(throttle_first: int = 0) -> App:
             return Reply(headers=json_type, chunks=[b'{"TableNames":["orders","users"]}'])
         return Reply(status=400, headers=json_type, chunks=[b'{"__type":"UnknownOperation"}'])
 
+    return app
+
 
 def path_body(path: str, size: int) -> bytes:
     """``size`` bytes that could only be the answer to ``path``: its text, repeated."""
