@@ -50,7 +50,8 @@ class Reply:
     Content-Length covers them all (unless ``length`` overrides it, to cut a body short).
     ``close_after_head`` drops the connection right after the headers; ``stall`` sleeps before
     the head, to provoke read timeouts. ``gate`` holds every chunk after the first until the
-    test sets it, to prove a client saw the first chunk while the rest was not yet sent.
+    test sets it (the connection drops if it stays shut for 10 s), to prove a client got the
+    first chunk while the rest was not yet sent.
     """
 
     status: int = 200
@@ -149,8 +150,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         for index, chunk in enumerate(reply.chunks):
-            if index and reply.gate is not None:
-                reply.gate.wait(10)
+            if index and reply.gate is not None and not reply.gate.wait(10):
+                self.close_connection = True
+                return
             if index and reply.delay:
                 time.sleep(reply.delay)
             if reply.chunked:
