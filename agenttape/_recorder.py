@@ -33,7 +33,7 @@ import msgpack
 from . import _format, _meta, _runtime
 from ._cassette import Cassette, Recording
 from ._errors import AgentTapeError
-from ._models import Headers, Interaction, Request
+from ._models import Interaction, Request
 from ._redaction import Redactor
 from ._secrets import scrub_text
 from ._store import SUFFIX, Store, open_store
@@ -42,8 +42,9 @@ logger = logging.getLogger("agenttape.recorder")
 
 KEEP = ("errors", "all", "sampled")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-# Bytes counted per exchange on top of bodies and headers, for the objects that hold it.
-EXCHANGE_OVERHEAD = 256
+# Bytes counted per exchange and per header on top of the bodies, for the objects holding them.
+EXCHANGE_OVERHEAD = 512
+HEADER_OVERHEAD = 96
 # How long interpreter exit waits for the writer before giving up on queued runs.
 EXIT_TIMEOUT = 10.0
 # A loss is logged at most once per this many seconds per kind, with the count in between.
@@ -53,10 +54,6 @@ MAX_REASONS = 5
 P = ParamSpec("P")
 R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _headers_size(headers: Headers) -> int:
-    return sum(len(name) + len(value) for name, value in headers)
 
 
 def _where(request: Request) -> str:
@@ -76,9 +73,10 @@ class _RunRecording(Recording):
 
     def chunk(self, data: bytes) -> None:
         run = self._run
-        if not run._overflow:
-            run._spend(len(data))
-            Recording.chunk(self, data)
+        if run._overflow:
+            return
+        run._spend(len(data))
+        Recording.chunk(self, data)
 
 
 class Run(Cassette):
@@ -162,7 +160,6 @@ class Run(Cassette):
             )
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self._t0 = time.perf_counter()
-        self.path = Path(f"{self.started:%Y-%m-%d}", self.run_id + SUFFIX)
         outer = _runtime.active()
         if outer is not None and not isinstance(outer, Run):
             # A cassette already serves this code (a test replaying a recorded run): it stays
@@ -206,7 +203,7 @@ class Run(Cassette):
 
     def begin(self, request: Request) -> Recording:
         """Always record; redaction happens on the writer thread, off the request path."""
-        self._spend(len(request.body) + _headers_size(request.headers) + EXCHANGE_OVERHEAD)
+        self._spend(len(request.body) + HEADER_OVERHEAD * len(request.headers) + EXCHANGE_OVERHEAD)
         return _RunRecording(self, request)
 
     def _record(self, recording: Recording) -> None:
@@ -219,7 +216,7 @@ class Run(Cassette):
                 self._dropped += 1
                 return
             if response is not None:
-                self._spend(_headers_size(response.headers))
+                self._spend(HEADER_OVERHEAD * len(response.headers))
             self.interactions.append(interaction)
             self._pending.add(recording)
 
@@ -242,6 +239,8 @@ class Run(Cassette):
 
     def _outcome(self) -> tuple[str, list[str]]:
         """The run's status and the reasons for it, most serious first."""
+        if self._raised is None and not self.flags and not self._error_count:
+            return "ok", []
         reasons = []
         if self._raised is not None:
             reasons.append(f"raised {self._raised}")
@@ -465,7 +464,7 @@ class Recorder:
     def run(self, run_id: str | None = None, **tags: Any) -> Run:
         """A run to open with ``with`` or ``async with``; ``tags`` go into its cassette."""
         if run_id is None:
-            run_id = _meta.new_run_id()
+            run_id = os.urandom(16).hex()
         elif not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
             raise ValueError(
                 f"run_id {run_id!r} must be 1-128 letters, digits, '.', '_' or '-' "
@@ -522,6 +521,7 @@ class Recorder:
             run.kept = False
             return
         assert run.started is not None and run.duration is not None
+        run.path = Path(f"{run.started:%Y-%m-%d}", run.run_id + SUFFIX)
         summary: dict[str, Any] = {
             "status": status,
             "reasons": [scrub_text(reason) for reason in reasons],

@@ -7,13 +7,14 @@ and copy runs out with ordinary tools.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._cassette import write_atomic
 from ._errors import AgentTapeError, CassetteNotFoundError
 
 SUFFIX = ".msgpack"
@@ -51,14 +52,28 @@ class Store(ABC):
 
 
 class LocalStore(Store):
-    """A folder; each file is written atomically, so a reader never sees half a run."""
+    """A folder; each file appears whole (temporary file, then rename), so a reader never sees
+    half a run. There is no fsync: it would cap a busy service at a few hundred runs a second,
+    and a power cut then loses the newest runs, which the listing shows as unreadable."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.url = str(self.root)
 
     def write(self, name: str, data: bytes) -> None:
-        write_atomic(self.root / name, data)
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        )
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
     def read(self, name: str) -> bytes:
         return (self.root / name).read_bytes()
