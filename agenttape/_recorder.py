@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import msgpack
 
-from . import _format, _meta, _runtime
+from . import _format, _runtime
 from ._cassette import Cassette, Recording
 from ._errors import AgentTapeError
 from ._models import Interaction, Request
@@ -89,6 +89,7 @@ class Run(Cassette):
 
     def __init__(self, recorder: Recorder, run_id: str, tags: dict[str, Any]) -> None:
         super().__init__(run_id + SUFFIX, mode="all", tags=tags, block_network=False)
+        self.redactor = recorder._redactor
         self.recorder = recorder
         self.run_id = run_id
         self.flags: list[str] = []
@@ -392,7 +393,9 @@ class _Writer:
         """Encode and store one run; the size written, or None after logging the loss."""
         try:
             if self._base is None:
-                self._base = _meta.new_header()
+                from ._meta import new_header  # git and package metadata: once, off the hot path
+
+                self._base = new_header()
             header = {
                 **self._base,
                 "run_id": job.run_id,
@@ -400,11 +403,10 @@ class _Writer:
                 "tags": job.tags,
                 "run": job.summary,
             }
+            # Response headers were redacted as they arrived; requests are redacted here.
             redactor = self._redactor
             for interaction in job.interactions:
                 interaction.request = redactor.request(interaction.request)
-                if interaction.response is not None:
-                    redactor.response(interaction.response)
             data = _format.encode(header, job.interactions)
             self._store.write(job.name, data)
         except Exception as exc:

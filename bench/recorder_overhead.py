@@ -49,12 +49,7 @@ CHAT = json.dumps(
 
 def serve() -> None:
     """The API the service talks to, in its own process so it does not share our GIL."""
-    from tests import servers
     from tests.servers import Reply, Seen, Server
-
-    # Each reply is written as head then body: without this, delayed ACKs make every request
-    # wait ~40 ms and the benchmark would measure the kernel, not the recorder.
-    servers._Handler.disable_nagle_algorithm = True
 
     def app(seen: Seen) -> Reply:
         if seen.path.startswith("/big"):
