@@ -470,11 +470,13 @@ def test_secrets_are_redacted_before_a_run_reaches_the_store(
     key = "sk-proj-" + "R3alSecretKeyValue0123456789"
     server = serve(
         lambda seen: json_reply(
-            {"ok": True}, status=401, headers=[("Set-Cookie", "session=c00kie")]
+            {"ok": True},
+            status=401,
+            headers=[("Set-Cookie", "session=c00kie"), ("X-Session", "sess-0042")],
         )
     )
     store = tmp_path / "runs"
-    recorder = recorders(store, keep="errors", redact=["json:user.email"])
+    recorder = recorders(store, keep="errors", redact=["json:user.email", "header:x-session"])
     with recorder.run() as run:
         httpx.post(
             server.url + "/v1/chat?api_key=q-secret",
@@ -484,7 +486,7 @@ def test_secrets_are_redacted_before_a_run_reaches_the_store(
     recorder.flush(timeout=10)
     assert server.seen[0].header("authorization") == f"Bearer {key}"  # passthrough
     data = (store / run.path).read_bytes()
-    for secret in (key.encode(), b"q-secret", b"c00kie", b"ann@example.com"):
+    for secret in (key.encode(), b"q-secret", b"c00kie", b"sess-0042", b"ann@example.com"):
         assert secret not in data
     [interaction] = stored(store, run).interactions
     assert interaction.request.header("authorization") == "<redacted>"
