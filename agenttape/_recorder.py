@@ -69,14 +69,23 @@ class _RunRecording(Recording):
 
     def __init__(self, run: Run, request: Request) -> None:
         super().__init__(run, request)
-        self._run = run
+        self._run: Run | None = run
 
     def chunk(self, data: bytes) -> None:
         run = self._run
-        if run._overflow:
+        if run is None or run._overflow:
             return
         run._spend(len(data))
         Recording.chunk(self, data)
+
+    def finish(self, truncated: bool = False) -> None:
+        if self.finished:
+            return
+        Recording.finish(self, truncated)
+        # httpx keeps a read response in a reference cycle until the garbage collector runs;
+        # letting go of the run here frees it with its exchanges as soon as the caller is done.
+        self._run = None
+        del self._cassette
 
 
 class Run(Cassette):
