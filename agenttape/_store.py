@@ -146,6 +146,8 @@ class FsspecStore(Store):
         return data
 
     def files(self) -> list[StoredFile]:
+        # Other processes write here too: never answer from a cached listing.
+        self.fs.invalidate_cache(self.root)
         found = self.fs.find(self.root, maxdepth=2, detail=True)
         return [
             StoredFile(self._name(path), int(info.get("size") or 0))
@@ -155,6 +157,7 @@ class FsspecStore(Store):
 
     def find(self, run_id: str) -> str | None:
         file_name = run_id + SUFFIX
+        self.fs.invalidate_cache(self.root)
         if self.fs.isfile(self._path(file_name)):
             return file_name
         matches = sorted(self.fs.glob(self._path(f"*/{file_name}")), reverse=True)

@@ -430,12 +430,13 @@ def test_a_forked_worker_gets_its_own_writer(
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:
+        code = 2
         try:
             with recorder.run(side="child"):
                 httpx.get(server.url + "/child")
             code = 0 if recorder.flush(timeout=10) and recorder.stats.written == 1 else 1
         finally:
-            os._exit(code if "code" in locals() else 2)
+            os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert sorted(info.tags["side"] for info in list_runs(store)) == ["child", "parent"]
