@@ -155,7 +155,10 @@ class Run(Cassette):
         traceback: TracebackType | None,
     ) -> None:
         if exc is not None:
-            self._raised = f"{type(exc).__name__}: {exc}"[:300]
+            message = str(exc)
+            self._raised = (f"{type(exc).__name__}: {message}" if message else type(exc).__name__)[
+                :300
+            ]
         self._stop(failed=exc is not None)
 
     def __call__(self, function: F) -> F:

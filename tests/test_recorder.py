@@ -160,6 +160,27 @@ def test_keep_errors_keeps_only_runs_that_raised_failed_or_were_flagged(
     assert recorder.stats.runs == 5 and recorder.stats.kept == 4 and recorder.stats.written == 4
 
 
+async def test_a_cancelled_async_run_is_kept_as_raised(
+    recorders: Callable[..., agenttape.Recorder], tmp_path: Path
+) -> None:
+    recorder = recorders(tmp_path / "runs")
+    started = asyncio.Event()
+
+    async def handler() -> None:
+        async with recorder.run(case="cancelled"):
+            started.set()
+            await asyncio.sleep(60)
+
+    task = asyncio.create_task(handler())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    recorder.flush(timeout=10)
+    [info] = list_runs(tmp_path / "runs")
+    assert (info.status, info.reasons) == ("raised", ["raised CancelledError"])
+
+
 @pytest.mark.parametrize(("rate", "kept_ok"), [(0.0, 0), (1.0, 3)])
 def test_sampled_keeps_every_failed_run_and_a_share_of_the_healthy_ones(
     serve: Callable[..., Server],
