@@ -97,7 +97,8 @@ class Run(Cassette):
     """
 
     def __init__(self, recorder: Recorder, run_id: str, tags: dict[str, Any]) -> None:
-        super().__init__(run_id + SUFFIX, mode="all", tags=tags, block_network=False)
+        # A run never replays, so it matches on nothing (which also makes it cheap to build).
+        super().__init__(run_id + SUFFIX, mode="all", match_on=(), tags=tags, block_network=False)
         self.redactor = recorder._redactor
         self.recorder = recorder
         self.run_id = run_id
