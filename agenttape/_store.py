@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,21 +59,41 @@ class LocalStore(Store):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.url = str(self.root)
+        self._folders: set[str] = set()
 
     def write(self, name: str, data: bytes) -> None:
-        path = self.root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        folder, _slash, file_name = name.rpartition("/")
+        directory = os.path.join(self.url, folder)
+        path = os.path.join(directory, file_name)
+        # Hidden, and unique per process and writer thread, so writers never collide.
+        temporary = os.path.join(
+            directory, f".{file_name}.{os.getpid()}.{threading.get_ident()}.tmp"
         )
         try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(data)
+            descriptor = self._create(directory, temporary)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(descriptor, view) :]
+            finally:
+                os.close(descriptor)
             os.replace(temporary, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+
+    def _create(self, directory: str, temporary: str) -> int:
+        """Open ``temporary`` for writing, making its folder once (again if it was removed)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+        if directory in self._folders:
+            try:
+                return os.open(temporary, flags, 0o666)
+            except FileNotFoundError:
+                self._folders.discard(directory)
+        os.makedirs(directory, exist_ok=True)
+        self._folders.add(directory)
+        return os.open(temporary, flags, 0o666)
 
     def read(self, name: str) -> bytes:
         return (self.root / name).read_bytes()

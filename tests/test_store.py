@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,15 @@ def test_local_store_lists_top_level_and_dated_runs_and_skips_temporary_files(
     assert store.find("r_1") == "2026-11-20/r_1.msgpack" and store.find("r_2") == "r_2.msgpack"
     assert store.find("r_3") is None
     assert store.read_prefix("r_2.msgpack", 2) == b"tw"
+
+
+def test_local_store_makes_a_dated_folder_again_after_a_cleanup_removed_it(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.write("2026-11-20/r_1.msgpack", b"one")
+    shutil.rmtree(tmp_path / "2026-11-20")
+    store.write("2026-11-20/r_2.msgpack", b"two")
+    assert (tmp_path / "2026-11-20" / "r_2.msgpack").read_bytes() == b"two"
+    assert sorted(p.name for p in (tmp_path / "2026-11-20").iterdir()) == ["r_2.msgpack"]
 
 
 def test_fsspec_store_with_real_folders_creates_the_dated_folder(tmp_path: Path) -> None:
