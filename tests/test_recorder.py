@@ -22,9 +22,6 @@ from agenttape import _format
 from agenttape._runs import list_runs
 from tests.servers import Reply, Seen, Server, gzip_reply, json_reply, refused_port, sse_reply
 
-fsspec = pytest.importorskip("fsspec")
-from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -314,38 +311,44 @@ def test_a_run_inside_a_replaying_cassette_leaves_the_cassette_in_charge(
 # -- the store never slows or fails the agent --------------------------------------------
 
 
-class StallingFileSystem(MemoryFileSystem):
-    """An in-memory store whose writes hang until the test opens ``gate``."""
+@pytest.fixture
+def stall_gate() -> threading.Event:
+    """Registers two fsspec stores: ``stallingtest://``, whose writes hang until the returned
+    gate opens, and ``failingtest://``, whose writes are refused."""
+    fsspec = pytest.importorskip("fsspec")
+    from fsspec.implementations.memory import MemoryFileSystem
 
-    protocol = "stallingtest"
     gate = threading.Event()
-    store: ClassVar[dict[str, Any]] = {}  # its own files, apart from memory://
-    pseudo_dirs: ClassVar[list[str]] = [""]
 
-    def pipe_file(self, path: str, value: bytes, *args: Any, **kwargs: Any) -> None:
-        self.gate.wait()
-        super().pipe_file(path, value, *args, **kwargs)
+    class StallingFileSystem(MemoryFileSystem):
+        protocol = "stallingtest"
+        store: ClassVar[dict[str, Any]] = {}  # its own files, apart from memory://
+        pseudo_dirs: ClassVar[list[str]] = [""]
 
+        def pipe_file(self, path: str, value: bytes, *args: Any, **kwargs: Any) -> None:
+            gate.wait()
+            super().pipe_file(path, value, *args, **kwargs)
 
-class FailingFileSystem(MemoryFileSystem):
-    protocol = "failingtest"
-    store: ClassVar[dict[str, Any]] = {}
-    pseudo_dirs: ClassVar[list[str]] = [""]
+    class FailingFileSystem(MemoryFileSystem):
+        protocol = "failingtest"
+        store: ClassVar[dict[str, Any]] = {}
+        pseudo_dirs: ClassVar[list[str]] = [""]
 
-    def pipe_file(self, path: str, value: bytes, *args: Any, **kwargs: Any) -> None:
-        raise PermissionError("bucket policy denies PutObject")
+        def pipe_file(self, path: str, value: bytes, *args: Any, **kwargs: Any) -> None:
+            raise PermissionError("bucket policy denies PutObject")
 
-
-fsspec.register_implementation("stallingtest", StallingFileSystem, clobber=True)
-fsspec.register_implementation("failingtest", FailingFileSystem, clobber=True)
+    fsspec.register_implementation("stallingtest", StallingFileSystem, clobber=True)
+    fsspec.register_implementation("failingtest", FailingFileSystem, clobber=True)
+    return gate
 
 
 def test_a_stalled_store_never_blocks_runs_and_the_queue_stays_within_its_limit(
-    serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder]
+    serve: Callable[..., Server],
+    recorders: Callable[..., agenttape.Recorder],
+    stall_gate: threading.Event,
 ) -> None:
     body = b"x" * 20_000
     server = serve(lambda seen: Reply(chunks=[body]))
-    StallingFileSystem.gate.clear()
     limit = 100_000
     recorder = recorders("stallingtest://runs", keep="all", max_queue_bytes=limit)
     runs = []
@@ -360,7 +363,7 @@ def test_a_stalled_store_never_blocks_runs_and_the_queue_stays_within_its_limit(
         assert stats.dropped > 0 and stats.dropped == sum(1 for run in runs if not run.kept)
         assert recorder.flush(timeout=0.05) is False
     finally:
-        StallingFileSystem.gate.set()
+        stall_gate.set()
     assert recorder.flush(timeout=10)
     stats = recorder.stats
     assert stats.written == stats.kept - stats.dropped and stats.queued_bytes == 0
@@ -368,6 +371,7 @@ def test_a_stalled_store_never_blocks_runs_and_the_queue_stays_within_its_limit(
     assert written == {run.run_id for run in runs if run.kept}
 
 
+@pytest.mark.usefixtures("stall_gate")
 def test_a_failing_store_loses_the_run_logs_it_and_counts_it(
     serve: Callable[..., Server],
     recorders: Callable[..., agenttape.Recorder],
@@ -543,6 +547,7 @@ def test_bad_options_and_misuse_get_clear_errors(
 def test_memory_store_runs_can_be_listed_and_decoded(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder]
 ) -> None:
+    fsspec = pytest.importorskip("fsspec")
     server = serve(echo)
     recorder = recorders("memory://recorder-test/prod", keep="all")
     with recorder.run(tenant_id="t_3") as run:
