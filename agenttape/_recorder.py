@@ -58,7 +58,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _where(request: Request) -> str:
     """Method, host and path: user info and query may carry secrets and stay out of reasons."""
-    parts = urlsplit(request.url)
+    try:
+        parts = urlsplit(request.url)
+    except ValueError:
+        return f"{request.method} (an unparseable URL)"
     return f"{request.method} {parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
@@ -180,9 +183,15 @@ class Run(Cassette):
             # in charge, and this run records nothing.
             self._deferred = True
             return
+        try:
+            self._token = _runtime.activate(self, process_wide=False)
+        except Exception:
+            # A recorder must never break the service: this run just records nothing.
+            logger.exception("agenttape recorder: run %s could not start recording", self.run_id)
+            self._deferred = True
+            return
         self._recording = True
         self.is_active = True
-        self._token = _runtime.activate(self, process_wide=False)
 
     def _stop(self, failed: bool) -> None:
         self.duration = time.perf_counter() - self._t0
@@ -205,7 +214,11 @@ class Run(Cassette):
             whole = [i for i in self.interactions if id(i) in complete]
             self._dropped += len(self.interactions) - len(whole)
             self.interactions = whole
-        self.recorder._finish(self)
+        try:
+            self.recorder._finish(self)
+        except Exception:
+            self.kept = False
+            logger.exception("agenttape recorder: run %s could not be kept", self.run_id)
 
     # -- recording (always) ------------------------------------------------------------
 

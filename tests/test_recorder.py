@@ -518,6 +518,26 @@ def test_secrets_are_redacted_before_a_run_reaches_the_store(
     assert interaction.request.header("authorization") == "<redacted>"
 
 
+def test_a_run_that_cannot_start_recording_leaves_the_agent_alone(
+    serve: Callable[..., Server],
+    recorders: Callable[..., agenttape.Recorder],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from agenttape import _adapters
+
+    server = serve(echo)
+    recorder = recorders(tmp_path / "runs", keep="all")
+    # An adapter whose module cannot be imported, for a library that is loaded.
+    monkeypatch.setitem(_adapters.ADAPTERS, "json", "agenttape._adapters.missing_adapter")
+    monkeypatch.setattr(_adapters, "_installed", set(_adapters._installed))
+    with recorder.run() as run:
+        assert httpx.get(server.url + "/still-served").status_code == 200
+    assert run.kept is False and recorder.stats.runs == 0
+    assert "could not start recording" in caplog.text
+
+
 def test_bad_options_and_misuse_get_clear_errors(
     recorders: Callable[..., agenttape.Recorder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
