@@ -70,8 +70,8 @@ class _RunRecording(Recording):
 
     __slots__ = ("_run",)
 
-    def __init__(self, run: Run, request: Request) -> None:
-        super().__init__(run, request)
+    def __init__(self, run: Run, request: Request, boundary: str) -> None:
+        super().__init__(run, request, boundary)
         self._run: Run | None = run
 
     def chunk(self, data: bytes) -> None:
@@ -228,10 +228,11 @@ class Run(Cassette):
         if self._used > self._budget:
             self._overflow = True
 
-    def begin(self, request: Request) -> Recording:
-        """Always record; redaction happens on the writer thread, off the request path."""
+    def begin(self, request: Request, boundary: str = "http") -> Recording:
+        """Always record, HTTP and function boundaries alike; requests are redacted on the
+        writer thread, off the request path."""
         self._spend(len(request.body) + HEADER_OVERHEAD * len(request.headers) + EXCHANGE_OVERHEAD)
-        return _RunRecording(self, request)
+        return _RunRecording(self, request, boundary)
 
     def _record(self, recording: Recording) -> None:
         interaction = recording.interaction
@@ -258,11 +259,16 @@ class Run(Cassette):
         self._error_count += 1
         if len(self._errors) >= MAX_REASONS:
             return
+        error = interaction.error
+        if interaction.boundary != "http" and error is not None:
+            # A function boundary that raised: its type is "module:QualName".
+            self._errors.append(f"{interaction.boundary} raised {error.type.rpartition(':')[2]}")
+            return
         where = _where(interaction.request)
         if interaction.response is not None:
             self._errors.append(f"HTTP {interaction.response.status} from {where}")
-        elif interaction.error is not None:
-            self._errors.append(f"{interaction.error.type} on {where}")
+        elif error is not None:
+            self._errors.append(f"{error.type} on {where}")
 
     def _outcome(self) -> tuple[str, list[str]]:
         """The run's status and the reasons for it, most serious first."""
@@ -280,7 +286,7 @@ class Run(Cassette):
         if self.flags:
             return "flagged", reasons
         if self._error_count:
-            return "http_error", reasons
+            return "failed", reasons
         return "ok", reasons
 
 

@@ -46,7 +46,7 @@ class RunInfo:
     @property
     def is_error(self) -> bool:
         """Raised, flagged or saw a failed exchange."""
-        return self.status in ("raised", "flagged", "http_error")
+        return self.status in ("raised", "flagged", "failed")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (times as ISO 8601 text; tags as recorded)."""

@@ -144,9 +144,9 @@ def test_keep_errors_keeps_only_runs_that_raised_failed_or_were_flagged(
     assert healthy.kept is False and healthy.status == "ok"
     assert [crashed.status, failed.status, flagged.status, unreachable.status] == [
         "raised",
-        "http_error",
+        "failed",
         "flagged",
-        "http_error",
+        "failed",
     ]
     listed = {info.tags["case"]: info for info in list_runs(store)}
     assert sorted(listed) == ["flagged", "http", "raised", "transport"]
@@ -178,6 +178,44 @@ async def test_a_cancelled_async_run_is_kept_as_raised(
     assert (info.status, info.reasons) == ("raised", ["raised CancelledError"])
 
 
+def test_boundary_calls_belong_to_the_run_and_replay_from_it(
+    serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
+) -> None:
+    server = serve(echo)
+    calls: list[str] = []
+
+    @agenttape.boundary("lookup_order")
+    def lookup_order(order_id: str) -> dict[str, str]:
+        calls.append(order_id)
+        if order_id == "o_missing":
+            raise LookupError(f"no order {order_id}")
+        return {"order_id": order_id, "status": "shipped"}
+
+    def agent() -> tuple[dict[str, str], str, Any]:
+        found = lookup_order("o_1")
+        try:
+            lookup_order("o_missing")
+        except LookupError as exc:
+            missing = str(exc)
+        return found, missing, httpx.get(server.url + "/after").json()
+
+    store = tmp_path / "runs"
+    recorder = recorders(store)
+    with recorder.run(user_id="u_1") as run:
+        live = agent()
+    recorder.flush(timeout=10)
+    assert (run.status, run.kept) == ("failed", True)
+    [info] = list_runs(store)
+    assert info.reasons == ["tool:lookup_order raised LookupError"]
+    cassette = stored(store, run)
+    assert [i.boundary for i in cassette.interactions] == ["tool:lookup_order"] * 2 + ["http"]
+
+    server.stop()
+    with agenttape.use_cassette(store / run.path, mode="none"):
+        assert agent() == live
+    assert calls == ["o_1", "o_missing"]  # the tool's body did not run again
+
+
 @pytest.mark.parametrize(("rate", "kept_ok"), [(0.0, 0), (1.0, 3)])
 def test_sampled_keeps_every_failed_run_and_a_share_of_the_healthy_ones(
     serve: Callable[..., Server],
@@ -195,7 +233,7 @@ def test_sampled_keeps_every_failed_run_and_a_share_of_the_healthy_ones(
         httpx.get(server.url + "/status/500")
     recorder.flush(timeout=10)
     statuses = sorted(info.status for info in list_runs(tmp_path / "runs"))
-    assert statuses == ["http_error"] + ["ok"] * kept_ok
+    assert statuses == ["failed"] + ["ok"] * kept_ok
 
 
 # -- concurrent runs never mix -----------------------------------------------------------

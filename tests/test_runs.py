@@ -199,7 +199,7 @@ def test_a_production_run_found_by_tag_replays_offline_as_a_test(
             with recorder.run(user_id=user_id, tenant_id="t_3"):
                 answers[user_id] = answer(standin.url, "Where is my order? It is late.")
     [found] = list_runs(store, tags=parse_tags(["user_id=u_7710"]))
-    assert found.status == "http_error" and found.reasons[0].startswith("HTTP 429 from POST")
+    assert found.status == "failed" and found.reasons[0].startswith("HTTP 429 from POST")
     assert list_runs(store, tags={"user_id": "u_1001"}) == []  # healthy runs were not kept
 
     cassette = tmp_path / "cassettes" / f"{found.run_id}.msgpack"
