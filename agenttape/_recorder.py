@@ -100,8 +100,16 @@ class Run(Cassette):
     """
 
     def __init__(self, recorder: Recorder, run_id: str, tags: dict[str, Any]) -> None:
-        # A run never replays, so it matches on nothing (which also makes it cheap to build).
-        super().__init__(run_id + SUFFIX, mode="all", match_on=(), tags=tags, block_network=False)
+        # A run never replays: it matches on nothing (which also makes it cheap to build) and
+        # leaves every wait and connection of the agent as it is.
+        super().__init__(
+            run_id + SUFFIX,
+            mode="all",
+            match_on=(),
+            tags=tags,
+            block_network=False,
+            fast_retries=False,
+        )
         self.redactor = recorder._redactor
         self.recorder = recorder
         self.run_id = run_id
