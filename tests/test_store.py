@@ -11,6 +11,7 @@ import pytest
 import agenttape
 from agenttape._runs import fetch_run, list_runs
 from agenttape._store import FsspecStore, LocalStore, open_store
+from tests.cli_support import cli
 from tests.servers import Server, json_reply, refused_port
 
 
@@ -102,6 +103,16 @@ def test_runs_go_to_a_real_s3_compatible_server_and_come_back_for_replay(
     [found] = list_runs(url, tags={"user_id": "u_7710"}, storage_options=s3)
     assert found.status == "flagged" and found.reasons == ["flagged: wrong order shown"]
     out = fetch_run(url, found.run_id, tmp_path / "r.msgpack", storage_options=s3)
+    # The command line finds the same run with the usual AWS environment.
+    environment = {
+        "AWS_ACCESS_KEY_ID": s3["key"],
+        "AWS_SECRET_ACCESS_KEY": s3["secret"],
+        "AWS_ENDPOINT_URL": s3["client_kwargs"]["endpoint_url"],
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    listed = cli("runs", url, "--tag", "user_id=u_7710", env=environment)
+    assert listed.returncode == 0, listed.stderr
+    assert found.run_id in listed.stdout and "flagged" in listed.stdout
     api.stop()
     with agenttape.use_cassette(out, mode="none"):
         assert httpx.get(f"{api.url}/orders/u_7710").json() == {"order": "u_7710"}
