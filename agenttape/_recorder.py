@@ -349,7 +349,8 @@ class _LossLog:
 
 
 class _Writer:
-    """One daemon thread writing finished runs; its queue is bounded in bytes, never blocks."""
+    """One daemon thread writing finished runs; its queue is bounded in bytes (past the limit
+    a run is refused, never waited for)."""
 
     def __init__(self, store: Store, redactor: Redactor, limit: int, losses: _LossLog) -> None:
         self._store = store
@@ -375,7 +376,8 @@ class _Writer:
         with self._cond:
             if self._closed:
                 refused = "the recorder is closed"
-            elif self._queued_bytes + job.size > self._limit:
+            elif self._jobs and self._queued_bytes + job.size > self._limit:
+                # An idle writer always takes the run, even one bigger than the whole queue.
                 refused = (
                     f"the write queue is full ({self._queued_bytes} bytes waiting for the store)"
                 )

@@ -409,6 +409,18 @@ def test_a_stalled_store_never_blocks_runs_and_the_queue_stays_within_its_limit(
     assert written == {run.run_id for run in runs if run.kept}
 
 
+def test_a_run_bigger_than_the_queue_is_written_when_nothing_waits(
+    serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
+) -> None:
+    body = b"q" * 50_000
+    server = serve(lambda seen: Reply(chunks=[body]))
+    recorder = recorders(tmp_path / "runs", keep="all", max_queue_bytes=10_000)
+    with recorder.run() as run:
+        httpx.get(server.url + "/big")
+    assert recorder.flush(timeout=10) and run.kept
+    assert recorder.stats.written == 1 and recorder.stats.lost == 0
+
+
 @pytest.mark.usefixtures("stall_gate")
 def test_a_failing_store_loses_the_run_logs_it_and_counts_it(
     serve: Callable[..., Server],
