@@ -15,6 +15,7 @@ from ._errors import (
 from ._llm import LLMCall
 from ._matching import Candidate
 from ._models import Failure, Interaction, Request, Response
+from ._recorder import Recorder, RecorderStats, Run
 from ._version import __version__
 
 __all__ = [
@@ -28,8 +29,11 @@ __all__ = [
     "Interaction",
     "LLMCall",
     "NetworkBlockedError",
+    "Recorder",
+    "RecorderStats",
     "Request",
     "Response",
+    "Run",
     "UnmatchedInteractionError",
     "__version__",
     "boundary",

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import _format, _locking, _runtime
+from . import _format, _locking, _provider_keys, _runtime
 from ._clock import freeze_clock
 from ._errors import (
     AgentTapeError,
@@ -181,6 +181,7 @@ class Cassette:
         self._derived: list[Interaction] | None = None
         self._derived_dirty = False
         self._unfreeze_clock: Callable[[], None] | None = None
+        self._placeholder_keys = False
         self.is_active = False
 
     def __repr__(self) -> str:
@@ -319,6 +320,10 @@ class Cassette:
             self._derived = []
         if self.freeze_time and not self.is_recording:
             self._unfreeze_clock = freeze_clock(self._recorded_start())
+        # Replay only ('none', or 'once' over an existing file): SDKs get placeholder keys.
+        self._placeholder_keys = not self.is_recording
+        if self._placeholder_keys:
+            _provider_keys.acquire()
         self.is_active = True
         self._token = _runtime.activate(self)
 
@@ -338,6 +343,9 @@ class Cassette:
         if self._unfreeze_clock is not None:
             self._unfreeze_clock()
             self._unfreeze_clock = None
+        if self._placeholder_keys:
+            self._placeholder_keys = False
+            _provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
         if self._dirty:

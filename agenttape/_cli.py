@@ -1,5 +1,5 @@
 """The ``agenttape`` command: look into cassettes, compare runs, convert, clean and audit
-them, and run any Python program under a cassette.
+them, run any Python program under a cassette, and find the runs a Recorder kept.
 
 Exit status: 0 success; 1 the answer is "yes, there is something" (``diff``: the runs differ,
 ``audit``: a secret was found); 2 bad usage or an input that cannot be read, always with one
@@ -441,6 +441,39 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     return _run.run(command, cassette, mode, report)
 
 
+# -- runs / fetch ------------------------------------------------------------------------------
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    from ._runs import format_runs, list_runs, parse_since, parse_tags
+
+    try:
+        tags = parse_tags(args.tag)
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError as exc:
+        raise UsageError(f"{PROG} runs: {exc}") from None
+    runs = list_runs(args.store, tags=tags, since=since, errors=args.errors)
+    if args.json:
+        json.dump([info.to_dict() for info in runs], out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.write(format_runs(runs) + "\n")
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
+    from ._recorder import RUN_ID
+    from ._runs import fetch_run
+
+    if not RUN_ID.fullmatch(args.run_id):
+        raise UsageError(f"{PROG} fetch: {args.run_id!r} is not a run id")
+    target = fetch_run(args.store, args.run_id, args.output)
+    out.write(
+        f"copied run {args.run_id} to {target}; replay it with use_cassette({str(target)!r})\n"
+    )
+    return 0
+
+
 # -- parser ------------------------------------------------------------------------------------
 
 
@@ -565,6 +598,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     run.set_defaults(handler=cmd_run)
+
+    runs = commands.add_parser(
+        "runs", help="list the runs a Recorder kept in STORE, newest first, with tags and status"
+    )
+    runs.add_argument("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
+    runs.add_argument(
+        "--tag", action="append", default=[], metavar="K=V", help="only runs tagged so (repeatable)"
+    )
+    runs.add_argument(
+        "--since", metavar="T", help="only runs since T: 30m, 2h, 7d or 1w ago, or an ISO date/time"
+    )
+    runs.add_argument(
+        "--errors", action="store_true", help="only runs that raised, failed a call or were flagged"
+    )
+    runs.add_argument("--json", action="store_true", help="JSON for machines")
+    runs.set_defaults(handler=cmd_runs)
+
+    fetch = commands.add_parser("fetch", help="copy one run out of STORE to replay it as a test")
+    fetch.add_argument("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
+    fetch.add_argument("run_id", metavar="RUN_ID")
+    fetch.add_argument("output", metavar="OUT.msgpack")
+    fetch.set_defaults(handler=cmd_fetch)
     return parser
 
 
@@ -576,7 +631,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         handler: Callable[[argparse.Namespace, TextIO], int] | None = getattr(args, "handler", None)
         if handler is None:
             raise UsageError(
-                f"{PROG}: give a command: show, diff, export, import-vcr, redact, audit or run "
+                f"{PROG}: give a command: show, diff, export, import-vcr, redact, audit, run, "
+                "runs or fetch "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)

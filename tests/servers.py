@@ -49,7 +49,9 @@ class Reply:
     ``chunked=True`` each becomes one chunk of a chunked transfer encoding, else a
     Content-Length covers them all (unless ``length`` overrides it, to cut a body short).
     ``close_after_head`` drops the connection right after the headers; ``stall`` sleeps before
-    the head, to provoke read timeouts.
+    the head, to provoke read timeouts. ``gate`` holds every chunk after the first until the
+    test sets it (the connection drops if it stays shut for 10 s), to prove a client got the
+    first chunk while the rest was not yet sent.
     """
 
     status: int = 200
@@ -61,6 +63,7 @@ class Reply:
     length: int | None = None
     stall: float = 0.0
     close_after_head: bool = False
+    gate: threading.Event | None = None
 
 
 def json_reply(document: Any, status: int = 200, headers: Iterable[tuple[str, str]] = ()) -> Reply:
@@ -149,6 +152,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         for index, chunk in enumerate(reply.chunks):
+            if index and reply.gate is not None and not reply.gate.wait(10):
+                self.close_connection = True
+                return
             if index and reply.delay:
                 time.sleep(reply.delay)
             if reply.chunked:

@@ -91,7 +91,17 @@ def test_show_json_is_for_machines(session: Path) -> None:
 
 
 def test_every_command_has_help() -> None:
-    for command in ("show", "diff", "export", "import-vcr", "redact", "audit", "run"):
+    for command in (
+        "show",
+        "diff",
+        "export",
+        "import-vcr",
+        "redact",
+        "audit",
+        "run",
+        "runs",
+        "fetch",
+    ):
         result = cli(command, "--help")
         assert result.returncode == 0 and result.stdout.startswith("usage: agenttape " + command)
     module = subprocess.run(
@@ -212,3 +222,52 @@ def test_rich_table_on_a_terminal_and_plain_text_without_rich(session: Path) -> 
     without_rich = _on_a_terminal("import sys; sys.modules['rich'] = None; " + show, session)
     assert "┃" not in without_rich and "gpt-4o-mini" in without_rich
     assert without_rich.splitlines()[1].split()[:3] == ["n", "boundary", "method"]
+
+
+# -- runs / fetch: the runs a Recorder kept ------------------------------------------------------
+
+
+def test_runs_lists_by_tag_and_fetch_copies_one_out_to_replay(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(lambda seen: Reply(status=500 if "bad" in seen.path else 200, chunks=[b"{}"]))
+    store = tmp_path / "runs"
+    with agenttape.Recorder(store, keep="all") as recorder:
+        for user_id, path in (("u_1", "/fine"), ("u_7710", "/bad/order"), ("u_2", "/fine")):
+            with recorder.run(user_id=user_id, tenant_id="t_3"):
+                httpx.get(server.url + path)
+
+    listed = cli("runs", store, "--tag", "user_id=u_7710")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split()[:7] == ["created", "(UTC)", "run", "id", "status", "n", "size"]
+    run_id = row.split()[2]
+    assert row.split()[3:5] == ["failed", "1"] and row.endswith("user_id=u_7710 tenant_id=t_3")
+    assert len(cli("runs", store, "--since", "1h").stdout.splitlines()) == 4
+    errors = json.loads(cli("runs", store, "--errors", "--json").stdout)
+    assert [(r["run_id"], r["reasons"]) for r in errors] == [
+        (run_id, [f"HTTP 500 from GET {server.url}/bad/order"])
+    ]
+    assert cli("runs", store, "--tag", "user_id=nobody").stdout == "no runs\n"
+
+    out = tmp_path / "cassettes" / "r.msgpack"
+    fetched = cli("fetch", store, run_id, out)
+    assert fetched.returncode == 0 and str(out) in fetched.stdout
+    server.stop()
+    with agenttape.use_cassette(out, mode="none"):
+        assert httpx.get(server.url + "/bad/order").status_code == 500
+
+
+def test_runs_and_fetch_usage_errors_are_one_line(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    (store / "2026-11-20").mkdir(parents=True)
+    (store / "2026-11-20" / "r_bad.msgpack").write_bytes(b"\x81\xa9agenttape")
+    assert_one_line_error(cli("runs", store, "--since", "yesterday"), "neither a duration")
+    assert_one_line_error(cli("runs", store, "--tag", "user_id"), "KEY=VALUE")
+    assert_one_line_error(cli("runs", tmp_path / "nowhere"), "does not exist")
+    assert_one_line_error(cli("fetch", store, "../x", tmp_path / "o.msgpack"), "not a run id")
+    assert_one_line_error(cli("fetch", store, "r_none", tmp_path / "o.msgpack"), "agenttape runs")
+    assert_one_line_error(cli("fetch", store, "r_bad", tmp_path / "o.msgpack"), "r_bad.msgpack")
+    assert not (tmp_path / "o.msgpack").exists()
+    listed = cli("runs", store)
+    assert listed.returncode == 0 and "unreadable" in listed.stdout
