@@ -7,6 +7,7 @@ import functools
 import hashlib
 import inspect
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -575,6 +576,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     except OSError as exc:
         raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
     try:
+        # mkstemp creates the file 0600; a cassette is a shared artefact, so it keeps the mode
+        # of the file it replaces, or gets the one the umask gives any new file.
+        os.fchmod(descriptor, _file_mode(path))
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -593,6 +597,22 @@ def write_atomic(path: Path, data: bytes) -> None:
         finally:
             os.close(directory_fd)
     _sweep_temporaries(path)
+
+
+def _file_mode(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_UMASK
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
 
 
 def _sweep_temporaries(path: Path) -> None:

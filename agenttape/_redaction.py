@@ -95,7 +95,7 @@ class Redactor:
         if self.json_paths and body.lstrip()[:1] in (b"{", b"["):
             try:
                 document = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 document = None
             if document is not None:
                 changed = False

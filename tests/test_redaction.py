@@ -80,3 +80,9 @@ def test_redaction_leaves_ordinary_requests_byte_identical() -> None:
         b'{"text": "nothing secret, only a skeleton key and tokens of thanks"}',
     )
     assert Redactor().request(request) == request
+
+
+def test_deeply_nested_json_body_is_recorded_not_refused() -> None:
+    body = b"[" * 100_000 + b"]" * 100_000
+    request = agenttape.Request("POST", "https://api.test/", [], body)
+    assert Redactor.from_rules(["json:a.b"]).request(request).body == body
