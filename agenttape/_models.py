@@ -17,6 +17,15 @@ if TYPE_CHECKING:
 Headers = list[tuple[str, str]]
 
 
+def first_header(headers: Headers, name: str) -> str | None:
+    """First value of a header, names compared case-insensitively."""
+    lowered = name.lower()
+    for key, value in headers:
+        if key.lower() == lowered:
+            return value
+    return None
+
+
 @dataclass(slots=True)
 class Request:
     method: str
@@ -25,12 +34,7 @@ class Request:
     body: bytes = b""
 
     def header(self, name: str) -> str | None:
-        """First value of a header, compared case-insensitively."""
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
+        return first_header(self.headers, name)
 
 
 @dataclass(slots=True)
@@ -50,11 +54,7 @@ class Response:
     truncated: bool = False
 
     def header(self, name: str) -> str | None:
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
+        return first_header(self.headers, name)
 
     def iter_chunks(self) -> Iterator[bytes]:
         """The body cut at the recorded boundaries; one chunk when none were recorded."""

@@ -14,8 +14,9 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -291,3 +292,41 @@ def path_app(size: int = 64) -> App:
         )
 
     return app
+
+
+HALF_JSON = b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-'
+RATE_LIMIT_HEADERS = [
+    ("Content-Type", "application/json"),
+    ("retry-after", "7"),
+    ("x-ratelimit-remaining-requests", "0"),
+]
+
+
+def record_then_replay(
+    path: Path, server: Server, run: Callable[[], Any], **options: Any
+) -> tuple[Any, Any]:
+    """Runs ``run`` live while recording, stops the server, runs it again from the cassette."""
+    import agenttape
+
+    with agenttape.use_cassette(path, mode="once", **options):
+        live = run()
+    server.stop()
+    with agenttape.use_cassette(path, **options) as tape:
+        replayed = run()
+        assert tape.all_played
+    return live, replayed
+
+
+async def record_then_replay_async(
+    path: Path, server: Server, run: Callable[[], Awaitable[Any]], **options: Any
+) -> tuple[Any, Any]:
+    """``record_then_replay`` for coroutines, under ``async with``."""
+    import agenttape
+
+    async with agenttape.use_cassette(path, mode="once", **options):
+        live = await run()
+    server.stop()
+    async with agenttape.use_cassette(path, **options) as tape:
+        replayed = await run()
+        assert tape.all_played
+    return live, replayed

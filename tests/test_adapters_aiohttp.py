@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,29 +14,22 @@ import httpx
 import pytest
 
 import agenttape
-from tests.servers import App, Reply, Server, gzip_reply, json_reply, refused_port, sequence
+from tests.servers import (
+    HALF_JSON,
+    RATE_LIMIT_HEADERS,
+    App,
+    Reply,
+    Server,
+    gzip_reply,
+    json_reply,
+    record_then_replay_async,
+    refused_port,
+    sequence,
+)
 
 Serve = Callable[[App], Server]
 
-HALF_JSON = b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-'
-RATE_LIMIT_HEADERS = [
-    ("Content-Type", "application/json"),
-    ("retry-after", "7"),
-    ("x-ratelimit-remaining-requests", "0"),
-]
 LINES = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n", b"data: [DONE]\n\n"]
-
-
-async def record_then_replay(
-    path: Path, server: Server, run: Callable[[], Awaitable[Any]], **options: Any
-) -> tuple[Any, Any]:
-    async with agenttape.use_cassette(path, mode="once", **options):
-        live = await run()
-    server.stop()
-    async with agenttape.use_cassette(path, **options) as tape:
-        replayed = await run()
-        assert tape.all_played
-    return live, replayed
 
 
 async def test_get_and_post_json(serve: Serve, cassette_path: Path) -> None:
@@ -55,7 +48,7 @@ async def test_get_and_post_json(serve: Serve, cassette_path: Path) -> None:
                 second = (posted.status, await posted.json())
         return [first, second]
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
     assert live[1] == (200, {"path": "/items", "query": [], "body": '{"name": "lamp"}'})
     assert (b"X-Trace", b"a") in live[0][2] and (b"x-trace", b"b") in live[0][2]
@@ -93,7 +86,7 @@ async def test_streaming_reads_keep_the_recorded_boundaries(
         async with aiohttp.ClientSession() as session, session.get(f"{server.url}/sse") as response:
             return await read(response)
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
     stored = agenttape.load(cassette_path).interactions[0].response
     assert stored is not None
@@ -118,7 +111,7 @@ async def test_gzip_is_stored_raw_and_decoded_on_replay(serve: Serve, cassette_p
             raw = await response.read()
         return decoded, raw
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live == (payload, gzip.compress(payload, mtime=0))
     stored = agenttape.load(cassette_path).interactions[0].response
     assert stored is not None and stored.body == gzip.compress(payload, mtime=0)
@@ -136,7 +129,7 @@ async def test_redirect_hops_are_recorded_one_by_one(serve: Serve, cassette_path
         async with aiohttp.ClientSession() as session, session.get(f"{server.url}/old") as response:
             return [h.status for h in response.history], str(response.url), await response.json()
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
     assert live[2] == {"at": "/new"}
     hops = [
@@ -163,7 +156,7 @@ async def test_429_half_json_then_200_in_order(serve: Serve, cassette_path: Path
                     out.append((response.status, list(response.raw_headers), await response.read()))
         return out
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
     assert live[0][0] == 429 and live[0][2] == HALF_JSON
     assert (b"retry-after", b"7") in live[0][1]
@@ -190,7 +183,7 @@ async def test_body_cut_short_replays_the_same_bytes_then_the_same_error(
                     received += piece
         return response.status, bytes(received), type(caught.value)
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
     assert live[1] == HALF_JSON
     stored = agenttape.load(cassette_path).interactions[0]
@@ -228,7 +221,7 @@ async def test_read_timeout_replays_as_socket_timeout(
                     await response.read()
         return type(caught.value)
 
-    live, replayed = await record_then_replay(cassette_path, server, run, realtime=realtime)
+    live, replayed = await record_then_replay_async(cassette_path, server, run, realtime=realtime)
     assert replayed == live
     assert agenttape.load(cassette_path).interactions[0].error.kind == "read_timeout"  # type: ignore[union-attr]
 
@@ -244,7 +237,7 @@ async def test_httpx_on_an_aiohttp_transport_records_each_exchange_once(
         async with httpx.AsyncClient(transport=AiohttpTransport()) as client:
             return [(await client.get(f"{server.url}/{n}")).json() for n in range(3)]
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live == [{"path": f"/{n}"} for n in range(3)]
     assert len(agenttape.load(cassette_path).interactions) == 3
 
@@ -274,7 +267,7 @@ async def test_realtime_replay_serves_the_same_reads(serve: Serve, cassette_path
         async with aiohttp.ClientSession() as session, session.get(f"{server.url}/s") as response:
             return [piece async for piece in response.content.iter_any()]
 
-    live, replayed = await record_then_replay(cassette_path, server, run, realtime=True)
+    live, replayed = await record_then_replay_async(cassette_path, server, run, realtime=True)
     assert replayed == live
     assert b"".join(live) == b"".join(LINES)
 
@@ -312,7 +305,7 @@ async def test_concurrent_tasks_record_and_replay(serve: Serve, cassette_path: P
 
             return list(await asyncio.gather(*(fetch(n) for n in range(20))))
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live == [f"/{n}!".encode() for n in range(20)]
 
 
@@ -325,7 +318,7 @@ async def test_a_stream_left_early_is_recorded_as_truncated_not_failed(
         async with aiohttp.ClientSession() as session, session.get(f"{server.url}/s") as response:
             return await response.content.readany()
 
-    live, replayed = await record_then_replay(cassette_path, server, run)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live == LINES[0]
     (interaction,) = agenttape.load(cassette_path).interactions
     assert interaction.error is None

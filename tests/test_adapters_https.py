@@ -16,9 +16,7 @@ import trustme
 import urllib3
 
 import agenttape
-from tests.servers import App, Reply, Server, aws_app, gzip_reply
-
-HALF_JSON = b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-'
+from tests.servers import HALF_JSON, App, Reply, Server, aws_app, gzip_reply
 
 
 @pytest.fixture(scope="module")

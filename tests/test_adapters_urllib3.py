@@ -20,37 +20,20 @@ from urllib3.util.retry import Retry
 
 import agenttape
 from tests.servers import (
+    HALF_JSON,
+    RATE_LIMIT_HEADERS,
     App,
     Reply,
     Server,
     aws_app,
     gzip_reply,
     json_reply,
+    record_then_replay,
     refused_port,
     sequence,
 )
 
 Serve = Callable[[App], Server]
-
-HALF_JSON = b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-'
-RATE_LIMIT_HEADERS = [
-    ("Content-Type", "application/json"),
-    ("retry-after", "7"),
-    ("x-ratelimit-remaining-requests", "0"),
-]
-
-
-def record_then_replay(
-    path: Path, server: Server, run: Callable[[], Any], **options: Any
-) -> tuple[Any, Any]:
-    """Runs ``run`` live while recording, stops the server, runs it again from the cassette."""
-    with agenttape.use_cassette(path, mode="once", **options):
-        live = run()
-    server.stop()
-    with agenttape.use_cassette(path, **options) as tape:
-        replayed = run()
-        assert tape.all_played
-    return live, replayed
 
 
 @pytest.fixture
