@@ -56,5 +56,5 @@ def test_rate_limit_example_replays_offline_without_a_key() -> None:
     assert result.stdout.count(wrong) == 4
     assert "fixed parser:   I can't get the price of KTL-100 right now" in result.stdout
     assert "retry-after: 30" in result.stdout
-    assert "served 429 → 200 in" in result.stdout
+    assert "served 429 -> 200 in" in result.stdout
     assert {path.name: path.read_bytes() for path in cassettes.iterdir()} == before

@@ -146,7 +146,7 @@ def main() -> None:
         f"live it took {live_ms(RETRY_CASSETTE):.0f} ms. Replayed offline, the SDK's own retry logic"
     )
     print(
-        f"served {' → '.join(map(str, served))} in {first * 1000:.1f} ms (one-time set-up included),"
+        f"served {' -> '.join(map(str, served))} in {first * 1000:.1f} ms (one-time set-up included),"
     )
     print(f"and {again * 1000:.1f} ms the second time (fast_retries).\nClaude answered: {reply}")
 
