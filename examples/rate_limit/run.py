@@ -93,8 +93,9 @@ def replay_retry(path: Path = RETRY_CASSETTE, port: int = LLM_PORT) -> tuple[str
     with agenttape.use_cassette(path) as tape:
         reply = agent.ask_claude(client, QUESTION)
     elapsed = time.perf_counter() - start
-    served = [i.response.status for i in tape.interactions if i.response is not None]
-    return reply, elapsed, served[: tape.play_count]
+    unplayed = {id(interaction) for interaction in tape.unplayed}
+    served = [i.response.status for i in tape.interactions if id(i) not in unplayed and i.response]
+    return reply, elapsed, served
 
 
 def live_ms(path: Path) -> float:
