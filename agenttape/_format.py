@@ -116,11 +116,127 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
     raw_interactions = _expect(document.get("interactions"), list, "interactions")
     interactions = []
     for index, raw in enumerate(raw_interactions):
-        try:
-            interactions.append(_decode_interaction(raw))
-        except _Invalid as exc:
-            raise _Invalid(f"interaction {index}: {exc}") from None
+        interaction = _decode_plain(raw)
+        if interaction is None:
+            try:
+                interaction = _decode_interaction(raw)
+            except _Invalid as exc:
+                raise _Invalid(f"interaction {index}: {exc}") from None
+        interactions.append(interaction)
     return header, interactions
+
+
+_NUMBERS = (int, float)
+
+
+def _plain_headers(value: Any) -> Headers | None:
+    """Header pairs with the checks inlined; None sends the caller to the checks that name
+    what is wrong."""
+    if type(value) is not list:
+        return None
+    headers = []
+    for pair in value:
+        if type(pair) is not list or len(pair) != 2:
+            return None
+        name, text = pair
+        if type(name) is not str or type(text) is not str:
+            return None
+        headers.append((name, text))
+    return headers
+
+
+def _plain_number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _decode_plain(raw: Any) -> Interaction | None:
+    """The common, well-formed interaction decoded with the fewest checks that still accept
+    exactly what ``_decode_interaction`` accepts, and build the same result; anything unusual
+    returns None and goes through ``_decode_interaction``, which says what is wrong."""
+    if type(raw) is not dict:
+        return None
+    req = raw.get("request")
+    if type(req) is not dict:
+        return None
+    method, url, body = req.get("method"), req.get("url"), req.get("body")
+    request_headers = _plain_headers(req.get("headers"))
+    if (
+        type(method) is not str
+        or type(url) is not str
+        or type(body) is not bytes
+        or request_headers is None
+    ):
+        return None
+    request = Request(method=method, url=url, headers=request_headers, body=body)
+    response = None
+    res = raw.get("response")
+    if res is not None:
+        if type(res) is not dict:
+            return None
+        status = res.get("status")
+        reason = res.get("reason", "")
+        http_version = res.get("http_version", "HTTP/1.1")
+        response_body = res.get("body")
+        response_headers = _plain_headers(res.get("headers"))
+        raw_chunks = res.get("chunks", [])
+        if (
+            type(status) is not int
+            or type(reason) is not str
+            or type(http_version) is not str
+            or type(response_body) is not bytes
+            or response_headers is None
+            or type(raw_chunks) is not list
+        ):
+            return None
+        chunks = []
+        total = 0
+        for chunk in raw_chunks:
+            if type(chunk) is not list or len(chunk) != 2:
+                return None
+            size, offset = chunk
+            if type(size) is not int or size < 0 or type(offset) not in _NUMBERS:
+                return None
+            total += size
+            chunks.append((size, float(offset)))
+        if total > len(response_body):
+            return None
+        response = Response(
+            status=status,
+            reason=reason,
+            http_version=http_version,
+            headers=response_headers,
+            body=response_body,
+            chunks=chunks,
+            truncated=bool(res.get("truncated", False)),
+        )
+    error = None
+    err = raw.get("error")
+    if err is not None:
+        if type(err) is not dict:
+            return None
+        kind, type_name, message = err.get("kind"), err.get("type"), err.get("message", "")
+        if type(kind) is not str or type(type_name) is not str or type(message) is not str:
+            return None
+        error = Failure(kind=kind, type=type_name, message=message)
+    boundary = raw.get("boundary", "http")
+    started_at, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
+    if (
+        (response is None and error is None)
+        or type(boundary) is not str
+        or (started_at is not None and type(started_at) not in _NUMBERS)
+        or (ttfb is not None and type(ttfb) not in _NUMBERS)
+        or (duration is not None and type(duration) not in _NUMBERS)
+    ):
+        return None
+    return Interaction(
+        request=request,
+        response=response,
+        error=error,
+        boundary=boundary,
+        started_at=_plain_number(started_at) or 0.0,
+        ttfb=_plain_number(ttfb),
+        duration=_plain_number(duration),
+    )
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:

@@ -4,6 +4,7 @@ field-by-field difference for the error raised when no key matches."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,8 +31,46 @@ class ParsedURL:
     query: tuple[tuple[str, str], ...]
 
 
+# The shape nearly every recorded URL has: lower-case http(s), a plain host, a port, and a path
+# and query free of escapes, '+', ';', fragments and whitespace. For it urlsplit and parse_qsl
+# reduce to plain splits (tests check both ways agree); everything else takes the general path.
+_URL_CHARS = r"[A-Za-z0-9._~!$&'()*,=:@/\-]"
+_SIMPLE_URL = re.compile(
+    rf"(https?)://([a-z0-9.\-]+)(?::([0-9]{{1,5}}))?(/{_URL_CHARS}*)?(?:\?({_URL_CHARS}*))?"
+)
+
+
+def _parse_simple(url: str) -> ParsedURL | None:
+    simple = _SIMPLE_URL.fullmatch(url)
+    if simple is None:
+        return None
+    scheme, host, port_text, path, query = simple.groups()
+    if port_text is None:
+        port = _DEFAULT_PORTS[scheme]
+    else:
+        port = int(port_text)
+        if port > 65535:
+            return None
+    pairs = []
+    if query:
+        for piece in query.split("&"):
+            if piece:
+                name, _equals, value = piece.partition("=")
+                pairs.append((name, value))
+    return ParsedURL(
+        scheme=scheme, host=host, port=port, path=path or "/", query=tuple(sorted(pairs))
+    )
+
+
 @lru_cache(maxsize=8192)
 def parse_url(url: str) -> ParsedURL:
+    simple = _parse_simple(url)
+    if simple is not None:
+        return simple
+    return _parse_general(url)
+
+
+def _parse_general(url: str) -> ParsedURL:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     try:

@@ -17,6 +17,7 @@ from ._models import Headers, Request
 from ._secrets import REDACTED, SECRET_HEADERS, SECRET_QUERY_NAMES, scrub_bytes, scrub_text
 
 RULE_KINDS = ("header", "query", "json", "regex")
+_SEEN_HEADERS_LIMIT = 1024
 
 
 @dataclass(slots=True, frozen=True)
@@ -25,6 +26,11 @@ class Redactor:
     query: frozenset[str] = SECRET_QUERY_NAMES
     json_paths: tuple[str, ...] = ()
     patterns: tuple[re.Pattern[str], ...] = field(default=())
+    # A client sends the same header list again and again: its redacted form is kept, so the
+    # replay hot path pays one lookup instead of a scan per header.
+    _seen_headers: dict[tuple[tuple[str, str], ...], Headers] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     @classmethod
     def from_rules(cls, rules: Iterable[str] | None) -> Redactor:
@@ -63,6 +69,19 @@ class Redactor:
         return text
 
     def _headers(self, headers: Headers) -> Headers:
+        try:
+            key = tuple(headers)
+            known = self._seen_headers.get(key)
+        except TypeError:  # unhashable pairs: redact without remembering
+            return self._redact_headers(headers)
+        if known is None:
+            known = self._redact_headers(headers)
+            if len(self._seen_headers) >= _SEEN_HEADERS_LIMIT:
+                self._seen_headers.clear()
+            self._seen_headers[key] = known
+        return list(known)
+
+    def _redact_headers(self, headers: Headers) -> Headers:
         redacted = []
         for name, value in headers:
             value = REDACTED if name.lower() in self.headers else self._text(value)
@@ -73,13 +92,19 @@ class Redactor:
         base, question, query = url.partition("?")
         if question and self.query:
             query, hash_, fragment = query.partition("#")
-            pairs = []
-            for pair in query.split("&"):
+            pairs = query.split("&")
+            changed = False
+            for index, pair in enumerate(pairs):
                 name, equals, _value = pair.partition("=")
-                if equals and unquote_plus(name).lower() in self.query:
-                    pair = f"{name}={REDACTED}"
-                pairs.append(pair)
-            url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
+                if not equals:
+                    continue
+                # unquote_plus is the identity on a name without '%' or '+'.
+                plain = unquote_plus(name) if "%" in name or "+" in name else name
+                if plain.lower() in self.query:
+                    pairs[index] = f"{name}={REDACTED}"
+                    changed = True
+            if changed:
+                url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
         return self._text(url)
 
     def _body(self, body: bytes) -> bytes:

@@ -7,9 +7,18 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agenttape
-from agenttape._format import FORMAT_VERSION, decode, encode
+from agenttape._format import (
+    FORMAT_VERSION,
+    _decode_interaction,
+    _decode_plain,
+    _Invalid,
+    decode,
+    encode,
+)
 from agenttape._models import Failure, Interaction, Request, Response
 
 
@@ -118,3 +127,86 @@ def test_reading_never_runs_code(cassette_path: Path) -> None:
     # An ext type, as a pickle-based format would embed: refused, not executed.
     payload = msgpack.packb({"agenttape": 1, "header": msgpack.ExtType(42, b"cos\nsystem\n")})
     assert "header" in write_and_open(cassette_path, payload)
+
+
+ODD_VALUES = [None, True, False, 0, -1, 7, 1.5, "", "x", b"", b"x", [], {}, ["a"], ["a", "b"]]
+ODD_VALUES += [[1, 2], [["a", "b"]], [["a", 1]], [["a"]], [[1, 0.5]], [[-1, 0.5]], [[True, 0.0]]]
+ODD_VALUES += [[[99, 0.1]], [(1, 0.5)], {"kind": "k", "type": "T"}, {"status": 200}]
+FIELDS = [
+    (),
+    ("boundary",),
+    ("started_at",),
+    ("ttfb",),
+    ("duration",),
+    ("request",),
+    ("request", "method"),
+    ("request", "url"),
+    ("request", "headers"),
+    ("request", "body"),
+    ("response",),
+    ("response", "status"),
+    ("response", "reason"),
+    ("response", "http_version"),
+    ("response", "headers"),
+    ("response", "body"),
+    ("response", "chunks"),
+    ("response", "truncated"),
+    ("error",),
+    ("error", "kind"),
+    ("error", "type"),
+    ("error", "message"),
+]
+
+
+def changed(which: int, changes: list[tuple[tuple[str, ...], int]]) -> object:
+    """A sample interaction as read from the file, with fields replaced (-1 removes one)."""
+    raw = msgpack.unpackb(encode({}, sample()), raw=False)["interactions"][which]
+    for path, choice in changes:
+        target = raw
+        for key in path[:-1]:
+            target = target.get(key) if isinstance(target, dict) else None
+        if not path:
+            raw = ODD_VALUES[choice] if choice >= 0 else raw
+        elif not isinstance(target, dict):
+            continue
+        elif choice < 0:
+            target.pop(path[-1], None)
+        else:
+            target[path[-1]] = ODD_VALUES[choice]
+    return raw
+
+
+def agree(raw: object) -> None:
+    """The fast path either declines or builds exactly what the checked path builds; whatever
+    the checked path rejects, the fast path declines, so every error message stays the same."""
+    fast = _decode_plain(raw)
+    try:
+        checked = _decode_interaction(raw)
+    except _Invalid:
+        assert fast is None, raw
+        return
+    assert fast is None or fast == checked, raw
+
+
+def test_fast_decoding_agrees_on_every_single_odd_field() -> None:
+    for which in (0, 1):
+        for path in FIELDS:
+            for choice in range(-1, len(ODD_VALUES)):
+                agree(changed(which, [(path, choice)]))
+
+
+@given(
+    which=st.integers(0, 1),
+    changes=st.lists(
+        st.tuples(st.sampled_from(FIELDS), st.integers(-1, len(ODD_VALUES) - 1)), max_size=4
+    ),
+)
+def test_fast_decoding_agrees_on_combined_odd_fields(
+    which: int, changes: list[tuple[tuple[str, ...], int]]
+) -> None:
+    agree(changed(which, changes))
+
+
+def test_fast_decoding_takes_ordinary_interactions() -> None:
+    for raw in msgpack.unpackb(encode({}, sample()), raw=False)["interactions"]:
+        assert _decode_plain(raw) == _decode_interaction(raw)

@@ -1,0 +1,101 @@
+"""Scenario 4: recording overhead: 2,000 GETs recorded vs the same 2,000 made live with no
+cassette, against the bench server in its own process; the cassette write at exit counts."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import _peers
+from bench._fixtures import item_path
+from bench._harness import Scenario, TimeFunc, serve
+from bench._replay import Call, httpx_calls
+
+COUNT = 2000
+VCRPY_COUNT = 200
+TARGET = 1.15
+
+
+def recorder(library: str, work: Path) -> Any:
+    """A fresh cassette in recording mode, for one measurement."""
+    serial = itertools.count()
+
+    def open_() -> contextlib.AbstractContextManager[Any]:
+        path = work / f"{library}-{next(serial)}"
+        if library == "agenttape":
+            import agenttape
+
+            return agenttape.use_cassette(path.with_suffix(".msgpack"), mode="all")
+        if library == "cassetter":
+            import cassetter
+
+            return cassetter.use_cassette(path.with_suffix(".yaml"), record_mode="all")
+        if library == "vcrpy":
+            import vcr
+
+            return vcr.use_cassette(str(path.with_suffix(".yaml")), record_mode="all")
+        return contextlib.nullcontext()
+
+    return open_
+
+
+def timed_recording(opener: Any, calls: _peers.Calls) -> TimeFunc:
+    """Wall-clock time of the whole block, cassette write included: the network is part of
+    what recording costs."""
+
+    def run(loops: int) -> float:
+        total = 0.0
+        for _ in range(loops):
+            start = time.perf_counter()
+            with opener():
+                calls()
+            total += time.perf_counter() - start
+        return total
+
+    return run
+
+
+def main() -> None:
+    scenario = Scenario(
+        4, "Recording overhead, 2,000 GETs", "µs/request", "live", "bench.s4_record", processes=2
+    )
+    work = scenario.dir
+    vcrpy_count = COUNT if scenario.full else VCRPY_COUNT
+    server = contextlib.nullcontext("") if scenario.is_worker else serve()
+    with server as started:
+        if started:
+            (work / "base").write_text(started)
+        base = (work / "base").read_text()
+        for library in ("live", "agenttape", "cassetter", "vcrpy"):
+            count = vcrpy_count if library == "vcrpy" else COUNT
+            calls = httpx_calls(base, [Call("GET", item_path(i)) for i in range(count)])
+            scenario.time(
+                library,
+                timed_recording(recorder(library, work), calls),
+                per=count,
+                note=""
+                if count == COUNT
+                else f"{count} requests (each recorded one scans every earlier one)",
+                processes=1 if library == "vcrpy" else None,
+            )
+    if scenario.is_worker:
+        return
+    cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "live")
+    holds = scenario.check("agenttape / live", cells["agenttape"], TARGET)
+    live = scenario.result.value("live")
+    scenario.line(
+        "4",
+        scenario.result.title,
+        f"live {live * 1e6:.0f} µs/request" if live else "",
+        cells,
+        f"≤ {TARGET}x live",
+        holds,
+    )
+    scenario.finish()
+
+
+if __name__ == "__main__":
+    main()
