@@ -448,6 +448,10 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
     try:
+        with open(path, "rb") as handle:
+            streamed = _format.decode_stream(handle)
+        if streamed is not None:
+            return streamed
         data = Path(path).read_bytes()
     except FileNotFoundError:
         raise CassetteNotFoundError(f"cassette {os.fspath(path)} does not exist") from None

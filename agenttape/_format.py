@@ -11,7 +11,7 @@ reported, never replayed as empty, and never overwritten.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 
@@ -21,6 +21,7 @@ from ._version import __version__
 
 FORMAT_VERSION = 1
 MAGIC_KEY = "agenttape"
+_READ_SIZE = 1 << 20
 
 
 class _Invalid(Exception):
@@ -87,6 +88,49 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
         return _decode_document(document, name)
     except _Invalid as exc:
         raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
+
+
+def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
+    """A well-formed cassette read straight from its open file, one interaction at a time.
+
+    Memory stays near the size of the bodies (the file is never held whole beside them), and
+    each entry as msgpack gives it is dropped as soon as it is decoded, so loading does not
+    leave the garbage collector a large young heap to walk. Anything unusual returns None:
+    the caller then reads the file whole with ``decode``, which names what is wrong.
+    """
+    try:
+        size = os.fstat(handle.fileno()).st_size
+        if not size:
+            return None
+        unpacker = msgpack.Unpacker(
+            handle,
+            raw=False,
+            strict_map_key=True,
+            timestamp=3,
+            max_buffer_size=size,
+            read_size=min(size, _READ_SIZE),
+        )
+        if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
+            return None
+        version = unpacker.unpack()
+        if type(version) is not int or version != FORMAT_VERSION:
+            return None
+        if unpacker.unpack() != "header":
+            return None
+        header = unpacker.unpack()
+        if type(header) is not dict or unpacker.unpack() != "interactions":
+            return None
+        interactions = []
+        for _ in range(unpacker.read_array_header()):
+            interaction = _decode_plain(unpacker.unpack())
+            if interaction is None:
+                return None
+            interactions.append(interaction)
+        if unpacker.tell() != size:
+            return None
+    except Exception:  # truncated, malformed, over a limit: ``decode`` says which
+        return None
+    return header, interactions
 
 
 def _describe(exc: Exception) -> str:

@@ -60,7 +60,7 @@ def timed_recording(opener: Any, calls: _peers.Calls) -> TimeFunc:
 
 def main() -> None:
     scenario = Scenario(
-        4, "Recording overhead, 2,000 GETs", "µs/request", "live", "bench.s4_record", processes=2
+        4, "Recording overhead, 2,000 GETs", "µs/request", "live", "bench.s4_record", processes=3
     )
     work = scenario.dir
     vcrpy_count = COUNT if scenario.full else VCRPY_COUNT

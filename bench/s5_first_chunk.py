@@ -28,7 +28,7 @@ def first_chunk(opener: Any, url: str) -> TimeFunc:
             with opener():
                 start = time.perf_counter()
                 with client.stream("GET", url) as response:
-                    chunks = response.iter_raw()
+                    chunks = response.iter_bytes()
                     first = next(chunks)
                     total += time.perf_counter() - start
                     rest = b"".join(chunks)

@@ -17,6 +17,7 @@ from agenttape._format import (
     _decode_plain,
     _Invalid,
     decode,
+    decode_stream,
     encode,
 )
 from agenttape._models import Failure, Interaction, Request, Response
@@ -210,3 +211,47 @@ def test_fast_decoding_agrees_on_combined_odd_fields(
 def test_fast_decoding_takes_ordinary_interactions() -> None:
     for raw in msgpack.unpackb(encode({}, sample()), raw=False)["interactions"]:
         assert _decode_plain(raw) == _decode_interaction(raw)
+
+
+def stream(path: Path) -> object:
+    with path.open("rb") as handle:
+        return decode_stream(handle)
+
+
+def test_streamed_reading_gives_what_whole_reading_gives(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    data = encode({"tags": {"k": [1, 2]}}, sample() * 3)
+    cassette_path.write_bytes(data)
+    assert stream(cassette_path) == decode(data, cassette_path)
+
+
+def test_streamed_reading_declines_what_it_does_not_know(cassette_path: Path) -> None:
+    """Every odd file goes to the whole reading, whose errors name the problem."""
+    cassette_path.parent.mkdir(parents=True)
+    data = encode({}, sample())
+    document = msgpack.unpackb(data, raw=False)
+    reordered = {key: document[key] for key in ("header", "agenttape", "interactions")}
+    newer = {**document, "agenttape": FORMAT_VERSION + 1}
+    odd = document["interactions"][0]["response"]
+    odd["status"] = True
+    for content in (
+        b"",
+        data[:-1],
+        data + b"\x00",
+        msgpack.packb(reordered, use_bin_type=True),
+        msgpack.packb(newer, use_bin_type=True),
+        msgpack.packb({**document, "extra": 1}, use_bin_type=True),
+        msgpack.packb(document, use_bin_type=True),
+        msgpack.packb([1, 2, 3]),
+    ):
+        cassette_path.write_bytes(content)
+        assert stream(cassette_path) is None
+
+
+@given(cut=st.integers(1, len(encode({}, sample())) - 1))
+def test_a_cut_file_is_never_streamed(tmp_path_factory: pytest.TempPathFactory, cut: int) -> None:
+    path = tmp_path_factory.mktemp("cut") / "tape.msgpack"
+    path.write_bytes(encode({}, sample())[:cut])
+    assert stream(path) is None
+    with pytest.raises(agenttape.CassetteFormatError):
+        agenttape.load(path)
