@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -86,6 +87,13 @@ def _parse_general(url: str) -> ParsedURL:
     )
 
 
+def _parts_getter(names: tuple[str, ...]) -> Callable[[ParsedURL], tuple[Any, ...]]:
+    """The named URL parts as a tuple, in one C call when there are several."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda url: tuple(getattr(url, name) for name in names)
+
+
 def _looks_like_json(body: bytes) -> bool:
     return body.lstrip()[:1] in (b"{", b"[")
 
@@ -140,6 +148,7 @@ class Matcher:
         for path in self.ignore_json_fields:
             _jsonpath.parse(path)
         self._url_fields = tuple(f for f in self.fields if f in URL_FIELDS)
+        self._url_parts = _parts_getter(self._url_fields)
         self._header_fields = tuple(f[8:].lower() for f in self.fields if f.startswith("headers:"))
         self._match_body = "body" in self.fields
         self._match_method = "method" in self.fields
@@ -172,7 +181,7 @@ class Matcher:
             parts.append(request.method.upper())
         if self._url_fields:
             url = parse_url(request.url)
-            parts.extend(getattr(url, name) for name in self._url_fields)
+            parts.extend(self._url_parts(url))
         for header in self._header_fields:
             parts.append(tuple(v for k, v in request.headers if k.lower() == header))
         if self._match_body:

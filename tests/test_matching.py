@@ -254,3 +254,10 @@ def test_fast_url_parsing_takes_ordinary_urls_and_declines_escapes() -> None:
         "https://h.test/#frag",
     ):
         assert _parse_simple(url) is None
+
+
+def test_keys_with_one_url_part_or_none() -> None:
+    request = agenttape.Request("GET", "https://api.test/a?x=1")
+    assert Matcher(["path"]).key(request) == ("/a",)
+    assert Matcher(["method", "query"]).key(request) == ("GET", (("x", "1"),))
+    assert Matcher(["method"]).key(request) == ("GET",)
