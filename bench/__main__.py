@@ -137,7 +137,11 @@ def chart(results: list[dict[str, Any]], path: Path) -> bool:
         positions = [index + offset * height for index in range(len(rows))]
         values = [cells.get(peer) or 0.0 for _, cells in rows]
         axes.barh(positions, values, height=height, label=peer, color=colours[peer])
+        for position, (_, cells) in zip(positions, rows, strict=True):
+            if cells.get(peer) is None:
+                axes.text(0.12, position, f"{peer}: n/a", va="center", fontsize=7)
     axes.set_xscale("log")
+    axes.set_xlim(left=0.1)
     axes.axvline(1.0, color="black", linewidth=0.8)
     axes.set_yticks([index + height for index in range(len(rows))])
     axes.set_yticklabels([label for label, _ in rows], fontsize=8)
@@ -183,7 +187,9 @@ def write_results(results: list[dict[str, Any]], seconds: float, has_chart: bool
     lines += [
         "Replay and load times are CPU time of the measuring process, so other work on the "
         "machine inflates them less; recording (4), first chunk (5) and save (6b) are wall "
-        "clock, since waiting on the network or the disk is what they cost.",
+        "clock, since waiting on the network or the disk is what they cost. On a machine "
+        "shared with other work the wall-clock lines move from run to run: re-run one with "
+        "`python -m bench --only N`.",
         "",
         "## Details",
         "",
