@@ -223,6 +223,7 @@ def main() -> None:
         if result is not None:
             results.append(result)
     seconds = time.monotonic() - start
+    shutil.rmtree(out, ignore_errors=True)
     print()
     print("\n".join(table(results)))
     has_chart = chart(results, HERE / "results.png")

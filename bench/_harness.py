@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,8 @@ class Scenario:
         self.runner.argparser.add_argument("--bench-full", action="store_true")
         self.args = self.runner.parse_args()
         self.is_worker = bool(self.args.worker)
-        if not self.args.bench_dir:
+        self._own_dir = not self.args.bench_dir
+        if self._own_dir:
             self.args.bench_dir = tempfile.mkdtemp(prefix="agenttape-bench-")
         self.dir = Path(self.args.bench_dir)
         self.full = bool(self.args.bench_full)
@@ -198,6 +200,8 @@ class Scenario:
             Path(self.args.bench_out).write_text(data)
         else:
             print(data)
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _forward(command: list[str], args: Any) -> None:
