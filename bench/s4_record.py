@@ -7,6 +7,8 @@ import contextlib
 import itertools
 import json
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -65,13 +67,38 @@ def timed_recording(opener: Any, calls: _peers.Calls, report: Path) -> TimeFunc:
     return run
 
 
+def interleaved(work: Path, pairs: int = 5) -> None:
+    """Run in a process of its own: live and recorded blocks taken in turn, so both see the
+    same neighbours on a shared machine; prints the wall-clock ratio of each pair."""
+    base = (work / "base").read_text()
+    calls = httpx_calls(base, [Call("GET", item_path(i)) for i in range(COUNT)])
+    live, record = recorder("live", work), recorder("agenttape", work)
+    calls()
+    with record():
+        calls()
+    ratios = []
+    for _ in range(pairs):
+        start = time.perf_counter()
+        with live():
+            calls()
+        middle = time.perf_counter()
+        with record():
+            calls()
+        ratios.append((time.perf_counter() - middle) / (middle - start))
+    print(json.dumps(ratios))
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--interleaved":
+        interleaved(Path(sys.argv[2]))
+        return
     scenario = Scenario(
         4, "Recording overhead, 2,000 GETs", "µs/request", "live", "bench.s4_record", processes=3
     )
     work = scenario.dir
     vcrpy_count = COUNT if scenario.full else VCRPY_COUNT
     server = contextlib.nullcontext("") if scenario.is_worker else serve()
+    pairs: list[float] = []
     with server as started:
         if started:
             (work / "base").write_text(started)
@@ -88,8 +115,22 @@ def main() -> None:
                 else f"{count} requests (each recorded one scans every earlier one)",
                 processes=1 if library == "vcrpy" else None,
             )
+        if not scenario.is_worker:
+            output = subprocess.run(
+                [sys.executable, "-m", "bench.s4_record", "--interleaved", str(work)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            pairs = json.loads(output)
     if scenario.is_worker:
         return
+    if pairs:
+        scenario.note(
+            f"Live and recorded blocks taken in turn in one process ({len(pairs)} pairs): "
+            f"agenttape / live = {statistics.median(pairs):.2f}x median "
+            f"({min(pairs):.2f}x to {max(pairs):.2f}x)."
+        )
     cpu: dict[str, float] = {}
     for row in scenario.result.rows:
         report = work / f"{row.name}.cpu.json"
