@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._boundary import boundary
 from ._cassette import Cassette, load, use_cassette
 from ._errors import (
     AgentTapeError,
@@ -11,8 +12,10 @@ from ._errors import (
     NetworkBlockedError,
     UnmatchedInteractionError,
 )
+from ._llm import LLMCall
 from ._matching import Candidate
 from ._models import Failure, Interaction, Request, Response
+from ._recorder import Recorder, RecorderStats, Run
 from ._version import __version__
 
 __all__ = [
@@ -24,11 +27,16 @@ __all__ = [
     "CassetteWriteError",
     "Failure",
     "Interaction",
+    "LLMCall",
     "NetworkBlockedError",
+    "Recorder",
+    "RecorderStats",
     "Request",
     "Response",
+    "Run",
     "UnmatchedInteractionError",
     "__version__",
+    "boundary",
     "load",
     "use_cassette",
 ]

@@ -27,6 +27,14 @@ class CassetteWriteError(AgentTapeError, OSError):
 class NetworkBlockedError(AgentTapeError, ConnectionError):
     """An outbound connection was attempted that no cassette serves."""
 
+    def __init__(
+        self, message: str, *, host: str = "", port: int | None = None, cassette_path: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+        self.cassette_path = cassette_path
+
 
 class UnmatchedInteractionError(AgentTapeError, AssertionError):
     """A request has no recorded interaction left to serve it.

@@ -10,7 +10,9 @@ reported, never replayed as empty, and never overwritten.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from typing import Any, BinaryIO
 
 import msgpack
@@ -22,6 +24,20 @@ from ._version import __version__
 FORMAT_VERSION = 1
 MAGIC_KEY = "agenttape"
 _READ_SIZE = 1 << 20
+
+# msgpack sizes a list by its declared length before reading its items, and nests up to 1024
+# deep: declared lengths are capped so that pre-allocation stays within a few times the file
+# size (a larger list is then read item by item), and a file may hold at most one list, map
+# or extension value per few bytes, so a hostile file cannot make its reader use more than a
+# small multiple of its own size.
+_NESTING = 1024
+_BYTES_PER_CONTAINER = 4
+_CONTAINER_SLACK = 1024
+_MAX_WALK_DEPTH = 128
+_ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
+_MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+_EARLIEST, _LATEST = -62135596800.0, 253402300799.0  # 0001-01-01 and 9999-12-31, UTC
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:[+-][0-9A-Za-z.]+)?")
 
 
 class _Invalid(Exception):
@@ -38,6 +54,18 @@ def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
         return msgpack.packb(document, use_bin_type=True, datetime=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"cassette content is not msgpack-serialisable: {exc}") from exc
+
+
+def check_tags(tags: dict[str, Any]) -> None:
+    """Tags go into the header: refuse what cannot be written before anything is recorded,
+    not at exit when the run is over."""
+    try:
+        msgpack.packb(tags, use_bin_type=True, datetime=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(
+            f"cassette tags must be msgpack-serialisable (str, int, float, bool, None, bytes, "
+            f"lists, dicts, timezone-aware datetimes): {exc}"
+        ) from None
 
 
 def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
@@ -78,7 +106,9 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
             f"{name}: the file is empty, not a cassette (delete it to record again)"
         )
     try:
-        document = msgpack.unpackb(data, raw=False, strict_map_key=True, timestamp=3)
+        document = _unpack(data)
+    except _Invalid as exc:
+        raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
     except Exception as exc:
         raise CassetteFormatError(
             f"{name}: not a readable agenttape cassette ({_describe(exc)}); "
@@ -88,6 +118,89 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
         return _decode_document(document, name)
     except _Invalid as exc:
         raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
+
+
+class _Budget:
+    """Counts the lists, maps and extension values read; stops a file that holds too many."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size // _BYTES_PER_CONTAINER + _CONTAINER_SLACK
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _Invalid("holds more lists and maps than a cassette of its size can")
+
+    def container(self, value: Any) -> Any:
+        self.spend()
+        return value
+
+    def extension(self, code: int, data: bytes) -> msgpack.ExtType:
+        self.spend()
+        return msgpack.ExtType(code, data)
+
+
+def _unpack(data: bytes) -> Any:
+    """The msgpack document in ``data``, read within bounded memory (see _NESTING)."""
+    limit = max(len(data) // _NESTING, 16)
+    budget = _Budget(len(data))
+    try:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            timestamp=3,
+            max_array_len=limit,
+            max_map_len=limit,
+            list_hook=budget.container,
+            object_hook=budget.container,
+            ext_hook=budget.extension,
+        )
+    except ValueError as exc:
+        if "exceeds max_" not in str(exc):
+            raise
+    return _walk(data)
+
+
+def _walk(data: bytes) -> Any:
+    """Reads lists and maps item by item from their headers, so a declared length costs
+    nothing until the items are really there; only scalars go through msgpack whole."""
+    budget = _Budget(len(data))
+    unpacker = msgpack.Unpacker(
+        raw=False,
+        timestamp=3,
+        max_buffer_size=max(len(data), 1),
+        max_array_len=0,
+        max_map_len=0,
+        ext_hook=budget.extension,
+    )
+    unpacker.feed(data)
+
+    def value(depth: int) -> Any:
+        position = unpacker.tell()
+        kind = data[position] if position < len(data) else None
+        if kind not in _ARRAY_TYPES and kind not in _MAP_TYPES:
+            return unpacker.unpack()
+        if depth >= _MAX_WALK_DEPTH:
+            raise _Invalid(f"values nested deeper than {_MAX_WALK_DEPTH} levels")
+        budget.spend()
+        if kind in _ARRAY_TYPES:
+            items = []
+            for _ in range(unpacker.read_array_header()):
+                items.append(value(depth + 1))
+            return items
+        mapping = {}
+        for _ in range(unpacker.read_map_header()):
+            key = value(depth + 1)
+            if not isinstance(key, (str, bytes)):
+                raise _Invalid(f"a map key is {type(key).__name__}, expected str")
+            mapping[key] = value(depth + 1)
+        return mapping
+
+    document = value(0)
+    if unpacker.tell() != len(data):
+        raise _Invalid("unexpected data after the end of the cassette")
+    return document
 
 
 def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
@@ -102,6 +215,8 @@ def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] 
         size = os.fstat(handle.fileno()).st_size
         if not size:
             return None
+        limit = max(size // _NESTING, 16)
+        budget = _Budget(size)  # the same bounds as ``_unpack``: see _NESTING
         unpacker = msgpack.Unpacker(
             handle,
             raw=False,
@@ -109,6 +224,11 @@ def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] 
             timestamp=3,
             max_buffer_size=size,
             read_size=min(size, _READ_SIZE),
+            max_array_len=limit,
+            max_map_len=limit,
+            list_hook=budget.container,
+            object_hook=budget.container,
+            ext_hook=budget.extension,
         )
         if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
             return None
@@ -136,7 +256,9 @@ def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, msgpack.ExtraData):
         return "unexpected data after the end of the cassette"
-    if isinstance(exc, ValueError) and "incomplete" in str(exc).lower():
+    if isinstance(exc, msgpack.OutOfData) or (
+        isinstance(exc, ValueError) and "incomplete" in str(exc).lower()
+    ):
         return "the file is truncated"
     return f"{type(exc).__name__}: {exc}"
 
@@ -147,14 +269,19 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
     version = document[MAGIC_KEY]
     if not isinstance(version, int) or isinstance(version, bool):
         raise _Invalid(f"format marker is {version!r}, expected a whole number")
-    header = _expect(document.get("header"), dict, "header")
     if version > FORMAT_VERSION:
-        writer = header.get("agenttape_version", "a newer version")
+        # Checked before anything else: a newer format may lay out everything differently.
+        header = document.get("header")
+        writer = header.get("agenttape_version") if isinstance(header, dict) else None
+        if isinstance(writer, str) and _VERSION.fullmatch(writer):
+            who, command = f"agenttape {writer}", f'pip install -U "agenttape>={writer}"'
+        else:
+            who, command = "a newer agenttape", "pip install -U agenttape"
         raise _Invalid(
-            f"written in cassette format {version} by agenttape {writer}; this agenttape "
-            f"{__version__} reads format {FORMAT_VERSION}: upgrade with "
-            f"'pip install -U \"agenttape>={writer}\"'"
+            f"written in cassette format {version} by {who}; this agenttape {__version__} "
+            f"reads format {FORMAT_VERSION}: upgrade with '{command}'"
         )
+    header = _expect(document.get("header"), dict, "header")
     if version < 1:
         raise _Invalid(f"unknown cassette format {version}")
     raw_interactions = _expect(document.get("interactions"), list, "interactions")
@@ -189,8 +316,12 @@ def _plain_headers(value: Any) -> Headers | None:
     return headers
 
 
-def _plain_number(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _plain_seconds(value: Any) -> float | None:
+    """What ``_duration`` accepts, as a float; None for anything else."""
+    if type(value) not in _NUMBERS:
+        return None
+    number = float(value)
+    return number if 0 <= number < math.inf else None
 
 
 def _decode_plain(raw: Any) -> Interaction | None:
@@ -238,10 +369,11 @@ def _decode_plain(raw: Any) -> Interaction | None:
             if type(chunk) is not list or len(chunk) != 2:
                 return None
             size, offset = chunk
-            if type(size) is not int or size < 0 or type(offset) not in _NUMBERS:
+            seconds = _plain_seconds(offset)
+            if type(size) is not int or size < 0 or seconds is None:
                 return None
             total += size
-            chunks.append((size, float(offset)))
+            chunks.append((size, seconds))
         if total > len(response_body):
             return None
         response = Response(
@@ -263,13 +395,17 @@ def _decode_plain(raw: Any) -> Interaction | None:
             return None
         error = Failure(kind=kind, type=type_name, message=message)
     boundary = raw.get("boundary", "http")
-    started_at, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
+    started, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
+    started_at = 0.0 if started is None else float(started) if type(started) in _NUMBERS else None
+    ttfb_seconds = None if ttfb is None else _plain_seconds(ttfb)
+    duration_seconds = None if duration is None else _plain_seconds(duration)
     if (
         (response is None and error is None)
         or type(boundary) is not str
-        or (started_at is not None and type(started_at) not in _NUMBERS)
-        or (ttfb is not None and type(ttfb) not in _NUMBERS)
-        or (duration is not None and type(duration) not in _NUMBERS)
+        or started_at is None
+        or not _EARLIEST <= started_at <= _LATEST
+        or (ttfb is not None and ttfb_seconds is None)
+        or (duration is not None and duration_seconds is None)
     ):
         return None
     return Interaction(
@@ -277,9 +413,9 @@ def _decode_plain(raw: Any) -> Interaction | None:
         response=response,
         error=error,
         boundary=boundary,
-        started_at=_plain_number(started_at) or 0.0,
-        ttfb=_plain_number(ttfb),
-        duration=_plain_number(duration),
+        started_at=started_at,
+        ttfb=ttfb_seconds,
+        duration=duration_seconds,
     )
 
 
@@ -293,7 +429,25 @@ def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
 def _optional_number(value: Any, what: str) -> float | None:
     if value is None:
         return None
-    return float(_expect(value, (int, float), what))
+    return _duration(_expect(value, (int, float), what), what)
+
+
+def _duration(value: int | float, what: str) -> float:
+    """Seconds that replay may wait for: a finite, non-negative number."""
+    number = float(value)
+    if not 0 <= number < math.inf:
+        raise _Invalid(f"{what} is {number!r}, expected a number of seconds")
+    return number
+
+
+def _moment(value: Any) -> float:
+    """A Unix time that converts to a datetime (years 1 to 9999)."""
+    if value is None:
+        return 0.0
+    number = float(_expect(value, (int, float), "started_at"))
+    if not _EARLIEST <= number <= _LATEST:
+        raise _Invalid(f"started_at is {number!r}, not a time")
+    return number
 
 
 def _headers(value: Any, what: str) -> Headers:
@@ -335,7 +489,7 @@ def _decode_interaction(raw: Any) -> Interaction:
             ):
                 raise _Invalid(f"response.chunks holds {chunk!r}, expected [size, offset]")
             total += chunk[0]
-            chunks.append((chunk[0], float(chunk[1])))
+            chunks.append((chunk[0], _duration(chunk[1], "response.chunks offset")))
         if total > len(body):
             raise _Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
         response = Response(
@@ -362,7 +516,7 @@ def _decode_interaction(raw: Any) -> Interaction:
         response=response,
         error=error,
         boundary=_expect(raw.get("boundary", "http"), str, "boundary"),
-        started_at=_optional_number(raw.get("started_at"), "started_at") or 0.0,
+        started_at=_moment(raw.get("started_at")),
         ttfb=_optional_number(raw.get("ttfb"), "ttfb"),
         duration=_optional_number(raw.get("duration"), "duration"),
     )

@@ -72,7 +72,12 @@ def parse_url(url: str) -> ParsedURL:
 
 
 def _parse_general(url: str) -> ParsedURL:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Unparseable (a cassette edited by hand, an unbalanced IPv6 bracket): it can still
+        # match the same text, compared whole.
+        return ParsedURL(scheme="", host="", port=None, path=url, query=())
     scheme = parts.scheme.lower()
     try:
         port = parts.port

@@ -9,8 +9,21 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._llm import LLMCall
 
 Headers = list[tuple[str, str]]
+
+
+def first_header(headers: Headers, name: str) -> str | None:
+    """First value of a header, names compared case-insensitively."""
+    lowered = name.lower()
+    for key, value in headers:
+        if key.lower() == lowered:
+            return value
+    return None
 
 
 @dataclass(slots=True)
@@ -21,12 +34,7 @@ class Request:
     body: bytes = b""
 
     def header(self, name: str) -> str | None:
-        """First value of a header, compared case-insensitively."""
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
+        return first_header(self.headers, name)
 
 
 @dataclass(slots=True)
@@ -46,11 +54,7 @@ class Response:
     truncated: bool = False
 
     def header(self, name: str) -> str | None:
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
+        return first_header(self.headers, name)
 
     def iter_chunks(self) -> Iterator[bytes]:
         """The body cut at the recorded boundaries; one chunk when none were recorded."""
@@ -97,3 +101,12 @@ class Interaction:
     @property
     def started(self) -> _dt.datetime:
         return _dt.datetime.fromtimestamp(self.started_at, tz=_dt.timezone.utc)
+
+    @property
+    def llm(self) -> LLMCall | None:
+        """Model and sampling parameters when this is a call to a known LLM API, else None."""
+        if self.boundary != "http":
+            return None
+        from ._llm import summarize
+
+        return summarize(self.request)

@@ -89,18 +89,22 @@ class Redactor:
         return redacted
 
     def _url(self, url: str) -> str:
+        url = _without_password(url)
         base, question, query = url.partition("?")
-        if question and self.query:
+        if question:
             query, hash_, fragment = query.partition("#")
             pairs = query.split("&")
             changed = False
             for index, pair in enumerate(pairs):
-                name, equals, _value = pair.partition("=")
+                name, equals, value = pair.partition("=")
                 if not equals:
                     continue
-                # unquote_plus is the identity on a name without '%' or '+'.
+                # unquote_plus is the identity on text without '%' or '+'.
                 plain = unquote_plus(name) if "%" in name or "+" in name else name
-                if plain.lower() in self.query:
+                # Values are looked at decoded: an encoded credential ("Bearer%20...",
+                # "%2F" inside a token) escapes the patterns otherwise.
+                decoded = unquote_plus(value) if "%" in value or "+" in value else value
+                if plain.lower() in self.query or self._text(decoded) != decoded:
                     pairs[index] = f"{name}={REDACTED}"
                     changed = True
             if changed:
@@ -114,7 +118,7 @@ class Redactor:
         if self.json_paths and body.lstrip()[:1] in (b"{", b"["):
             try:
                 document = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 document = None
             if document is not None:
                 changed = False
@@ -142,3 +146,21 @@ class Redactor:
         return [
             (name, REDACTED if name.lower() in self.headers else value) for name, value in headers
         ]
+
+
+def _without_password(url: str) -> str:
+    """``scheme://user:<redacted>@host...``: a password in a URL is a secret in any header."""
+    start = url.find("://")
+    if start == -1:
+        return url
+    start += 3
+    end = len(url)
+    for stop in "/?#":
+        found = url.find(stop, start)
+        if found != -1:
+            end = min(end, found)
+    at = url.rfind("@", start, end)
+    user, colon, password = url[start:at].partition(":")
+    if at == -1 or not colon or password == REDACTED:
+        return url
+    return f"{url[:start]}{user}:{REDACTED}{url[at:]}"

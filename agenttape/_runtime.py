@@ -3,6 +3,9 @@
 The thread or task that opened a cassette finds it through a context variable, so nested
 blocks resolve to the innermost one; every other thread (a ThreadPoolExecutor worker has no
 copy of the opener's context) falls back to the most recently opened cassette still active.
+A recorder's run is not process-wide: only its own context and contexts copied from it (tasks
+it starts, ``asyncio.to_thread``, ``contextvars.copy_context().run``) see it, so concurrent
+runs never mix.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ def active() -> Cassette | None:
     return _active[-1] if _active else None
 
 
-def activate(cassette: Cassette) -> Token[Cassette | None]:
+def activate(cassette: Cassette, *, process_wide: bool = True) -> Token[Cassette | None]:
     from ._adapters import install_adapters
 
     install_adapters()
-    with _lock:
-        _active.append(cassette)
+    if process_wide:
+        with _lock:
+            _active.append(cassette)
     return _current.set(cassette)
 
 

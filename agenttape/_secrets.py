@@ -39,6 +39,8 @@ SECRET_PATTERNS: dict[str, str] = {
 _PROBES = ("sk-", "A(?:KIA|SIA|Iza)", "g(?:h[pousr]|ithub_pat)_", "xox", "earer", "PRIVATE KEY")
 _TEXT_PROBES = tuple(re.compile(probe).search for probe in _PROBES)
 _BYTES_PROBES = tuple(re.compile(probe.encode()).search for probe in _PROBES)
+_ANY_TEXT_PROBE = re.compile("|".join(_PROBES)).search
+_SHORT_TEXT = 512
 
 SECRET_REGEX = re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS.values()))
 _SECRET_BYTES_REGEX = re.compile(SECRET_REGEX.pattern.encode())
@@ -50,6 +52,10 @@ def may_hold_secret(data: bytes) -> bool:
 
 
 def _may_hold_secret_text(text: str) -> bool:
+    # On short text (URLs, query values, header values) one alternation beats six scans; on
+    # long text the six scans for literal heads are faster. Both find the same pieces.
+    if len(text) < _SHORT_TEXT:
+        return _ANY_TEXT_PROBE(text) is not None
     return any(probe(text) for probe in _TEXT_PROBES)
 
 

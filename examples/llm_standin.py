@@ -2,7 +2,8 @@
 
 It speaks the wire format the real SDKs expect (chat completions, messages, both streamed as
 server-sent events) and answers deterministically, so examples and tests record honest
-cassettes from a real server on 127.0.0.1 with no API key. ``rate_limit_first=N`` answers the
+cassettes from a real server on 127.0.0.1 with no API key. Given OpenAI ``tools``, it calls the
+first one (arguments from the user's words) and then answers from what the tool returned. ``rate_limit_first=N`` answers the
 first N requests with a 429, as a provider at peak time does.
 
     python examples/llm_standin.py --port 8765
@@ -32,6 +33,8 @@ def compose(messages: list[dict[str, Any]], system: str = "") -> str:
     user = next(
         (_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), ""
     )
+    if messages and messages[-1].get("role") == "tool":
+        return _from_tool(_text(messages[-1].get("content")))
     if "sentiment" in instructions and "classify" in instructions:
         return "negative" if NEGATIVE_WORDS.search(user) else "positive"
     if "negative" in instructions:
@@ -40,6 +43,37 @@ def compose(messages: list[dict[str, Any]], system: str = "") -> str:
             "and it ships today with tracking sent to your email."
         )
     return f"Thank you for your message! Glad to help with: {user[:80]}"
+
+
+def choose_tool(body: dict[str, Any], number: int) -> dict[str, Any] | None:
+    """An OpenAI tool call when tools are offered and the user spoke last: the first tool, each
+    parameter set to the enum value the user mentions (else the first one, or their words)."""
+    tools, messages = body.get("tools") or [], body.get("messages") or []
+    if not tools or not messages or messages[-1].get("role") != "user":
+        return None
+    function = tools[0].get("function", {})
+    user = _text(messages[-1].get("content"))
+    arguments = {}
+    for name, schema in (function.get("parameters", {}).get("properties") or {}).items():
+        options = schema.get("enum") or []
+        mentioned = [o for o in options if str(o).lower() in user.lower()]
+        arguments[name] = (mentioned or options or [user])[0]
+    return {
+        "id": f"call_standin_{number}",
+        "type": "function",
+        "function": {"name": function.get("name"), "arguments": json.dumps(arguments)},
+    }
+
+
+def _from_tool(content: str) -> str:
+    try:
+        found = json.loads(content)
+    except ValueError:
+        return f"Here is what I found: {content}"
+    if isinstance(found, dict) and found:
+        facts = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in found.items())
+        return f"Here is what I found: {facts}."
+    return "I could not find anything matching that."
 
 
 def _text(content: Any) -> str:
@@ -103,8 +137,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _openai(self, body: dict[str, Any], number: int) -> None:
         model = body.get("model", "gpt-4o-mini")
-        text = compose(body.get("messages", []))
+        call = choose_tool(body, number)
+        text = "" if call else compose(body.get("messages", []))
         ident = f"chatcmpl-standin-{number}"
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if call:
+            message.update(content=None, tool_calls=[call])
         if not body.get("stream"):
             usage = {
                 "prompt_tokens": 20,
@@ -121,9 +159,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": text, "refusal": None},
+                            "message": message,
                             "logprobs": None,
-                            "finish_reason": "stop",
+                            "finish_reason": "tool_calls" if call else "stop",
                         }
                     ],
                     "usage": usage,

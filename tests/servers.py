@@ -5,14 +5,18 @@ half-written bodies are exactly what a test asks for."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import http.server
+import itertools
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -46,7 +50,9 @@ class Reply:
     ``chunked=True`` each becomes one chunk of a chunked transfer encoding, else a
     Content-Length covers them all (unless ``length`` overrides it, to cut a body short).
     ``close_after_head`` drops the connection right after the headers; ``stall`` sleeps before
-    the head, to provoke read timeouts.
+    the head, to provoke read timeouts. ``gate`` holds every chunk after the first until the
+    test sets it (the connection drops if it stays shut for 10 s), to prove a client got the
+    first chunk while the rest was not yet sent.
     """
 
     status: int = 200
@@ -58,6 +64,7 @@ class Reply:
     length: int | None = None
     stall: float = 0.0
     close_after_head: bool = False
+    gate: threading.Event | None = None
 
 
 def json_reply(document: Any, status: int = 200, headers: Iterable[tuple[str, str]] = ()) -> Reply:
@@ -89,6 +96,8 @@ App = Callable[[Seen], Reply]
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Head and body go out in separate writes; with Nagle on, the body would wait for the
+    # client's delayed ACK (40 ms per request on Linux).
     disable_nagle_algorithm = True
     server: _HTTPServer
 
@@ -144,6 +153,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         for index, chunk in enumerate(reply.chunks):
+            if index and reply.gate is not None and not reply.gate.wait(10):
+                self.close_connection = True
+                return
             if index and reply.delay:
                 time.sleep(reply.delay)
             if reply.chunked:
@@ -161,24 +173,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class _HTTPServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # hundreds of clients connecting at once are not turned away
     owner: Server
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up early (a test reading one chunk) is not an error."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        """A client that went away (killed on purpose by a test) is no error to print."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             super().handle_error(request, client_address)
 
 
 class Server:
-    """A threaded server on 127.0.0.1 that answers with ``app``; ``stop()`` closes the port."""
+    """A threaded server on 127.0.0.1 that answers with ``app``; ``stop()`` closes the port.
+    With ``tls`` (a server-side SSL context) it speaks HTTPS."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, tls: ssl.SSLContext | None = None) -> None:
         self.app = app
         self.seen: list[Seen] = []
         self._server = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._server.owner = self
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_port
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -204,3 +220,113 @@ def refused_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def sequence(*replies: Reply) -> App:
+    """Answers the n-th request with the n-th reply, the last one from then on (a 429 then a
+    200, a throttled call then a good one)."""
+    count = itertools.count()
+
+    def app(seen: Seen) -> Reply:
+        return replies[min(next(count), len(replies) - 1)]
+
+    return app
+
+
+S3_BUCKETS_XML = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n'
+    b'<ListAllMyBucketsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+    b"<Owner><ID>owner-1</ID><DisplayName>tapes</DisplayName></Owner><Buckets>"
+    b"<Bucket><Name>alpha</Name><CreationDate>2025-01-01T00:00:00.000Z</CreationDate></Bucket>"
+    b"<Bucket><Name>beta</Name><CreationDate>2025-02-01T00:00:00.000Z</CreationDate></Bucket>"
+    b"</Buckets></ListAllMyBucketsResult>"
+)
+
+
+def aws_app(throttle_first: int = 0) -> App:
+    """A local stand-in for two AWS protocols: S3 ``ListBuckets`` (REST-XML, ``GET /``) and
+    ``PutObject`` (``PUT``, sent by botocore behind ``Expect: 100-continue``), and
+    DynamoDB ``ListTables`` (JSON 1.0, ``X-Amz-Target``); the first ``throttle_first`` JSON
+    calls get DynamoDB's ``ThrottlingException``."""
+    count = itertools.count()
+
+    def app(seen: Seen) -> Reply:
+        target = seen.header("X-Amz-Target")
+        if seen.method == "PUT":
+            etag = hashlib.md5(seen.body).hexdigest()
+            return Reply(headers=[("ETag", f'"{etag}"'), ("x-amz-request-id", "REQ2")])
+        if target is None:
+            return Reply(
+                headers=[("Content-Type", "application/xml"), ("x-amz-request-id", "REQ1")],
+                chunks=[S3_BUCKETS_XML],
+            )
+        json_type = [("Content-Type", "application/x-amz-json-1.0")]
+        if next(count) < throttle_first:
+            error = {
+                "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+                "message": "Rate of requests exceeds the allowed throughput.",
+            }
+            return Reply(status=400, headers=json_type, chunks=[json.dumps(error).encode()])
+        if target.endswith(".ListTables"):
+            return Reply(headers=json_type, chunks=[b'{"TableNames":["orders","users"]}'])
+        return Reply(status=400, headers=json_type, chunks=[b'{"__type":"UnknownOperation"}'])
+
+    return app
+
+
+def path_body(path: str, size: int) -> bytes:
+    """``size`` bytes that could only be the answer to ``path``: its text, repeated."""
+    if size <= 0:
+        return b""
+    unit = f"{path}|".encode()
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def path_app(size: int = 64) -> App:
+    """Answers every request with ``path_body(path, size)``, so each response names its request."""
+
+    def app(seen: Seen) -> Reply:
+        return Reply(
+            headers=[("Content-Type", "application/octet-stream")],
+            chunks=[path_body(seen.path, size)],
+        )
+
+    return app
+
+
+HALF_JSON = b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-'
+RATE_LIMIT_HEADERS = [
+    ("Content-Type", "application/json"),
+    ("retry-after", "7"),
+    ("x-ratelimit-remaining-requests", "0"),
+]
+
+
+def record_then_replay(
+    path: Path, server: Server, run: Callable[[], Any], **options: Any
+) -> tuple[Any, Any]:
+    """Runs ``run`` live while recording, stops the server, runs it again from the cassette."""
+    import agenttape
+
+    with agenttape.use_cassette(path, mode="once", **options):
+        live = run()
+    server.stop()
+    with agenttape.use_cassette(path, **options) as tape:
+        replayed = run()
+        assert tape.all_played
+    return live, replayed
+
+
+async def record_then_replay_async(
+    path: Path, server: Server, run: Callable[[], Awaitable[Any]], **options: Any
+) -> tuple[Any, Any]:
+    """``record_then_replay`` for coroutines, under ``async with``."""
+    import agenttape
+
+    async with agenttape.use_cassette(path, mode="once", **options):
+        live = await run()
+    server.stop()
+    async with agenttape.use_cassette(path, **options) as tape:
+        replayed = await run()
+        assert tape.all_played
+    return live, replayed

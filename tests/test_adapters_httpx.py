@@ -14,25 +14,20 @@ from typing import Any
 import pytest
 
 import agenttape
-from tests.servers import Reply, Seen, Server, gzip_reply, json_reply, refused_port, sse_reply
+from tests.servers import (
+    Reply,
+    Seen,
+    gzip_reply,
+    json_reply,
+    record_then_replay,
+    refused_port,
+    sse_reply,
+)
 
 
 @pytest.fixture(params=["httpx", "httpx2"])
 def hx(request: pytest.FixtureRequest) -> ModuleType:
     return importlib.import_module(request.param)
-
-
-def record_then_replay(
-    cassette_path: Path, server: Server, exchange: Any, **options: Any
-) -> tuple[Any, Any]:
-    """Run ``exchange`` live while recording, stop the server, run it again from the tape."""
-    with agenttape.use_cassette(cassette_path, mode="once", **options):
-        live = exchange()
-    server.stop()
-    with agenttape.use_cassette(cassette_path, **options) as tape:
-        replayed = exchange()
-    assert tape.all_played
-    return live, replayed
 
 
 def test_gzip_body_stays_compressed_and_headers_keep_order_case_duplicates(

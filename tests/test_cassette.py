@@ -209,3 +209,20 @@ def test_requests_outside_any_cassette_are_untouched(counter: Server, cassette_p
         pass
     assert get(counter) == {"path": "/", "n": 1}
     assert agenttape.load(cassette_path).interactions == []
+
+
+def test_new_cassette_gets_the_umask_mode_and_a_rewrite_keeps_the_mode(
+    counter: Server, cassette_path: Path
+) -> None:
+    import os
+    import stat
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        get(counter)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(cassette_path.stat().st_mode) == 0o666 & ~umask
+    cassette_path.chmod(0o640)
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        get(counter)
+    assert stat.S_IMODE(cassette_path.stat().st_mode) == 0o640

@@ -133,6 +133,8 @@ def test_reading_never_runs_code(cassette_path: Path) -> None:
 ODD_VALUES = [None, True, False, 0, -1, 7, 1.5, "", "x", b"", b"x", [], {}, ["a"], ["a", "b"]]
 ODD_VALUES += [[1, 2], [["a", "b"]], [["a", 1]], [["a"]], [[1, 0.5]], [[-1, 0.5]], [[True, 0.0]]]
 ODD_VALUES += [[[99, 0.1]], [(1, 0.5)], {"kind": "k", "type": "T"}, {"status": 200}]
+ODD_VALUES += [-0.0, -1.5, float("nan"), float("inf"), 1e300, -1e300, 2**63, [[1, float("nan")]]]
+ODD_VALUES += [[[1, -0.5]], [[1, float("inf")]]]
 FIELDS = [
     (),
     ("boundary",),

@@ -10,7 +10,13 @@ import pytest
 
 import agenttape
 from agenttape._redaction import Redactor
-from agenttape._secrets import SECRET_REGEX, may_hold_secret, scrub_bytes, scrub_text
+from agenttape._secrets import (
+    SECRET_REGEX,
+    _may_hold_secret_text,
+    may_hold_secret,
+    scrub_bytes,
+    scrub_text,
+)
 from tests.servers import Reply, json_reply
 
 FAKE_KEY = "sk-agenttapeFAKEkey0123456789abcdefXYZ"
@@ -83,6 +89,12 @@ def test_redaction_leaves_ordinary_requests_byte_identical() -> None:
     assert Redactor().request(request) == request
 
 
+def test_deeply_nested_json_body_is_recorded_not_refused() -> None:
+    body = b"[" * 100_000 + b"]" * 100_000
+    request = agenttape.Request("POST", "https://api.test/", [], body)
+    assert Redactor.from_rules(["json:a.b"]).request(request).body == body
+
+
 def test_a_header_list_seen_again_is_redacted_the_same_and_handed_out_fresh() -> None:
     redactor = Redactor.from_rules(["header:x-org", "regex:acct_[0-9]+"])
     headers = [("Authorization", "Bearer abcdefghijklmnopqrstuv"), ("X-Org", "o"), ("A", "acct_42")]
@@ -128,10 +140,13 @@ def test_query_names_are_compared_decoded() -> None:
     ],
 )
 def test_every_credential_anchor_sends_text_to_the_full_scan(anchor: str) -> None:
-    text = f"padding {anchor} padding"
-    assert may_hold_secret(text.encode())
-    assert scrub_text(text) == SECRET_REGEX.sub("<redacted>", text)
-    assert not may_hold_secret(text.replace(anchor, "plain").encode())
+    for padding in ("padding", "x" * 600):  # short text and long text take different scans
+        text = f"{padding} {anchor} {padding}"
+        assert may_hold_secret(text.encode())
+        assert _may_hold_secret_text(text)
+        assert scrub_text(text) == SECRET_REGEX.sub("<redacted>", text)
+        assert not may_hold_secret(text.replace(anchor, "plain").encode())
+        assert not _may_hold_secret_text(text.replace(anchor, "plain"))
 
 
 def test_credentials_found_by_the_probes_are_scrubbed() -> None:

@@ -19,6 +19,12 @@ from typing import Any
 ADAPTERS: dict[str, str] = {
     "httpx": "agenttape._adapters.httpx",
     "httpx2": "agenttape._adapters.httpx",
+    "openai._base_client": "agenttape._adapters.sdk_retries",
+    "anthropic._base_client": "agenttape._adapters.sdk_retries",
+    "urllib3": "agenttape._adapters.urllib3",
+    "botocore.endpoint": "agenttape._adapters.botocore",
+    "aiohttp": "agenttape._adapters.aiohttp",
+    "socket": "agenttape._adapters.socket",
 }
 
 _installed: set[str] = set()

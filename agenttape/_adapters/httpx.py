@@ -19,6 +19,8 @@ from .._cassette import Recording
 from .._models import Interaction, Request
 
 _PATCHED = "__agenttape_original_transport_for_url__"
+# Response extension marking a response served from a cassette (read by fast_retries).
+REPLAYED = "agenttape_replayed"
 
 # httpx exception name -> library-neutral kind (see Failure).
 KIND_BY_EXCEPTION = {
@@ -92,6 +94,12 @@ def _to_model(request: Any) -> Request:
     )
 
 
+def is_replayed(response: Any) -> bool:
+    """True when ``response`` was served from a cassette rather than the network."""
+    extensions = getattr(response, "extensions", None)
+    return isinstance(extensions, dict) and extensions.get(REPLAYED) is True
+
+
 def _respx_serves(hx: ModuleType, request: Any) -> bool:
     """A route mocked with respx answers for itself and is never taken for live traffic."""
     respx = sys.modules.get("respx")
@@ -125,6 +133,13 @@ def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Ex
     return exception
 
 
+def _head_delay(interaction: Interaction) -> float:
+    """With ``realtime``, seconds until the recorded head arrived (or the error without one)."""
+    if interaction.response is None:
+        return interaction.duration or 0.0
+    return interaction.ttfb or 0.0
+
+
 def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, stream: Any) -> Any:
     response = interaction.response
     if response is None:
@@ -136,14 +151,17 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
         extensions={
             "http_version": response.http_version.encode("ascii"),
             "reason_phrase": response.reason.encode("latin-1"),
+            REPLAYED: True,
         },
     )
 
 
 def _record_head(recording: Recording, response: Any) -> None:
+    # ``reason_phrase`` decodes as ASCII and drops other bytes; the extension has them all.
+    raw_reason = response.extensions.get("reason_phrase")
     recording.respond(
         response.status_code,
-        response.reason_phrase,
+        raw_reason.decode("latin-1") if isinstance(raw_reason, bytes) else response.reason_phrase,
         response.http_version,
         [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw],
     )
@@ -168,9 +186,10 @@ class _TapeTransport:
         request.read()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(
-                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
-            )
+            stream = library.replay(hx, plan, request, cassette.realtime)
+            if cassette.realtime and _head_delay(plan) > 0:
+                time.sleep(_head_delay(plan))
+            return _replay_response(hx, plan, request, stream)
         token = _runtime.enter_adapter()
         try:
             response = self._transport.handle_request(request)
@@ -198,9 +217,10 @@ class _AsyncTapeTransport(_TapeTransport):
         await request.aread()
         plan = cassette.begin(_to_model(request))
         if isinstance(plan, Interaction):
-            return _replay_response(
-                hx, plan, request, library.replay(hx, plan, request, cassette.realtime)
-            )
+            stream = library.replay(hx, plan, request, cassette.realtime)
+            if cassette.realtime and _head_delay(plan) > 0:
+                await asyncio.sleep(_head_delay(plan))
+            return _replay_response(hx, plan, request, stream)
         token = _runtime.enter_adapter()
         try:
             response = await self._transport.handle_async_request(request)
@@ -283,6 +303,25 @@ class _ReplayStream:
             due = offsets[index] if self._realtime and index < len(offsets) else 0.0
             yield chunk, due - (time.perf_counter() - self._t0)
 
+    def _tail_delay(self) -> float:
+        """With ``realtime``, what ended the recorded body ends the replay at the same moment.
+
+        A recorded error (a read timeout) fires when it did. A body the reader cut short
+        (truncated) sends nothing more for as long as it did live and as long again before it
+        ends, so a reader's own timeout fires as it did instead of meeting an early end.
+        """
+        interaction = self._interaction
+        response = interaction.response
+        if not self._realtime or interaction.duration is None or response is None:
+            return 0.0
+        if interaction.error is not None:
+            due = interaction.duration
+        elif response.truncated:
+            due = 2 * interaction.duration
+        else:
+            return 0.0
+        return due - (time.perf_counter() - self._t0)
+
     def _end(self) -> None:
         if self._interaction.error is not None:
             raise _exception_for(self._hx, self._interaction, self._request)
@@ -298,6 +337,9 @@ class _ReplayStream:
                 if delay > 0:
                     time.sleep(delay)
                 yield chunk
+            delay = self._tail_delay()
+            if delay > 0:
+                time.sleep(delay)
         else:
             yield from self._chunks()
         self._end()
@@ -308,6 +350,9 @@ class _ReplayStream:
                 if delay > 0:
                     await asyncio.sleep(delay)
                 yield chunk
+            delay = self._tail_delay()
+            if delay > 0:
+                await asyncio.sleep(delay)
         else:
             for chunk in self._chunks():
                 yield chunk

@@ -1,0 +1,9 @@
+"""``python -m agenttape``: the same command line as ``agenttape``."""
+
+from __future__ import annotations
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

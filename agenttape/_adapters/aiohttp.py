@@ -1,0 +1,366 @@
+"""aiohttp: intercepted where a request gets its connection (``BaseConnector.connect``), which
+runs once per wire exchange, each redirect hop included.
+
+aiohttp decompresses inside its protocol, so bytes are taken at the protocol: recording tees
+the raw socket reads that reach ``ResponseHandler.data_received``; replay hands a real
+``ResponseHandler`` a connection whose transport feeds it the recorded reads one at a time,
+so aiohttp's own parser, decompression, chunked decoding and errors run as they did live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .. import _runtime
+from .._cassette import Recording
+from .._models import Failure, Interaction, Request
+from . import _retries, _wire
+
+_PATCHED = "__agenttape_original_connect__"
+
+# aiohttp exception name -> library-neutral kind (see Failure).
+KIND_BY_EXCEPTION = {
+    "ClientConnectorError": "connect_error",
+    "ClientConnectorDNSError": "connect_error",
+    "ClientConnectorSSLError": "connect_error",
+    "ClientConnectorCertificateError": "connect_error",
+    "ClientProxyConnectionError": "proxy_error",
+    "ConnectionTimeoutError": "connect_timeout",
+    "TimeoutError": "connect_timeout",
+    "CancelledError": "connect_timeout",
+    "SocketTimeoutError": "read_timeout",
+    "ServerTimeoutError": "read_timeout",
+    "ServerDisconnectedError": "protocol_error",
+    "ClientPayloadError": "protocol_error",
+    "HttpProcessingError": "protocol_error",
+    "ClientOSError": "read_error",
+}
+_CONNECT_KINDS = ("connect_error", "connect_timeout", "proxy_error", "unsupported_protocol")
+
+
+def install(aiohttp: ModuleType) -> None:
+    from aiohttp import connector
+
+    base = connector.BaseConnector
+    if _PATCHED in vars(base):
+        return
+    original = base.connect
+    setattr(base, _PATCHED, original)
+    base.connect = _make_connect(original, aiohttp)  # type: ignore[method-assign]
+
+
+def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable[..., Any]:
+    async def connect(self: Any, req: Any, traces: Any, timeout: Any) -> Any:
+        cassette = _runtime.active()
+        if cassette is None:
+            return await original(self, req, traces, timeout)
+        method = req.method
+        plan = cassette.begin(await _to_model(req))
+        if isinstance(plan, Interaction):
+            _retries.mark(True)
+            error = plan.error
+            if plan.response is None and error is not None and error.kind in _CONNECT_KINDS:
+                if cassette.realtime and plan.duration:
+                    await asyncio.sleep(plan.duration)  # the error comes when it came live
+                raise _connect_exception(aiohttp, error, req)
+            return _replay_connection(aiohttp, self, req, plan, cassette.realtime)
+        _retries.mark(False)
+        token = _runtime.enter_adapter()
+        try:
+            conn = await original(self, req, traces, timeout)
+        except BaseException as exc:
+            plan.fail(*_failure_of(exc))
+            raise
+        finally:
+            _runtime.exit_adapter(token)
+        _Tap(conn.protocol, plan, method)
+        return conn
+
+    return connect
+
+
+async def _to_model(req: Any) -> Request:
+    return Request(
+        method=req.method,
+        url=str(req.url),
+        headers=[(str(name), str(value)) for name, value in req.headers.items()],
+        body=await _body_bytes(req.body),
+    )
+
+
+async def _body_bytes(body: Any) -> bytes:
+    """The request body, read without using it up: aiohttp ≥ 3.12 payloads can be read
+    again (``as_bytes``); before that only in-memory and seekable ones can, and a one-shot
+    stream is matched as an empty body."""
+    if isinstance(body, (bytes, bytearray)):
+        return bytes(body)
+    as_bytes = getattr(body, "as_bytes", None)
+    if as_bytes is not None:
+        return bytes(await as_bytes())
+    value = getattr(body, "_value", None)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if value is not None and hasattr(value, "seekable") and value.seekable():
+        position = value.tell()
+        data = value.read()
+        value.seek(position)
+        return data.encode() if isinstance(data, str) else bytes(data)
+    return b""
+
+
+def _failure_of(exc: BaseException) -> tuple[str, str, str]:
+    name = type(exc).__name__
+    kind = KIND_BY_EXCEPTION.get(name, "transport_error")
+    message = getattr(exc, "strerror", None) or str(exc)
+    return kind, name, str(message)
+
+
+def _connect_exception(aiohttp: ModuleType, error: Failure, req: Any) -> BaseException:
+    exceptions = aiohttp.client_exceptions
+    if error.kind == "connect_timeout":
+        return asyncio.TimeoutError()  # aiohttp turns it into its ConnectionTimeoutError
+    refused = "refused" in error.message.lower() or "connect call failed" in error.message.lower()
+    os_error = OSError(errno.ECONNREFUSED if refused else None, error.message)
+    if error.kind == "proxy_error":
+        return exceptions.ClientProxyConnectionError(req.connection_key, os_error)  # type: ignore[no-any-return]
+    return exceptions.ClientConnectorError(req.connection_key, os_error)  # type: ignore[no-any-return]
+
+
+# -- recording --------------------------------------------------------------------------
+
+
+class _Tap:
+    """Sits on one live connection's protocol for one exchange: every raw read goes to the
+    recording (head parsed, framing removed) before aiohttp parses it; removes itself when
+    the response is complete."""
+
+    _HOOKS = ("data_received", "connection_lost", "set_exception")
+
+    def __init__(self, protocol: Any, recording: Recording, method: str) -> None:
+        self._protocol = protocol
+        self._recording = recording
+        self._parser = _wire.ResponseParser(head_only=method == "HEAD")
+        self._detach()  # a tap left by an exchange the cassette closed before it ended
+        self._data_received = protocol.data_received
+        self._connection_lost = protocol.connection_lost
+        self._set_exception = protocol.set_exception
+        protocol.data_received = self.data_received
+        protocol.connection_lost = self.connection_lost
+        protocol.set_exception = self.set_exception
+
+    def _detach(self) -> None:
+        state = vars(self._protocol)
+        for name in self._HOOKS:
+            state.pop(name, None)
+
+    def data_received(self, data: bytes) -> None:
+        recording = self._recording
+        if not recording.finished:
+            parser = self._parser
+            had_head = parser.head is not None
+            body = parser.feed(data)
+            if parser.head is not None and not had_head:
+                status, reason, version, headers = parser.head
+                recording.respond(status, reason, version, headers)
+            if body:
+                recording.chunk(body)
+            if parser.body is not None and parser.body.done:
+                recording.finish()
+                self._detach()
+        self._data_received(data)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        recording = self._recording
+        if not recording.finished:
+            body = self._parser.body
+            if self._protocol.transport is None:
+                recording.finish(truncated=True)  # aiohttp closed it: the caller stopped reading
+            elif body is not None and body.runs_to_eof and exc is None:
+                recording.finish()
+            elif exc is not None:
+                recording.fail("read_error", type(exc).__name__, str(exc))
+            elif body is None:
+                recording.fail("protocol_error", "ServerDisconnectedError", "Server disconnected")
+            else:
+                recording.fail(
+                    "protocol_error",
+                    "ClientPayloadError",
+                    "connection closed before the whole response body arrived",
+                )
+        self._detach()
+        self._connection_lost(exc)
+
+    def set_exception(self, exc: BaseException, *args: Any) -> None:
+        if not self._recording.finished:
+            self._recording.fail(*_failure_of(exc))
+            self._detach()
+        self._set_exception(exc, *args)
+
+
+# -- replay -----------------------------------------------------------------------------
+
+
+def _replay_connection(
+    aiohttp: ModuleType, connector: Any, req: Any, interaction: Interaction, realtime: bool
+) -> Any:
+    from aiohttp.client_proto import ResponseHandler
+    from aiohttp.connector import Connection
+
+    loop = asyncio.get_running_loop()
+    protocol = ResponseHandler(loop)
+    transport = _ReplayTransport(protocol, interaction, req.method, realtime, loop)
+    protocol.connection_made(transport)
+    connection_class = _connection_class(Connection)
+    return connection_class(connector, req.connection_key, protocol, loop)
+
+
+_CONNECTION_CLASSES: dict[type, type] = {}
+
+
+def _connection_class(base: type) -> type:
+    """A Connection that never returns its (in-memory) protocol to the connector's pool."""
+    found = _CONNECTION_CLASSES.get(base)
+    if found is None:
+
+        def release(self: Any) -> None:
+            self._notify_release()
+            protocol, self._protocol = self._protocol, None
+            if protocol is not None:
+                protocol.close()
+
+        found = type("ReplayConnection", (base,), {"release": release, "close": release})
+        _CONNECTION_CLASSES[base] = found
+    return found
+
+
+class _ReplayTransport(asyncio.Transport):
+    """Delivers the recorded reads to the protocol, each once the previous one has been
+    consumed (or at its recorded offset with ``realtime``), then the recorded ending."""
+
+    def __init__(
+        self,
+        protocol: Any,
+        interaction: Interaction,
+        method: str,
+        realtime: bool,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        super().__init__()
+        self._protocol = protocol
+        self._loop = loop
+        self._error = interaction.error
+        response = interaction.response
+        self._pieces: list[bytes] = []
+        self._offsets: list[float] = []
+        self._eof = True
+        if response is not None:
+            complete = interaction.error is None and not response.truncated
+            self._pieces = [_wire.render_head(response), *_wire.render_body(response, complete)]
+            self._offsets = [interaction.ttfb or 0.0] + [o for _s, o in response.chunks]
+            self._eof = not complete or _wire.runs_to_eof(response, method)
+        self._realtime = realtime
+        self._end = _wire.end_offset(interaction) if realtime else None
+        if realtime and response is None and interaction.duration:
+            self._end = interaction.duration
+        self._t0 = loop.time()
+        self._index = 0
+        self._paused = False
+        self._closing = False
+        self._handle: asyncio.Handle | None = loop.call_soon(self._step)
+
+    def _schedule(self, delay: float) -> None:
+        if delay > 0:
+            self._handle = self._loop.call_later(delay, self._step)
+        else:
+            self._handle = self._loop.call_soon(self._step)
+
+    def _step(self) -> None:
+        self._handle = None
+        if self._closing or self._paused:
+            return
+        if self._index < len(self._pieces):
+            payload = self._protocol._payload
+            if self._index and payload is not None and getattr(payload, "_buffer", None):
+                self._schedule(0.001)  # the caller has not taken the previous read yet
+                return
+            if self._realtime and self._index < len(self._offsets):
+                due = self._t0 + self._offsets[self._index] - self._loop.time()
+                if due > 0:
+                    self._schedule(due)
+                    return
+            piece = self._pieces[self._index]
+            self._index += 1
+            self._protocol.data_received(piece)
+            self._schedule(0)
+            return
+        if self._index > len(self._pieces):
+            return  # already ended
+        if self._end is not None:
+            due, self._end = self._t0 + self._end - self._loop.time(), None
+            if due > 0:
+                self._schedule(due)
+                return
+        self._index += 1
+        error = self._error
+        if error is not None and error.kind == "read_timeout":
+            self._protocol._on_read_timeout()
+        elif error is not None and error.kind == "read_error":
+            self._lose(ConnectionResetError(error.message))
+        elif self._eof:
+            self._lose(None)
+
+    def _lose(self, exc: BaseException | None) -> None:
+        if not self._closing:
+            self._closing = True
+            self._protocol.connection_lost(exc)
+
+    def write(self, data: Any) -> None:
+        pass
+
+    def writelines(self, list_of_data: Any) -> None:
+        pass
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        self._paused = True
+
+    def resume_reading(self) -> None:
+        if self._paused:
+            self._paused = False
+            if self._handle is None and not self._closing:
+                self._schedule(0)
+
+    def is_reading(self) -> bool:
+        return not self._paused and not self._closing
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if not self._closing:
+            self._closing = True
+            self._loop.call_soon(self._protocol.connection_lost, None)
+
+    def abort(self) -> None:
+        self.close()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default

@@ -1,0 +1,496 @@
+"""urllib3 2.x, and so requests and botocore: one ``HTTPConnectionPool._make_request`` call is
+one wire exchange (each redirect hop and each urllib3 retry included).
+
+The request is first rendered by the connection's own code into memory, which yields the exact
+bytes it would send and makes the replay-or-record decision possible before any socket opens.
+Replay runs urllib3 unchanged over an in-memory socket holding the recorded response bytes, so
+preloading, streaming, decoding, chunked reads, cookies and retries happen as they did live.
+Recording reads the body through a tee placed on the socket file right after the head.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import inspect
+import io
+import socket
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .. import _runtime
+from .._cassette import Cassette, Recording
+from .._models import Failure, Interaction, Request
+from . import _retries, _wire
+
+_PATCHED = "__agenttape_original__"
+
+# urllib3 / http.client / builtin exception name -> library-neutral kind (see Failure).
+KIND_BY_EXCEPTION = {
+    "NewConnectionError": "connect_error",
+    "NameResolutionError": "connect_error",
+    "ConnectionRefusedError": "connect_error",
+    "SSLError": "connect_error",
+    "ConnectTimeoutError": "connect_timeout",
+    "ReadTimeoutError": "read_timeout",
+    "TimeoutError": "write_timeout",
+    "ProxyError": "proxy_error",
+    "ProtocolError": "protocol_error",
+    "RemoteDisconnected": "protocol_error",
+    "BadStatusLine": "protocol_error",
+    "LineTooLong": "protocol_error",
+    "IncompleteRead": "protocol_error",
+    "ConnectionResetError": "read_error",
+    "ConnectionAbortedError": "read_error",
+    "BrokenPipeError": "write_error",
+    "LocationParseError": "unsupported_protocol",
+    "URLSchemeUnknown": "unsupported_protocol",
+}
+
+
+def install(urllib3: ModuleType) -> None:
+    if int(urllib3.__version__.split(".", 1)[0]) < 2:
+        return  # the 1.x layout differs; left unpatched
+    from urllib3 import connectionpool
+    from urllib3.util import retry
+
+    pool_class = connectionpool.HTTPConnectionPool
+    if _PATCHED not in vars(pool_class):
+        original = pool_class._make_request
+        setattr(pool_class, _PATCHED, original)
+        pool_class._make_request = _make_make_request(original, urllib3)  # type: ignore[method-assign]
+    retry_class = retry.Retry
+    if _PATCHED not in vars(retry_class):
+        original_sleep = retry_class.sleep
+        setattr(retry_class, _PATCHED, original_sleep)
+        retry_class.sleep = _make_sleep(original_sleep)  # type: ignore[method-assign]
+
+
+def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
+    def sleep(self: Any, response: Any = None) -> None:
+        if _retries.skip_wait():
+            return
+        original(self, response)
+
+    return sleep
+
+
+def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cassette = _runtime.active()
+        if cassette is None:
+            return original(self, *args, **kwargs)
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        return _exchange(original, urllib3, cassette, arguments)
+
+    return _make_request
+
+
+def _exchange(
+    original: Callable[..., Any], urllib3: ModuleType, cassette: Cassette, arguments: dict[str, Any]
+) -> Any:
+    pool, conn = arguments["self"], arguments["conn"]
+    raw = _render(conn, arguments)
+    method, target, headers, body = _wire.parse_request(raw)
+    if arguments.get("body") is not None:
+        arguments["body"] = body
+    arguments["chunked"] = _wire.is_chunked(headers)
+    model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
+    plan = cassette.begin(model)
+    if isinstance(plan, Interaction):
+        _retries.mark(True)
+        if plan.response is None:
+            if cassette.realtime and plan.duration:
+                time.sleep(plan.duration)  # the error comes when it came live
+            raise _exception_for(urllib3, plan.error, pool, conn, arguments["url"])
+        arguments["conn"] = _replay_connection(conn, plan, cassette.realtime)
+        return original(**arguments)
+    _retries.mark(False)
+    token = _runtime.enter_adapter()
+    hooked = _hook_response(conn, plan, method)
+    try:
+        return original(**arguments)
+    except Exception as exc:
+        if plan.interaction.response is None:
+            plan.fail(*_failure_of(exc))
+        else:
+            plan.finish(truncated=True)  # the body's own transport errors were taken by the tee
+        raise
+    finally:
+        hooked()
+        _runtime.exit_adapter(token)
+
+
+# -- the request, rendered in memory ----------------------------------------------------
+
+
+class _ReadableFd:
+    """A descriptor that always polls readable: botocore waits on the socket for a
+    ``100 Continue`` before sending a body, and must not wait on an in-memory one."""
+
+    _lock = threading.Lock()
+    _socket: socket.socket | None = None
+
+    @classmethod
+    def fileno(cls) -> int:
+        with cls._lock:
+            if cls._socket is None:
+                ours, theirs = socket.socketpair()
+                theirs.close()
+                cls._socket = ours
+            return cls._socket.fileno()
+
+
+class _CaptureSocket:
+    """Collects what a connection sends; answers an Expect header with ``100 Continue``."""
+
+    def __init__(self) -> None:
+        self.sent = bytearray()
+
+    def sendall(self, data: Any) -> None:
+        self.sent += data
+
+    def makefile(self, *args: Any, **kwargs: Any) -> io.BytesIO:
+        return io.BytesIO(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def fileno(self) -> int:
+        return _ReadableFd.fileno()
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def setsockopt(self, *args: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _fresh_copy(conn: Any, sock: Any) -> Any:
+    """A shallow copy of ``conn`` in the idle state, talking to ``sock``; the pooled
+    connection itself is never touched."""
+    scratch = copy.copy(conn)
+    scratch.sock = sock
+    scratch._buffer = []
+    scratch._HTTPConnection__state = http.client._CS_IDLE  # type: ignore[attr-defined]
+    scratch._HTTPConnection__response = None
+    scratch._response_options = None
+    if hasattr(scratch, "_expect_header_set"):
+        scratch._expect_header_set = False
+    return scratch
+
+
+def _render(conn: Any, arguments: dict[str, Any]) -> bytes:
+    capture = _CaptureSocket()
+    scratch = _fresh_copy(conn, capture)
+    options = {
+        name: arguments[name]
+        for name in ("chunked", "preload_content", "decode_content", "enforce_content_length")
+        if name in arguments
+    }
+    scratch.request(
+        arguments["method"],
+        arguments["url"],
+        body=arguments.get("body"),
+        headers=arguments.get("headers"),
+        **options,
+    )
+    return bytes(capture.sent)
+
+
+def _url(pool: Any, target: str) -> str:
+    if "://" in target.split("?", 1)[0]:
+        return target  # absolute form, sent to a forward proxy
+    host = pool.host
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    default = 443 if pool.scheme == "https" else 80
+    port = f":{pool.port}" if pool.port and pool.port != default else ""
+    return f"{pool.scheme}://{host}{port}{target}"
+
+
+# -- replay -----------------------------------------------------------------------------
+
+
+class _ReplayRaw(io.RawIOBase):
+    """The recorded response as a socket would deliver it: never more than one recorded
+    piece per read, each piece at its recorded offset with ``realtime``, then EOF or the
+    recorded transport error."""
+
+    def __init__(self, interaction: Interaction, realtime: bool) -> None:
+        super().__init__()
+        response = interaction.response
+        assert response is not None
+        error = interaction.error
+        complete = error is None and not response.truncated
+        pieces = [_wire.render_head(response), *_wire.render_body(response, complete)]
+        offsets = [interaction.ttfb or 0.0] + [offset for _size, offset in response.chunks]
+        self._pieces = pieces
+        self._offsets = offsets if realtime else []
+        self._end = _wire.end_offset(interaction) if realtime else None
+        self._index = 0
+        self._position = 0
+        self._error = error
+        self._t0 = time.perf_counter()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._index < len(self._pieces) and self._position >= len(self._pieces[self._index]):
+            self._index += 1
+            self._position = 0
+        if self._index >= len(self._pieces):
+            if self._end is not None:
+                _sleep_until(self._t0 + self._end)
+                self._end = None
+            if self._error is not None and self._error.kind != "protocol_error":
+                raise _socket_error(self._error)
+            return 0
+        if self._position == 0 and self._index < len(self._offsets):
+            _sleep_until(self._t0 + self._offsets[self._index])
+        piece = self._pieces[self._index]
+        size = min(len(buffer), len(piece) - self._position)
+        buffer[:size] = piece[self._position : self._position + size]
+        self._position += size
+        return size
+
+
+def _sleep_until(moment: float) -> None:
+    delay = moment - time.perf_counter()
+    if delay > 0:
+        time.sleep(delay)
+
+
+class _ReplayFile(io.RawIOBase):
+    """One ``makefile()`` of the replay socket: files share the stream and closing one
+    leaves the others readable, as with a real socket (botocore reads a status line through
+    a file it closes before ``http.client`` opens its own)."""
+
+    def __init__(self, source: _ReplayRaw) -> None:
+        super().__init__()
+        self._source = source
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._source.readinto(buffer)
+
+
+class _ReplaySocket:
+    def __init__(self, interaction: Interaction, realtime: bool) -> None:
+        self._source = _ReplayRaw(interaction, realtime)
+
+    def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
+        if buffering == 0:
+            return _ReplayFile(self._source)
+        return io.BufferedReader(_ReplayFile(self._source))
+
+    def sendall(self, data: Any) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return _ReadableFd.fileno()
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def setsockopt(self, *args: Any) -> None:
+        pass
+
+    def shutdown(self, how: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _replay_connection(conn: Any, interaction: Interaction, realtime: bool) -> Any:
+    scratch = _fresh_copy(conn, _ReplaySocket(interaction, realtime))
+    if hasattr(scratch, "is_verified"):
+        scratch.is_verified = True  # verified when recorded; nothing to verify offline
+    return scratch
+
+
+def _socket_error(error: Failure) -> OSError:
+    if error.kind in ("read_timeout", "connect_timeout", "write_timeout"):
+        return TimeoutError(error.message or "timed out")
+    return ConnectionResetError(error.message or "connection reset by peer")
+
+
+def _exception_for(
+    urllib3: ModuleType, error: Failure | None, pool: Any, conn: Any, url: str
+) -> Exception:
+    """The exception ``_make_request`` raised live (by class name when it is one of urllib3's
+    or the standard library's, else by kind), so urlopen's retry logic and the caller's
+    ``except`` clauses see what they saw when recording."""
+    assert error is not None
+    exceptions = urllib3.exceptions
+    message = error.message
+    kind = KIND_BY_EXCEPTION.get(error.type, error.kind)
+    if kind == "connect_error":
+        return exceptions.NewConnectionError(conn, message)  # type: ignore[no-any-return]
+    if kind == "connect_timeout":
+        return exceptions.ConnectTimeoutError(conn, message)  # type: ignore[no-any-return]
+    if kind in ("read_timeout", "pool_timeout"):
+        return exceptions.ReadTimeoutError(pool, url, message)  # type: ignore[no-any-return]
+    if kind == "write_timeout":
+        return TimeoutError(message)
+    if kind == "proxy_error":
+        return exceptions.ProxyError(message, OSError(message))  # type: ignore[no-any-return]
+    if kind == "protocol_error":
+        if error.type == "ProtocolError":
+            return exceptions.ProtocolError(message)  # type: ignore[no-any-return]
+        return http.client.RemoteDisconnected(message)
+    if kind == "read_error":
+        return ConnectionResetError(message)
+    if kind == "write_error":
+        return BrokenPipeError(message)
+    if kind == "unsupported_protocol":
+        return exceptions.LocationParseError(message)  # type: ignore[no-any-return]
+    return exceptions.ProtocolError(message)  # type: ignore[no-any-return]
+
+
+# -- recording --------------------------------------------------------------------------
+
+
+def _failure_of(exc: BaseException) -> tuple[str, str, str]:
+    name = type(exc).__name__
+    kind = KIND_BY_EXCEPTION.get(name)
+    if kind is None:
+        kind = "read_error" if isinstance(exc, OSError) else "transport_error"
+    message = getattr(exc, "_message", None)
+    return kind, name, message if isinstance(message, str) else str(exc)
+
+
+def _hook_response(conn: Any, recording: Recording, method: str) -> Callable[[], None]:
+    """Taps the response ``conn.getresponse()`` builds, right after its head is parsed and
+    before urllib3 reads (or preloads) the body; returns the undo."""
+    had_own = "getresponse" in vars(conn)
+
+    def getresponse(*args: Any, **kwargs: Any) -> Any:
+        inner = conn.response_class
+        conn.response_class = _tapping_factory(inner, recording, method)
+        try:
+            return type(conn).getresponse(conn, *args, **kwargs)
+        finally:
+            conn.response_class = inner
+
+    conn.getresponse = getresponse
+
+    def undo() -> None:
+        if not had_own:
+            vars(conn).pop("getresponse", None)
+
+    return undo
+
+
+def _tapping_factory(inner: Any, recording: Recording, method: str) -> Callable[..., Any]:
+    def build(*args: Any, **kwargs: Any) -> Any:
+        response = inner(*args, **kwargs)
+        begin = response.begin
+
+        def tapped_begin() -> None:
+            begin()
+            _tap(response, recording, method)
+
+        response.begin = tapped_begin
+        return response
+
+    return build
+
+
+def _tap(response: http.client.HTTPResponse, recording: Recording, method: str) -> None:
+    version = {9: "HTTP/0.9", 10: "HTTP/1.0"}.get(response.version, "HTTP/1.1")
+    message = response.msg
+    raw_headers = getattr(message, "_headers", None) or message.items()
+    headers = [(str(name), str(value)) for name, value in raw_headers]
+    recording.respond(response.status, response.reason, version, headers)
+    length = response.length
+    decoder = _wire.BodyDecoder(chunked=bool(response.chunked), length=length)
+    if decoder.done or method == "HEAD":
+        recording.finish()
+        return
+    response.fp = _TeeFile(response.fp, recording, decoder)  # type: ignore[assignment]
+
+
+class _TeeFile:
+    """The socket file under ``http.client``: every body byte read through it reaches the
+    caller at once and the recording too, framing removed, one piece per read."""
+
+    def __init__(self, fp: Any, recording: Recording, decoder: _wire.BodyDecoder) -> None:
+        self._fp = fp
+        self._recording = recording
+        self._decoder = decoder
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fp, name)
+
+    def _saw(self, data: bytes, asked: bool) -> None:
+        recording = self._recording
+        if recording.finished:
+            return
+        decoder = self._decoder
+        if data:
+            recording.chunk(decoder.feed(data))
+            if decoder.done:
+                recording.finish()
+        elif asked:
+            if decoder.runs_to_eof:
+                recording.finish()
+            else:
+                recording.fail(
+                    "protocol_error",
+                    "IncompleteRead",
+                    "connection closed before the whole response body arrived",
+                )
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            return getattr(self._fp, name)(*args)
+        except Exception as exc:
+            if not self._recording.finished:
+                kind, type_name, message = _failure_of(exc)
+                if isinstance(exc, TimeoutError):
+                    kind, type_name = "read_timeout", "ReadTimeoutError"
+                self._recording.fail(kind, type_name, message)
+            raise
+
+    def read(self, size: int | None = -1) -> bytes:
+        data: bytes = self._call("read", size)
+        self._saw(data, size != 0)
+        if size is None or size < 0 or len(data) < size:
+            self._saw(b"", True)  # a buffered read comes back short only at the end
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data: bytes = self._call("read1", size)
+        self._saw(data, size != 0)
+        return data
+
+    def readline(self, size: int | None = -1) -> bytes:
+        data: bytes = self._call("readline", size)
+        self._saw(data, size != 0)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        count: int = self._call("readinto", buffer)
+        self._saw(bytes(memoryview(buffer)[:count]), len(buffer) > 0)
+        return count
+
+    def readinto1(self, buffer: Any) -> int:
+        count: int = self._call("readinto1", buffer)
+        self._saw(bytes(memoryview(buffer)[:count]), len(buffer) > 0)
+        return count
+
+    def close(self) -> None:
+        try:
+            self._fp.close()
+        finally:
+            self._recording.finish(truncated=True)

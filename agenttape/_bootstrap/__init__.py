@@ -1,0 +1,1 @@
+"""The directory ``agenttape run`` puts on PYTHONPATH; see sitecustomize."""

@@ -1,0 +1,93 @@
+"""Running the ``agenttape`` command end to end, and a recorded agent session to run it on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+from llm_standin import StandIn
+
+import agenttape
+from tests.servers import Server, gzip_reply, refused_port
+
+AGENTTAPE = Path(sys.executable).parent / "agenttape"
+GZIP_DOCUMENT = {"order": "A-1", "items": [{"sku": "X", "qty": 2}]}
+
+
+def cli(
+    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [str(AGENTTAPE), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=environment,
+        timeout=60,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for word in words:
+        assert word in result.stderr
+
+
+@dataclass
+class World:
+    """What the agent talks to: the LLM stand-in, a gzip tool server, and a port that is down."""
+
+    standin: StandIn
+    tool: Server
+    down: int
+
+
+def make_world(standin: StandIn, serve: Callable[..., Server]) -> World:
+    tool = serve(lambda seen: gzip_reply(json.dumps(GZIP_DOCUMENT).encode()))
+    return World(standin, tool, refused_port())
+
+
+def record_session(path: Path, world: World, note: str) -> None:
+    """A small agent run: OpenAI chat, Anthropic stream, a gzip tool call, a refused port."""
+    base = world.standin.url
+    with agenttape.use_cassette(path, mode="all"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the model's end-of-life notice
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-test-key-1234567890abcdefgh")
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            temperature=0.2,
+            seed=7,
+            messages=[{"role": "user", "content": f"where is my order {note}"}],
+        )
+        claude = anthropic.Anthropic(base_url=base, api_key="sk-ant-test-1234567890abcdefghijkl")
+        with claude.messages.stream(
+            model="claude-sonnet-4-5",
+            max_tokens=64,
+            messages=[{"role": "user", "content": f"hello {note}"}],
+        ) as stream:
+            stream.until_done()
+        httpx.get(f"{world.tool.url}/orders/A-1")
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{world.down}/down")
+
+
+def recorded_session(tmp_path: Path, standin: StandIn, serve: Callable[..., Server]) -> Path:
+    """A recorded session whose tool server is already stopped."""
+    world = make_world(standin, serve)
+    path = tmp_path / "session.msgpack"
+    record_session(path, world, "A-1")
+    world.tool.stop()
+    return path

@@ -1,0 +1,274 @@
+"""Damaged, random and hostile files: the reader answers CassetteFormatError and nothing else,
+never hangs, and never needs more than a small multiple of the file's size in memory."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import tracemalloc
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agenttape
+from agenttape import _format
+from tests.reliability.scale import properties
+from tests.reliability.strategies import cassettes, document_of, values
+
+# Python objects cost more than their msgpack bytes (a list of two short strings is ~6x its
+# encoding); the reader refuses files that would cost more than this.
+MEMORY_FACTOR = 24
+MEMORY_SLACK = 512 * 1024
+
+# A generous deadline still catches a reader that hangs.
+hostile = settings(properties(150, 3000), deadline=timedelta(seconds=10))
+
+
+def read_bounded(data: bytes) -> BaseException | None:
+    """Decodes ``data``; returns the error, asserting its type and the memory it took."""
+    tracemalloc.start()
+    try:
+        _format.decode(data, "hostile.msgpack")
+    except agenttape.CassetteFormatError as exc:
+        error: BaseException | None = exc
+    else:
+        error = None
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak <= MEMORY_FACTOR * len(data) + MEMORY_SLACK, (peak, len(data))
+    if error is not None:
+        assert str(error).startswith("hostile.msgpack: "), str(error)
+    return error
+
+
+def load_through_api(data: bytes, path: Path) -> None:
+    """The same bytes as a file: load() and use_cassette() agree with the reader, and a
+    damaged file is left exactly as it was."""
+    path.write_bytes(data)
+    try:
+        cassette = agenttape.load(path)
+    except agenttape.CassetteFormatError as exc:
+        assert str(path) in str(exc)
+        for mode in ("none", "new_episodes", "all"):
+            with pytest.raises(agenttape.CassetteFormatError):
+                agenttape.use_cassette(path, mode=mode).__enter__()
+        assert path.read_bytes() == data
+        return
+    for interaction in cassette.interactions:
+        assert interaction.started.year >= 1
+        for number in (interaction.ttfb, interaction.duration):
+            assert number is None or math.isfinite(number)
+        if interaction.response is not None:
+            assert b"".join(interaction.response.iter_chunks()) == interaction.response.body
+            # Offsets are waited for in realtime replay: never endless, never negative.
+            assert all(0 <= offset < math.inf for _, offset in interaction.response.chunks)
+    cassette.nearest(agenttape.Request("GET", "http://127.0.0.1/"))
+
+
+@hostile
+@given(data=cassettes(), cut=st.integers(min_value=0))
+def test_truncated_cassette(data: bytes, cut: int) -> None:
+    error = read_bounded(data[: cut % len(data)])
+    assert isinstance(error, agenttape.CassetteFormatError)
+
+
+@hostile
+@given(data=cassettes(), flips=st.lists(st.integers(min_value=0), min_size=1, max_size=8))
+def test_bit_flipped_cassette(data: bytes, flips: list[int], tmp_path: Path) -> None:
+    damaged = bytearray(data)
+    for flip in flips:
+        damaged[(flip // 8) % len(damaged)] ^= 1 << (flip % 8)
+    read_bounded(bytes(damaged))
+    load_through_api(bytes(damaged), tmp_path / "flipped.msgpack")
+
+
+@hostile
+@given(data=st.binary(max_size=512))
+def test_random_bytes(data: bytes) -> None:
+    if data:
+        read_bounded(data)
+    else:
+        assert isinstance(read_bounded(data), agenttape.CassetteFormatError)
+
+
+LENGTH_HEADERS = {
+    "bin32": b"\xc6",
+    "str32": b"\xdb",
+    "array32": b"\xdd",
+    "map32": b"\xdf",
+    "ext32": b"\xc9",
+    "array16": b"\xdc",
+    "map16": b"\xde",
+}
+
+
+@hostile
+@given(
+    data=cassettes(),
+    kind=st.sampled_from(sorted(LENGTH_HEADERS)),
+    length=st.integers(0, 2**32 - 1),
+    at=st.integers(min_value=0),
+    replace=st.booleans(),
+)
+def test_oversized_length(data: bytes, kind: str, length: int, at: int, replace: bool) -> None:
+    width = 2 if kind.endswith("16") else 4
+    header = LENGTH_HEADERS[kind] + (length % 2 ** (8 * width)).to_bytes(width, "big")
+    if kind == "ext32":
+        header += b"\x05"
+    at %= len(data)
+    hostile_data = data[:at] + header + data[at + (len(header) if replace else 0) :]
+    read_bounded(hostile_data)
+
+
+@hostile
+@given(
+    depth=st.integers(1, 1100),
+    length=st.integers(1, 2**32 - 1),
+    container=st.sampled_from([b"\xdd", b"\xdf", b"\x9f", b"\x8f"]),
+    padding=st.integers(0, 200_000),
+    inside_cassette=st.booleans(),
+)
+def test_nested_length_bombs(
+    depth: int, length: int, container: bytes, padding: int, inside_cassette: bool
+) -> None:
+    """Lists declaring more items than the file holds, nested: each is sized up front."""
+    header = container if container in (b"\x9f", b"\x8f") else container + length.to_bytes(4, "big")
+    bomb = header * depth + b"\xc0" * padding
+    if inside_cassette:
+        bomb = b"\x83\xa9agenttape\x01\xa6header\x80\xacinteractions\x91" + bomb
+    error = read_bounded(bomb)
+    assert isinstance(error, agenttape.CassetteFormatError)
+
+
+@pytest.mark.parametrize(
+    ("unit", "name"),
+    [
+        (b"\x90", "empty lists"),
+        (b"\x80", "empty maps"),
+        (b"\xa2ab", "short strings"),
+        (b"\xd4\x05\x00", "extension values"),
+        (b"\xc4\x01x", "short binaries"),
+    ],
+)
+def test_many_small_values_stay_within_memory_bound(unit: bytes, name: str) -> None:
+    count = 200_000
+    data = b"\xdd" + count.to_bytes(4, "big") + unit * count
+    assert isinstance(read_bounded(data), agenttape.CassetteFormatError), name
+
+
+def paths_of(document: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(document, dict):
+        for key, value in document.items():
+            found += paths_of(value, (*prefix, key))
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            found += paths_of(value, (*prefix, index))
+    return found
+
+
+def replaced(document: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(document, dict):
+        return {**document, head: replaced(document[head], rest, value)}
+    return [replaced(v, rest, value) if i == head else v for i, v in enumerate(document)]
+
+
+@hostile
+@given(data=cassettes(), choice=st.integers(min_value=0), value=values, drop=st.booleans())
+def test_wrong_types_anywhere(
+    data: bytes, choice: int, value: Any, drop: bool, tmp_path: Path
+) -> None:
+    """Any field of a valid cassette replaced by any msgpack value (or removed)."""
+    document = document_of(data)
+    paths = paths_of(document)
+    path = paths[choice % len(paths)]
+    parent: Any = document
+    for step in path[:-1]:
+        parent = parent[step]
+    if drop and path and isinstance(parent, dict):
+        kept = {k: v for k, v in parent.items() if k != path[-1]}
+        document = replaced(document, path[:-1], kept)
+    else:
+        document = replaced(document, path, value)
+    hostile_data = msgpack.packb(document, use_bin_type=True, datetime=True)
+    read_bounded(hostile_data)
+    load_through_api(hostile_data, tmp_path / "wrong-type.msgpack")
+
+
+class _Touch:
+    """Unpickling this creates a file: proof that code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return (Path.touch, (self.marker,))
+
+
+def test_reader_never_runs_code(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    payload = pickle.dumps(_Touch(marker))
+    pickle.loads(payload)
+    assert marker.exists()
+    marker.unlink()
+    path = tmp_path / "pickle.msgpack"
+    path.write_bytes(payload)
+    with pytest.raises(agenttape.CassetteFormatError):
+        agenttape.load(path)
+    assert not marker.exists()
+
+
+@hostile
+@given(data=cassettes(), extra=st.lists(values, max_size=3))
+def test_item_by_item_reading_gives_the_same_document(data: bytes, extra: list[Any]) -> None:
+    """A large list in a small file is read item by item; the result is the same."""
+    document = document_of(data)
+    document["header"]["extra"] = extra
+    data = msgpack.packb(document, use_bin_type=True, datetime=True)
+    # Compared re-encoded: a NaN in the tags is not equal to itself.
+    assert msgpack.packb(_format._walk(data), use_bin_type=True, datetime=True) == data
+
+
+def test_many_chunks_in_a_small_file_load(tmp_path: Path) -> None:
+    """More list items than a file of this size reads in one go: still a valid cassette."""
+    response = agenttape.Response(200, body=b"x" * 5000, chunks=[(1, 0.0)] * 5000)
+    interaction = agenttape.Interaction(agenttape.Request("GET", "http://h/"), response)
+    data = _format.encode({"agenttape_version": "0"}, [interaction])
+    assert len(response.chunks) > len(data) // 1024
+    path = tmp_path / "chunks.msgpack"
+    path.write_bytes(data)
+    (loaded,) = agenttape.load(path).interactions
+    assert loaded.response is not None
+    assert loaded.response.chunks == response.chunks
+    assert list(loaded.response.iter_chunks()) == [b"x"] * 5000
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf, 1e300, -1e300, -1.0])
+@pytest.mark.parametrize("field", ["started_at", "ttfb", "duration", "offset"])
+def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
+    """Times that cannot be waited for or shown are refused when the file is read."""
+    response = agenttape.Response(200, body=b"ab", chunks=[(1, 0.0), (1, 0.5)])
+    interaction = agenttape.Interaction(
+        agenttape.Request("GET", "http://h/"), response, started_at=1.0, ttfb=0.1, duration=0.2
+    )
+    document = document_of(_format.encode({"agenttape_version": "0"}, [interaction]))
+    raw = document["interactions"][0]
+    if field == "offset":
+        raw["response"]["chunks"][1][1] = number
+    else:
+        raw[field] = number
+    data = msgpack.packb(document, use_bin_type=True)
+    # Before 1970 is still a moment; 1e300 seconds is long, but a wait that ends.
+    valid = number == (-1.0 if field == "started_at" else 1e300)
+    assert (read_bounded(data) is None) == valid
+    load_through_api(data, tmp_path / "times.msgpack")

@@ -1,0 +1,68 @@
+"""Transfer framing taken off while recording and put back for replay, whatever the reads."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agenttape import Response
+from agenttape._adapters import _wire
+
+pieces_strategy = st.lists(st.binary(min_size=1, max_size=40), max_size=8)
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    bounds = [0, *points, len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@given(pieces_strategy, st.lists(st.integers(min_value=0), max_size=12))
+def test_chunked_body_round_trips_through_any_reads(pieces: list[bytes], cuts: list[int]) -> None:
+    response = Response(
+        status=200,
+        headers=[("Transfer-Encoding", "chunked")],
+        body=b"".join(pieces),
+        chunks=[(len(p), 0.0) for p in pieces],
+    )
+    wire = _wire.render_head(response) + b"".join(_wire.render_body(response, complete=True))
+    parser = _wire.ResponseParser()
+    body = b"".join(parser.feed(read) for read in split(wire, cuts))
+    assert body == response.body
+    assert parser.head == (200, "", "HTTP/1.1", [("Transfer-Encoding", "chunked")])
+    assert parser.body is not None and parser.body.done
+
+
+@given(st.binary(max_size=200), st.lists(st.integers(min_value=0), max_size=12))
+def test_length_delimited_body_stops_at_its_length(body: bytes, cuts: list[int]) -> None:
+    wire = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: %d\r\nretry-after: 7\r\n\r\n" % len(
+        body
+    )
+    parser = _wire.ResponseParser()
+    got = b"".join(parser.feed(read) for read in split(wire + body, cuts))
+    assert got == body
+    assert parser.head is not None and parser.head[0] == 429
+    assert parser.head[3] == [("Content-Length", str(len(body))), ("retry-after", "7")]
+    assert parser.body is not None and parser.body.done
+
+
+def test_interim_responses_are_skipped_and_head_requests_have_no_body() -> None:
+    parser = _wire.ResponseParser(head_only=True)
+    assert (
+        parser.feed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+        == b""
+    )
+    assert parser.head is not None and parser.head[0] == 200
+    assert parser.body is not None and parser.body.done
+
+
+def test_a_request_with_a_chunked_body_is_read_whole() -> None:
+    raw = b"POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    assert _wire.parse_request(raw) == (
+        "POST",
+        "/up",
+        [("Host", "h"), ("Transfer-Encoding", "chunked")],
+        b"abcde",
+    )

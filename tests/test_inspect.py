@@ -1,0 +1,111 @@
+"""Reading recorded bodies: content decoding, server-sent events, LLM call parameters."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+
+from agenttape._inspect import decode_body, llm_fields, parse_sse, readable, sse_text
+from agenttape._models import Request
+
+
+def _post(url: str, body: object) -> Request:
+    return Request("POST", url, [("content-type", "application/json")], json.dumps(body).encode())
+
+
+def test_llm_fields_from_provider_request_bodies() -> None:
+    openai = _post(
+        "https://api.openai.com/v1/chat/completions",
+        {
+            "model": "gpt-4o",
+            "temperature": 0,
+            "top_p": 0.9,
+            "seed": 3,
+            "stream": True,
+            "messages": [],
+        },
+    )
+    assert llm_fields(openai) == {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "temperature": 0,
+        "top_p": 0.9,
+        "seed": 3,
+        "stream": True,
+        "max_tokens": None,
+    }
+    anthropic = _post(
+        "https://api.anthropic.com/v1/messages",
+        {"model": "claude-opus-4-1", "max_tokens": 512, "temperature": 0.5, "messages": []},
+    )
+    fields = llm_fields(anthropic)
+    assert fields is not None
+    assert (fields["provider"], fields["model"], fields["max_tokens"], fields["stream"]) == (
+        "anthropic",
+        "claude-opus-4-1",
+        512,
+        False,
+    )
+    gemini = _post(
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        {"contents": [], "generationConfig": {"temperature": 0.1, "topP": 0.8, "seed": 9}},
+    )
+    assert llm_fields(gemini) == {
+        "provider": "gemini",
+        "model": "gemini-2.5-flash",
+        "temperature": 0.1,
+        "top_p": 0.8,
+        "seed": 9,
+        "stream": True,
+        "max_tokens": None,
+    }
+    bedrock = _post(
+        "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse",
+        {"messages": [], "inferenceConfig": {"temperature": 0.3, "maxTokens": 99}},
+    )
+    fields = llm_fields(bedrock)
+    assert fields is not None
+    assert fields["model"] == "anthropic.claude-3-haiku-20240307-v1:0"
+    assert (fields["temperature"], fields["max_tokens"]) == (0.3, 99)
+    assert llm_fields(Request("GET", "https://example.com/orders/1")) is None
+    assert llm_fields(_post("https://example.com/search", {"query": "x"})) is None
+
+
+def test_decode_body_undoes_content_encodings() -> None:
+    data = b'{"a": 1}' * 50
+    assert decode_body([("Content-Encoding", "gzip")], gzip.compress(data)).data == data
+    assert decode_body([("content-encoding", "deflate")], zlib.compress(data)).data == data
+    raw_deflate = zlib.compressobj(wbits=-15)
+    body = raw_deflate.compress(data) + raw_deflate.flush()
+    assert decode_body([("content-encoding", "deflate")], body).data == data
+    chained = gzip.compress(zlib.compress(data))
+    assert decode_body([("content-encoding", "deflate, gzip")], chained).data == data
+    cut = decode_body([("content-encoding", "gzip")], gzip.compress(data)[:-12])
+    assert data.startswith(cut.data) and "incomplete" in cut.note
+    unknown = decode_body([("content-encoding", "snappy")], b"xyz")
+    assert unknown.data == b"xyz" and "unknown content-encoding" in unknown.note
+
+
+def test_sse_events_and_joined_text() -> None:
+    body = (
+        b": keep-alive\r\n\r\n"
+        b'event: message_start\r\ndata: {"type": "message_start"}\r\n\r\n'
+        b'data: {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "Hi "}}\n\n'
+        b'data: {"candidates": [{"content": {"parts": [{"text": "there"}]}}]}\n\n'
+        b"id: 7\ndata: line one\ndata: line two\n\n"
+        b"data: [DONE]\n\n"
+    )
+    events = parse_sse(body)
+    assert [e.event for e in events] == ["message_start", None, None, None, None]
+    assert events[3].id == "7" and events[3].data == "line one\nline two"
+    assert sse_text(events) == "Hi there"
+    plain = parse_sse(b"data: a\n\ndata: b\n\ndata: [DONE]\n\n")
+    assert sse_text(plain) == "a\nb"
+    kind, value, _note = readable([("Content-Type", "text/event-stream")], body)
+    assert kind == "sse" and value[0] == {
+        "event": "message_start",
+        "data": {"type": "message_start"},
+    }
+    assert readable([], b"\x00\xff")[0] == "binary"
+    assert readable([], "héllo".encode())[:2] == ("text", "héllo")

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+import agenttape
+from agenttape import _format, _meta
+from agenttape._provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
+from tests.servers import Server, json_reply
+
+
+@pytest.fixture
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROVIDER_KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def tape(tmp_path: Path) -> Path:
+    path = tmp_path / "tape.msgpack"
+    path.write_bytes(_format.encode(_meta.new_header(), []))
+    return path
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_replay_fills_missing_keys_for_its_duration_and_removes_them_after(tape: Path) -> None:
+    import anthropic
+    import openai
+
+    with agenttape.use_cassette(tape, mode="none"):
+        assert all(os.environ[name] == PLACEHOLDER for name in PROVIDER_KEY_VARIABLES)
+        openai.OpenAI()  # constructors that refuse to start without a key now start
+        anthropic.Anthropic()
+    assert not any(name in os.environ for name in PROVIDER_KEY_VARIABLES)
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_real_and_empty_keys_are_left_as_they_were(
+    tape: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    with agenttape.use_cassette(tape, mode="none"):
+        assert os.environ["OPENAI_API_KEY"] == "sk-real"
+        assert os.environ["ANTHROPIC_API_KEY"] == PLACEHOLDER
+    assert os.environ["OPENAI_API_KEY"] == "sk-real"
+    assert os.environ["ANTHROPIC_API_KEY"] == ""
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_recording_modes_never_fill_keys(tape: Path, tmp_path: Path) -> None:
+    with agenttape.use_cassette(tmp_path / "new.msgpack", mode="once"):
+        assert "OPENAI_API_KEY" not in os.environ
+    with agenttape.use_cassette(tape, mode="all"):
+        assert "OPENAI_API_KEY" not in os.environ
+    with agenttape.use_cassette(tape, mode="new_episodes"):
+        assert "OPENAI_API_KEY" not in os.environ
+    with agenttape.use_cassette(tape, mode="once"):  # an existing file: replay only
+        assert os.environ["OPENAI_API_KEY"] == PLACEHOLDER
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_overlapping_replays_keep_the_keys_until_the_last_one_ends(tape: Path) -> None:
+    outer = agenttape.use_cassette(tape, mode="none")
+    inner = agenttape.use_cassette(tape, mode="none")
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)
+    assert os.environ["OPENAI_API_KEY"] == PLACEHOLDER
+    inner.__exit__(None, None, None)
+    assert "OPENAI_API_KEY" not in os.environ
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_keys_are_restored_when_the_block_raises_and_program_values_are_kept(tape: Path) -> None:
+    with pytest.raises(RuntimeError), agenttape.use_cassette(tape, mode="none"):
+        os.environ["GROQ_API_KEY"] = "set-by-the-program"
+        raise RuntimeError("agent failed")
+    assert "OPENAI_API_KEY" not in os.environ
+    assert os.environ.pop("GROQ_API_KEY") == "set-by-the-program"
+
+
+def test_a_real_key_never_reaches_a_cassette(
+    serve: Callable[..., Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import openai
+
+    key = "sk-proj-" + "AnotherRealLookingKey0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    server = serve(
+        lambda seen: json_reply(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "hi"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
+    )
+    path = tmp_path / "rec.msgpack"
+    with agenttape.use_cassette(path, mode="all"):
+        openai.OpenAI(base_url=server.url + "/v1").chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hello"}]
+        )
+    assert server.seen[0].header("authorization") == f"Bearer {key}"
+    assert key.encode() not in path.read_bytes()
+    assert (
+        httpx.URL(agenttape.load(path).interactions[0].request.url).path == "/v1/chat/completions"
+    )

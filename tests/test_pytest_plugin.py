@@ -1,0 +1,319 @@
+"""The pytest plugin, run by pytest in a subprocess on a small project against a real server
+that is stopped before the offline run."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from llm_standin import StandIn
+
+import agenttape
+from tests.servers import Seen, Server, json_reply
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+    import os
+    import httpx
+    import pytest
+
+    API = os.environ["API"]
+    QUESTION = os.environ.get("QUESTION", "where is my order")
+
+
+    @pytest.mark.agenttape
+    def test_plain():
+        assert httpx.post(API + "/ask", json={"q": QUESTION}).json()["echo"] == QUESTION
+
+
+    @pytest.mark.agenttape
+    @pytest.mark.parametrize("page", [1, 2, "a/b c"])
+    def test_pages(page, agenttape_cassette):
+        assert httpx.get(API + "/items", params={"page": page}).json()["page"] == str(page)
+        assert agenttape_cassette.play_count + len(agenttape_cassette.interactions) >= 1
+
+
+    @pytest.mark.agenttape("custom/shared.msgpack", allow_repeats=True)
+    def test_with_path(agenttape_cassette):
+        for _ in range(3):
+            assert httpx.get(API + "/items", params={"page": 9}).json()["page"] == "9"
+        assert agenttape_cassette.path.name == "shared.msgpack"
+        assert agenttape_cassette.allow_repeats is True
+
+
+    @pytest.mark.agenttape("custom/shared.msgpack")
+    def test_shares_a_cassette():
+        assert httpx.get(API + "/items", params={"page": 10}).json()["page"] == "10"
+
+
+    class TestGroup:
+        @pytest.mark.agenttape
+        def test_in_class(self):
+            assert httpx.get(API + "/items", params={"page": 5}).status_code == 200
+
+
+    def test_fixture_without_marker(agenttape_cassette):
+        assert httpx.get(API + "/items", params={"page": 6}).status_code == 200
+"""
+
+
+INI = """
+[pytest]
+addopts = -p no:cacheprovider
+asyncio_default_fixture_loop_scope = function
+"""
+
+
+def app(seen: Seen) -> object:
+    if seen.path == "/ask":
+        return json_reply({"echo": seen.json()["q"]})
+    return json_reply({"page": dict(seen.query).get("page")})
+
+
+@pytest.fixture
+def project(
+    pytester: pytest.Pytester, serve: Callable[..., Server]
+) -> tuple[pytest.Pytester, Server]:
+    server = serve(app)
+    pytester.makepyfile(test_agent=textwrap.dedent(TESTS))
+    pytester.makeini(INI)
+    return pytester, server
+
+
+def run(
+    pytester: pytest.Pytester, api: Server | StandIn, *args: str, **env: str
+) -> pytest.RunResult:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("API", api.url)
+        patch.delenv("AGENTTAPE_MODE", raising=False)
+        # Under CI pytest prints whole failure messages in its short summary; the assertions
+        # on report text are made against the interactive layout.
+        patch.delenv("CI", raising=False)
+        patch.delenv("BUILD_NUMBER", raising=False)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return pytester.runpytest_subprocess(*args)
+
+
+def test_record_then_replay_offline(project: tuple[pytest.Pytester, Server]) -> None:
+    pytester, server = project
+    run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
+    assert len(server.seen) == 10
+    # re-recording rewrites: the shared cassette holds this run's four requests, not eight
+    run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
+    hits = len(server.seen)
+    assert hits == 20
+    base = pytester.path / "cassettes" / "test_agent"
+    names = {p.name for p in base.iterdir()}
+    unsafe = {n for n in names if n.startswith("test_pages[a")}
+    assert names - unsafe == {
+        "test_plain.msgpack",
+        "test_pages[1].msgpack",
+        "test_pages[2].msgpack",
+        "TestGroup.test_in_class.msgpack",
+        "test_fixture_without_marker.msgpack",
+    }
+    # the id "a/b c" made filesystem-safe, with a digest so it cannot collide with "a_b_c"
+    assert len(unsafe) == 1 and re.fullmatch(
+        r"test_pages\[a_b_c\]-[0-9a-f]{8}\.msgpack", unsafe.pop()
+    )
+    shared = pytester.path / "custom" / "shared.msgpack"
+    assert len(agenttape.load(shared).interactions) == 4
+    server.stop()
+
+    replayed = run(pytester, server)  # default mode none, the server is gone
+    replayed.assert_outcomes(passed=8)
+    assert len(server.seen) == hits
+
+
+def test_default_mode_never_touches_the_network(project: tuple[pytest.Pytester, Server]) -> None:
+    pytester, server = project
+    result = run(pytester, server, "-k", "test_plain")
+    result.assert_outcomes(errors=1)
+    assert server.seen == []
+    text = result.stdout.str()
+    assert "does not exist and mode is 'none'" in text
+    assert "--agenttape-mode=once records it" in text
+    assert not (pytester.path / "cassettes").exists()
+
+
+def test_a_miss_shows_the_nearest_candidate_not_library_internals(
+    project: tuple[pytest.Pytester, Server],
+) -> None:
+    pytester, server = project
+    run(pytester, server, "-k", "test_plain", "--agenttape-mode=once").assert_outcomes(passed=1)
+    server.stop()
+    result = run(pytester, server, "-k", "test_plain", QUESTION="where is my refund")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "No recorded interaction matches POST" in text
+    assert "body.q: expected 'where is my order', got 'where is my refund'" in text
+    assert "UnmatchedInteractionError raised at test_agent.py:11: assert httpx.post(" in text
+    assert "httpx/_client.py" not in text and "_transport" not in text
+    assert "--agenttape-record" in text
+
+
+def test_on_unused_reports_drift(project: tuple[pytest.Pytester, Server]) -> None:
+    pytester, server = project
+    run(pytester, server, "-k", "test_plain", "--agenttape-record").assert_outcomes(passed=1)
+    cassette = pytester.path / "cassettes" / "test_agent" / "test_plain.msgpack"
+    pytester.makepyfile(
+        test_agent="""
+        import pytest
+
+        @pytest.mark.agenttape
+        def test_plain():
+            pass
+        """
+    )
+    assert run(pytester, server).ret == 0
+    warned = run(pytester, server, "--agenttape-on-unused=warn", "-W", "always")
+    warned.assert_outcomes(passed=1, warnings=1)
+    assert "were never played" in warned.stdout.str()
+    failed = run(pytester, server, "--agenttape-on-unused=fail")
+    failed.assert_outcomes(passed=1, errors=1)
+    text = failed.stdout.str()
+    assert "1 recorded interaction(s) of cassette" in text and str(cassette) in text
+    assert "POST http://127.0.0.1" in text
+
+
+SUITE = """
+    import os
+    import httpx
+    import pytest
+
+    API = os.environ["API"]
+
+
+    @pytest.mark.agenttape
+    @pytest.mark.parametrize("n", range(12))
+    def test_many(n):
+        with httpx.Client() as client:
+            for step in range(3):
+                answer = client.post(API + "/ask", json={"q": f"{n}-{step}"}).json()
+                assert answer["echo"] == f"{n}-{step}"
+
+
+    @pytest.mark.asyncio
+    @pytest.mark.agenttape
+    async def test_async():
+        async with httpx.AsyncClient() as client:
+            answer = (await client.post(API + "/ask", json={"q": "async"})).json()
+        assert answer["echo"] == "async"
+
+
+    @pytest.mark.agenttape("shared.msgpack", mode="new_episodes")
+    @pytest.mark.parametrize("n", range(6))
+    def test_shared(n):
+        assert httpx.post(API + "/ask", json={"q": f"shared-{n}"}).json()["echo"] == f"shared-{n}"
+"""
+
+
+def test_xdist_loses_and_corrupts_nothing(
+    pytester: pytest.Pytester, serve: Callable[..., Server]
+) -> None:
+    server = serve(app)
+    pytester.makepyfile(test_suite=textwrap.dedent(SUITE))
+    pytester.makeini(INI)
+    recorded = run(pytester, server, "-n", "2", "-p", "xdist", "--agenttape-mode=new_episodes")
+    recorded.assert_outcomes(passed=19)
+    assert len(server.seen) == 12 * 3 + 1 + 6
+    folder = pytester.path / "cassettes" / "test_suite"
+
+    def check() -> None:
+        for n in range(12):
+            tape = agenttape.load(folder / f"test_many[{n}].msgpack")
+            assert [i.request.body for i in tape.interactions] == [
+                f'{{"q":"{n}-{step}"}}'.encode() for step in range(3)
+            ]
+        shared = agenttape.load(pytester.path / "shared.msgpack")
+        assert sorted(i.request.body for i in shared.interactions) == sorted(
+            f'{{"q":"shared-{n}"}}'.encode() for n in range(6)
+        )
+
+    check()
+    # re-recording on two workers: the shared cassette is rewritten once, then added to
+    rerecorded = run(pytester, server, "-n", "2", "-p", "xdist", "--agenttape-record")
+    rerecorded.assert_outcomes(passed=19)
+    assert len(server.seen) == 2 * (12 * 3 + 1 + 6)
+    check()
+    server.stop()
+    replayed = run(pytester, server, "-n", "2", "-p", "xdist")
+    replayed.assert_outcomes(passed=19)
+    assert len(agenttape.load(folder / "test_async.msgpack").interactions) == 1
+    assert not list(Path(pytester.path).rglob("*.tmp"))
+
+
+SWALLOWED = """
+    import os
+    import httpx
+    import pytest
+
+
+    @pytest.mark.agenttape
+    def test_fallback():
+        try:
+            answer = httpx.get(os.environ["API"] + "/items", params={"page": os.environ["PAGE"]}).json()
+        except Exception:
+            answer = {"page": "fallback"}
+        assert answer["page"] == os.environ["PAGE"]
+
+
+    @pytest.mark.agenttape
+    def test_wrapped():
+        try:
+            httpx.get(os.environ["API"] + "/items", params={"page": os.environ["PAGE"]})
+        except Exception as exc:
+            raise RuntimeError("lookup failed") from exc
+"""
+
+
+def test_a_swallowed_miss_is_still_reported(
+    pytester: pytest.Pytester, serve: Callable[..., Server]
+) -> None:
+    server = serve(app)
+    pytester.makepyfile(test_swallow=textwrap.dedent(SWALLOWED))
+    pytester.makeini(INI)
+    run(pytester, server, "--agenttape-mode=once", PAGE="1").assert_outcomes(passed=2)
+    server.stop()
+    result = run(pytester, server, PAGE="2")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "agenttape: requests with no recording" in text  # test_fallback swallowed it
+    assert text.count("url.query.page: expected '1', got '2'") == 2
+    assert "surfaced as builtins.RuntimeError (lookup failed)" in text  # test_wrapped
+
+
+SDK = """
+    import os
+    import openai
+    import pytest
+
+
+    @pytest.mark.agenttape
+    def test_sdk():
+        client = openai.OpenAI(base_url=os.environ["API"] + "/v1", api_key="sk-x", max_retries=0)
+        reply = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": os.environ["QUESTION"]}]
+        )
+        assert reply.choices[0].message.content
+"""
+
+
+def test_a_miss_inside_an_sdk_is_reported_as_the_miss(
+    pytester: pytest.Pytester, standin: StandIn
+) -> None:
+    pytester.makepyfile(test_sdk=textwrap.dedent(SDK))
+    pytester.makeini(INI)
+    run(pytester, standin, "--agenttape-mode=once", QUESTION="hello").assert_outcomes(passed=1)
+    standin.stop()
+    result = run(pytester, standin, QUESTION="goodbye")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "body.messages[0].content: expected 'hello', got 'goodbye'" in text
+    assert "UnmatchedInteractionError raised" in text and "test_sdk.py:9" in text
+    assert "openai/_base_client.py" not in text and "httpx" not in text

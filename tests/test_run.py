@@ -1,0 +1,244 @@
+"""``agenttape run``: a program that never imports agenttape, and its Python subprocesses,
+recorded and replayed with no change to its code."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import agenttape
+from tests.cli_support import assert_one_line_error, cli
+from tests.servers import Seen, Server, json_reply
+
+PROGRAM = """
+    import json, os, subprocess, sys
+    import httpx
+
+    base = os.environ["API"]
+    role = sys.argv[1] if len(sys.argv) > 1 else "parent"
+    if role == "parent":
+        print(json.dumps(httpx.get(base + "/plan").json()))
+        # three workers at once, each its own Python process
+        workers = [
+            subprocess.Popen([sys.executable, __file__, f"worker{n}"], stdout=subprocess.PIPE, text=True)
+            for n in range(3)
+        ]
+        for worker in workers:
+            print(worker.communicate()[0].strip())
+    else:
+        with httpx.Client() as client:
+            for step in range(2):
+                print(json.dumps(client.post(base + "/work", json={"who": role, "step": step}).json()))
+"""
+
+
+def _app(seen: Seen) -> object:
+    if seen.path == "/plan":
+        return json_reply({"workers": 3})
+    return json_reply({"done": seen.json() if seen.body else seen.path})
+
+
+def _program(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.py"
+    path.write_text(textwrap.dedent(PROGRAM))
+    return path
+
+
+def test_run_records_a_program_and_its_subprocesses_then_replays_offline(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(_app)
+    program = _program(tmp_path)
+    cassette = tmp_path / "cassettes" / "agent.msgpack"
+    env = {"API": server.url}
+    recorded = cli("run", "--mode", "once", "--", "python", program, cwd=tmp_path, env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "recorded 7 interaction(s) from 4 process(es)" in recorded.stderr
+    assert len(server.seen) == 7
+    server.stop()
+
+    tape = agenttape.load(cassette)  # the default name: cassettes/<script>.msgpack
+    assert len(tape.interactions) == 7
+    bodies = sorted(json.loads(i.request.body)["who"] for i in tape.interactions[1:])
+    assert bodies == ["worker0", "worker0", "worker1", "worker1", "worker2", "worker2"]
+    assert [p.name for p in cassette.parent.iterdir()] == ["agent.msgpack"]  # no fragments left
+
+    replayed = cli("run", "--", "python", program, cwd=tmp_path, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert '{"done": {"who": "worker2", "step": 1}}' in replayed.stdout
+    assert agenttape.load(cassette).interactions == tape.interactions  # replay never writes
+
+
+def test_run_new_episodes_adds_only_the_new_requests(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(_app)
+    script = tmp_path / "one.py"
+    script.write_text(
+        "import httpx, os, sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    print(httpx.get(os.environ['API'] + path).status_code)\n"
+    )
+    cassette = tmp_path / "tape.msgpack"
+    env = {"API": server.url}
+    args = ("run", "--cassette", cassette)
+    assert (
+        cli(*args, "--mode", "all", "--", "python", script, "/a", cwd=tmp_path, env=env).returncode
+        == 0
+    )
+    more = cli(
+        *args, "--mode", "new_episodes", "--", "python", script, "/a", "/b", cwd=tmp_path, env=env
+    )
+    assert more.returncode == 0, more.stderr
+    assert "added 1 interaction(s)" in more.stderr
+    assert [s.path for s in server.seen] == ["/a", "/b"]  # /a was replayed the second time
+    urls = [i.request.url.rsplit("/", 1)[1] for i in agenttape.load(cassette).interactions]
+    assert urls == ["a", "b"]
+
+
+def test_run_replay_miss_fails_the_program_not_the_cassette(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(_app)
+    script = tmp_path / "ask.py"
+    script.write_text("import httpx, os, sys\nhttpx.get(os.environ['API'] + sys.argv[1])\n")
+    cassette = tmp_path / "tape.msgpack"
+    env = {"API": server.url}
+    cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, "/a", env=env)
+    server.stop()
+    before = cassette.read_bytes()
+    missed = cli("run", "--cassette", cassette, "--", "python", script, "/other", env=env)
+    assert missed.returncode == 1
+    assert (
+        "UnmatchedInteractionError" in missed.stderr and "url.path: expected '/a'" in missed.stderr
+    )
+    assert cassette.read_bytes() == before
+
+
+def test_run_refuses_missing_and_corrupt_cassettes(tmp_path: Path) -> None:
+    script = tmp_path / "noop.py"
+    script.write_text("print('ran')\n")
+    missing = tmp_path / "missing.msgpack"
+    result = cli("run", "--cassette", missing, "--", "python", script)
+    assert_one_line_error(result, str(missing), "does not exist")
+    assert "ran" not in result.stdout
+    corrupt = tmp_path / "corrupt.msgpack"
+    corrupt.write_bytes(b"\x82\xa9agenttape")
+    for mode in ("none", "all", "new_episodes"):
+        result = cli("run", "--cassette", corrupt, "--mode", mode, "--", "python", script)
+        assert_one_line_error(result, str(corrupt))
+    assert corrupt.read_bytes() == b"\x82\xa9agenttape"
+    assert_one_line_error(
+        cli("run", "--cassette", missing, "--mode", "all", "--", "no-such-program-xyz"),
+        "command not found",
+    )
+
+
+def test_run_passes_the_exit_status_through(tmp_path: Path) -> None:
+    script = tmp_path / "exit.py"
+    script.write_text("import sys\nsys.exit(7)\n")
+    cassette = tmp_path / "tape.msgpack"
+    result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script)
+    assert result.returncode == 7
+    assert agenttape.load(cassette).interactions == []
+
+
+POOL = """
+    import multiprocessing, os, sys
+    import httpx
+
+
+    def work(name):
+        print(name, httpx.get(os.environ["API"] + "/" + name).json()["done"], flush=True)
+
+
+    if __name__ == "__main__":
+        work("main")
+        for method in ("fork", "spawn", "forkserver"):
+            process = multiprocessing.get_context(method).Process(target=work, args=(method,))
+            process.start()
+            process.join()
+"""
+
+
+def test_run_covers_multiprocessing_children(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(_app)
+    script = tmp_path / "pool.py"
+    script.write_text(textwrap.dedent(POOL))
+    cassette = tmp_path / "pool.msgpack"
+    env = {"API": server.url}
+    recorded = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    assert sorted(s.path for s in server.seen) == ["/fork", "/forkserver", "/main", "/spawn"]
+    server.stop()
+    paths = sorted(i.request.url.rsplit("/", 1)[1] for i in agenttape.load(cassette).interactions)
+    assert paths == ["fork", "forkserver", "main", "spawn"]
+    replayed = cli("run", "--cassette", cassette, "--", "python", script, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert sorted(replayed.stdout.splitlines()) == sorted(recorded.stdout.splitlines())
+
+
+def test_a_subprocess_that_cannot_open_the_cassette_stops_cleanly(tmp_path: Path) -> None:
+    """The cassette is damaged while the program runs: the next Python process it starts
+    says so in one line and stops before running unprotected."""
+    cassette = tmp_path / "tape.msgpack"
+    assert (
+        cli("run", "--cassette", cassette, "--mode", "all", "--", "python", "-c", "0").returncode
+        == 0
+    )
+    script = tmp_path / "damage.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        f"open({str(cassette)!r}, 'wb').write(b'garbage')\n"
+        "child = subprocess.run([sys.executable, '-c', 'print(\"child ran\")'], capture_output=True, text=True)\n"
+        "print(child.returncode, child.stdout.strip(), child.stderr.strip())\n"
+    )
+    result = cli("run", "--cassette", cassette, "--", "python", script)
+    assert result.returncode == 0, result.stderr
+    code, _, message = result.stdout.strip().partition(" ")
+    assert code == "2" and "child ran" not in message
+    assert message.strip().startswith(
+        f"agenttape run: {cassette}: not a readable agenttape cassette"
+    )
+    assert "Traceback" not in message and "Fatal" not in message
+
+
+def test_processes_share_what_has_been_played(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    """The same request made by the program and then by its subprocess gets, on replay, the
+    first recorded response and then the second, as it did live."""
+    counter = iter(range(1, 100))
+    server = serve(lambda seen: json_reply({"n": next(counter)}))
+    script = tmp_path / "count.py"
+    script.write_text(
+        "import httpx, os, subprocess, sys\n"
+        "print(httpx.get(os.environ['API'] + '/next').json()['n'], flush=True)\n"
+        "if len(sys.argv) == 1:\n"
+        "    subprocess.run([sys.executable, __file__, 'child'], check=True)\n"
+        "    print(httpx.get(os.environ['API'] + '/next').json()['n'], flush=True)\n"
+    )
+    cassette = tmp_path / "count.msgpack"
+    env = {"API": server.url}
+    recorded = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, env=env)
+    assert recorded.stdout.split() == ["1", "2", "3"], recorded.stderr
+    server.stop()
+    replayed = cli("run", "--cassette", cassette, "--", "python", script, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.split() == ["1", "2", "3"]
+
+
+def test_the_sitecustomize_it_shadows_still_runs(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_HOOK = 'ran'\n")
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import builtins, sys\nprint(getattr(builtins, 'SITE_HOOK', 'missing'), 'agenttape' in sys.modules)\n"
+    )
+    cassette = tmp_path / "tape.msgpack"
+    env = {"PYTHONPATH": str(site)}
+    result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ran", "True"]

@@ -1,0 +1,112 @@
+"""``agenttape redact`` on response bodies: streams keep their pieces, compressed bodies stay
+compressed, and the result replays offline."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+import agenttape
+from agenttape._scrub import _substitute
+from tests.cli_support import assert_one_line_error, cli
+from tests.servers import Seen, Server, gzip_reply, json_reply, sse_reply
+
+KEY = "sk-ant-api03-" + "Q7" * 20
+EVENTS = [
+    b'data: {"text": "your new key is "}\n\n',
+    f'data: {{"text": "{KEY[:20]}'.encode(),  # the key is split across two chunks
+    f'{KEY[20:]}"}}\n\n'.encode(),
+    b'data: {"text": " keep it safe"}\n\n',
+]
+
+
+def _app(seen: Seen) -> object:
+    if seen.path == "/stream":
+        return sse_reply(EVENTS)
+    return gzip_reply(json.dumps({"key": KEY, "email": "ada@example.com"}).encode())
+
+
+def test_substitute_moves_chunk_boundaries_with_the_text() -> None:
+    data = b"aaaSECRETbbbSECRETcc"
+    out, cuts = _substitute(data, re.compile(b"SECRET"), [2, 5, 10, 18, 19])
+    assert out == b"aaa<redacted>bbb<redacted>cc"
+    # before a match: unchanged; inside one: its replacement's end; after: shifted
+    assert cuts == [2, 13, 14, 26, 27]
+
+
+def test_redact_response_bodies_then_replay(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(_app)
+    path = tmp_path / "leak.msgpack"
+    with agenttape.use_cassette(path, mode="all"), httpx.Client() as client:
+        with client.stream("GET", f"{server.url}/stream") as response:
+            response.read()
+        client.get(f"{server.url}/account")
+    server.stop()
+    assert cli("audit", path).returncode == 1  # recording leaves response bodies as they came
+
+    result = cli("redact", path, "--json-path", "email")
+    assert result.returncode == 0, result.stderr
+    assert cli("audit", path).returncode == 0
+
+    stream, account = agenttape.load(path).interactions
+    assert stream.response is not None and account.response is not None
+    body = b"".join(EVENTS).replace(KEY.encode(), b"<redacted>")
+    assert stream.response.body == body
+    sizes = [size for size, _offset in stream.response.chunks]
+    assert sizes == [
+        len(EVENTS[0]),
+        len(EVENTS[1]) - 20 + len(b"<redacted>"),
+        len(EVENTS[2]) - (len(KEY) - 20),  # the rest of the key went with it
+        len(EVENTS[3]),
+    ]
+    assert account.response.body[:2] == b"\x1f\x8b"  # still gzip
+    assert json.loads(gzip.decompress(account.response.body)) == {
+        "key": "<redacted>",
+        "email": "<redacted>",
+    }
+    assert account.response.header("content-length") == str(len(account.response.body))
+
+    with agenttape.use_cassette(path), httpx.Client() as client:
+        with client.stream("GET", f"{server.url}/stream") as response:
+            pieces = list(response.iter_raw())
+        assert b"".join(pieces) == body
+        assert [len(piece) for piece in pieces] == sizes
+        assert client.get(f"{server.url}/account").json()["key"] == "<redacted>"
+
+
+def test_redact_in_place_atomically(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(lambda seen: json_reply({"ok": True}, headers=[("X-Session", "s-42")]))
+    path = tmp_path / "c.msgpack"
+    with agenttape.use_cassette(path, mode="all"):
+        httpx.post(
+            f"{server.url}/users?sig=abc&page=2",
+            json={"user": {"email": "ada@example.com", "name": "Ada"}},
+            headers={"X-Org-Id": "org-7"},
+        )
+    before = agenttape.load(path).interactions[0]
+    path.chmod(0o644)
+    result = cli(
+        "redact", path, "--header", "x-org-id", "--header", "x-session", "--query", "sig",
+        "--json-path", "user.email",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "redacted 1 of 1 interaction(s)" in result.stdout
+    after = agenttape.load(path).interactions[0]
+    assert ("X-Org-Id", "<redacted>") in after.request.headers
+    assert "sig=%3Credacted%3E" in after.request.url or "sig=<redacted>" in after.request.url
+    assert "page=2" in after.request.url
+    assert json.loads(after.request.body) == {"user": {"email": "<redacted>", "name": "Ada"}}
+    assert after.response is not None and before.response is not None
+    assert ("X-Session", "<redacted>") in after.response.headers
+    assert after.response.body == before.response.body
+    assert after.response.chunks == before.response.chunks
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.msgpack"]  # no temporary left
+    assert path.stat().st_mode & 0o777 == 0o644
+    again = cli("redact", path, "--header", "x-org-id")
+    assert "nothing to redact" in again.stdout
+    assert_one_line_error(cli("redact", path, "--regex", "("), "bad regex")

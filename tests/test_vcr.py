@@ -1,0 +1,124 @@
+"""``agenttape import-vcr`` on cassettes recorded by vcrpy itself, then replayed offline."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import requests
+import vcr
+
+import agenttape
+from tests.cli_support import assert_one_line_error, cli
+from tests.servers import Reply, Seen, Server, gzip_reply, json_reply
+
+BINARY = bytes(range(256)) * 4
+PAYLOAD = json.dumps({"order": "A-1", "status": "shipped", "note": "é ✓"}).encode()
+
+
+def app(seen: Seen) -> Reply:
+    if seen.path == "/gzip":
+        return gzip_reply(PAYLOAD)
+    if seen.path == "/binary":
+        return Reply(headers=[("Content-Type", "application/octet-stream")], chunks=[BINARY])
+    if seen.path == "/upload":
+        return json_reply({"received": len(seen.body), "first": seen.body[:4].hex()})
+    return json_reply({"page": dict(seen.query).get("page")})
+
+
+def test_vcrpy_httpx_cassettes_convert_byte_exact_and_replay_offline(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(app)
+    source = tmp_path / "vcr_cassette.yaml"
+    with vcr.VCR(record_mode="all").use_cassette(str(source)), httpx.Client() as client:
+        page = client.get(f"{server.url}/items?page=2").json()
+        compressed = client.get(f"{server.url}/gzip")
+        binary = client.get(f"{server.url}/binary")
+        upload = client.post(f"{server.url}/upload", content=BINARY[:300]).json()
+    assert compressed.content == PAYLOAD and binary.content == BINARY
+    assert "!!binary" in source.read_text()  # vcrpy kept the raw gzip and binary bytes
+
+    target = tmp_path / "converted.msgpack"
+    result = cli("import-vcr", source, target)
+    assert result.returncode == 0, result.stderr
+    assert "converted 4 interaction(s)" in result.stdout and "note:" not in result.stdout
+    server.stop()
+
+    cassette = agenttape.load(target)
+    stored = cassette.interactions[1].response
+    assert stored is not None
+    assert stored.body == gzip.compress(PAYLOAD, mtime=0)  # still compressed, byte for byte
+    assert ("content-encoding", "gzip") in [(k.lower(), v) for k, v in stored.headers]
+    assert cassette.interactions[2].response.body == BINARY  # type: ignore[union-attr]
+    assert cassette.interactions[3].request.body == BINARY[:300]
+    assert cassette.metadata["imported_from"]["format"] == "vcrpy"
+
+    with agenttape.use_cassette(target) as tape, httpx.Client() as client:
+        assert client.get(f"{server.url}/items?page=2").json() == page
+        assert client.get(f"{server.url}/gzip").content == PAYLOAD
+        assert client.get(f"{server.url}/binary").content == BINARY
+        assert client.post(f"{server.url}/upload", content=BINARY[:300]).json() == upload
+        assert tape.all_played
+
+
+def test_vcrpy_json_serializer_cassettes(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(app)
+    source = tmp_path / "cassette.json"
+    with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(source)):
+        page = requests.get(f"{server.url}/items?page=3").json()
+        upload = requests.post(f"{server.url}/upload", json={"q": "é"}).json()
+    target = tmp_path / "converted.msgpack"
+    assert cli("import-vcr", source, target).returncode == 0
+    server.stop()
+    with agenttape.use_cassette(target), httpx.Client() as client:
+        assert client.get(f"{server.url}/items?page=3").json() == page
+        assert client.post(f"{server.url}/upload", json={"q": "é"}).json() == upload
+
+
+def test_vcrpy_requests_cassettes_with_bodies_vcrpy_decompressed(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """vcrpy over urllib3 2 stores a gzip body decompressed under a Content-Encoding: gzip
+    header; the converter drops that header so a client does not decompress twice."""
+    server = serve(app)
+    source = tmp_path / "requests.yaml"
+    with vcr.VCR(record_mode="all").use_cassette(str(source)):
+        session = requests.Session()
+        compressed = session.get(f"{server.url}/gzip")
+        binary = session.get(f"{server.url}/binary")
+    assert compressed.content == PAYLOAD and binary.content == BINARY
+    target = tmp_path / "converted.msgpack"
+    result = cli("import-vcr", source, target)
+    assert result.returncode == 0, result.stderr
+    assert "already decompressed" in result.stdout
+    server.stop()
+
+    stored = agenttape.load(target).interactions[0].response
+    assert stored is not None and stored.body == PAYLOAD
+    assert ("Content-Length", str(len(PAYLOAD))) in stored.headers
+    assert all(k.lower() != "content-encoding" for k, _ in stored.headers)
+    with agenttape.use_cassette(target), httpx.Client() as client:
+        assert client.get(f"{server.url}/gzip").content == PAYLOAD
+        assert client.get(f"{server.url}/binary").content == BINARY
+
+
+def test_import_vcr_rejects_what_is_not_a_vcrpy_cassette(tmp_path: Path) -> None:
+    not_vcr = tmp_path / "other.yaml"
+    not_vcr.write_text("just: [a, list]\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("interactions: [\n")
+    out = tmp_path / "out.msgpack"
+    assert_one_line_error(cli("import-vcr", not_vcr, out), str(not_vcr), "not a vcrpy cassette")
+    assert_one_line_error(cli("import-vcr", broken, out), str(broken), "not a vcrpy cassette")
+    assert not out.exists()
+    out.write_bytes(b"keep me")
+    good = tmp_path / "good.yaml"
+    good.write_text("interactions: []\nversion: 1\n")
+    assert_one_line_error(cli("import-vcr", good, out), "exists", "--force")
+    assert out.read_bytes() == b"keep me"
+    assert cli("import-vcr", good, out, "--force").returncode == 0
+    assert agenttape.load(out).interactions == []
