@@ -151,7 +151,7 @@ class Redactor:
 def _without_password(url: str) -> str:
     """``scheme://user:<redacted>@host...``: a password in a URL is a secret in any header."""
     start = url.find("://")
-    if start == -1:
+    if start == -1 or "@" not in url:  # no '@', no user part: the common URL, untouched
         return url
     start += 3
     end = len(url)
