@@ -641,6 +641,13 @@ def _digest(data: bytes) -> bytes:
 
 
 def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    try:
+        with open(path, "rb") as handle:
+            streamed = _format.decode_stream(handle)
+    except (FileNotFoundError, IsADirectoryError):
+        streamed = None  # reading the bytes below raises the error that says so
+    if streamed is not None:
+        return streamed
     return _format.decode(_read_bytes(path), path)
 
 

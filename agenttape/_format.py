@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 
@@ -23,6 +23,7 @@ from ._version import __version__
 
 FORMAT_VERSION = 1
 MAGIC_KEY = "agenttape"
+_READ_SIZE = 1 << 20
 
 # msgpack sizes a list by its declared length before reading its items, and nests up to 1024
 # deep: declared lengths are capped so that pre-allocation stays within a few times the file
@@ -202,6 +203,56 @@ def _walk(data: bytes) -> Any:
     return document
 
 
+def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
+    """A well-formed cassette read straight from its open file, one interaction at a time.
+
+    Memory stays near the size of the bodies (the file is never held whole beside them), and
+    each entry as msgpack gives it is dropped as soon as it is decoded, so loading does not
+    leave the garbage collector a large young heap to walk. Anything unusual returns None:
+    the caller then reads the file whole with ``decode``, which names what is wrong.
+    """
+    try:
+        size = os.fstat(handle.fileno()).st_size
+        if not size:
+            return None
+        limit = max(size // _NESTING, 16)
+        budget = _Budget(size)  # the same bounds as ``_unpack``: see _NESTING
+        unpacker = msgpack.Unpacker(
+            handle,
+            raw=False,
+            strict_map_key=True,
+            timestamp=3,
+            max_buffer_size=size,
+            read_size=min(size, _READ_SIZE),
+            max_array_len=limit,
+            max_map_len=limit,
+            list_hook=budget.container,
+            object_hook=budget.container,
+            ext_hook=budget.extension,
+        )
+        if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
+            return None
+        version = unpacker.unpack()
+        if type(version) is not int or version != FORMAT_VERSION:
+            return None
+        if unpacker.unpack() != "header":
+            return None
+        header = unpacker.unpack()
+        if type(header) is not dict or unpacker.unpack() != "interactions":
+            return None
+        interactions = []
+        for _ in range(unpacker.read_array_header()):
+            interaction = _decode_plain(unpacker.unpack())
+            if interaction is None:
+                return None
+            interactions.append(interaction)
+        if unpacker.tell() != size:
+            return None
+    except Exception:  # truncated, malformed, over a limit: ``decode`` says which
+        return None
+    return header, interactions
+
+
 def _describe(exc: Exception) -> str:
     if isinstance(exc, msgpack.ExtraData):
         return "unexpected data after the end of the cassette"
@@ -236,11 +287,136 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
     raw_interactions = _expect(document.get("interactions"), list, "interactions")
     interactions = []
     for index, raw in enumerate(raw_interactions):
-        try:
-            interactions.append(_decode_interaction(raw))
-        except _Invalid as exc:
-            raise _Invalid(f"interaction {index}: {exc}") from None
+        interaction = _decode_plain(raw)
+        if interaction is None:
+            try:
+                interaction = _decode_interaction(raw)
+            except _Invalid as exc:
+                raise _Invalid(f"interaction {index}: {exc}") from None
+        interactions.append(interaction)
     return header, interactions
+
+
+_NUMBERS = (int, float)
+
+
+def _plain_headers(value: Any) -> Headers | None:
+    """Header pairs with the checks inlined; None sends the caller to the checks that name
+    what is wrong."""
+    if type(value) is not list:
+        return None
+    headers = []
+    for pair in value:
+        if type(pair) is not list or len(pair) != 2:
+            return None
+        name, text = pair
+        if type(name) is not str or type(text) is not str:
+            return None
+        headers.append((name, text))
+    return headers
+
+
+def _plain_seconds(value: Any) -> float | None:
+    """What ``_duration`` accepts, as a float; None for anything else."""
+    if type(value) not in _NUMBERS:
+        return None
+    number = float(value)
+    return number if 0 <= number < math.inf else None
+
+
+def _decode_plain(raw: Any) -> Interaction | None:
+    """The common, well-formed interaction decoded with the fewest checks that still accept
+    exactly what ``_decode_interaction`` accepts, and build the same result; anything unusual
+    returns None and goes through ``_decode_interaction``, which says what is wrong."""
+    if type(raw) is not dict:
+        return None
+    req = raw.get("request")
+    if type(req) is not dict:
+        return None
+    method, url, body = req.get("method"), req.get("url"), req.get("body")
+    request_headers = _plain_headers(req.get("headers"))
+    if (
+        type(method) is not str
+        or type(url) is not str
+        or type(body) is not bytes
+        or request_headers is None
+    ):
+        return None
+    request = Request(method=method, url=url, headers=request_headers, body=body)
+    response = None
+    res = raw.get("response")
+    if res is not None:
+        if type(res) is not dict:
+            return None
+        status = res.get("status")
+        reason = res.get("reason", "")
+        http_version = res.get("http_version", "HTTP/1.1")
+        response_body = res.get("body")
+        response_headers = _plain_headers(res.get("headers"))
+        raw_chunks = res.get("chunks", [])
+        if (
+            type(status) is not int
+            or type(reason) is not str
+            or type(http_version) is not str
+            or type(response_body) is not bytes
+            or response_headers is None
+            or type(raw_chunks) is not list
+        ):
+            return None
+        chunks = []
+        total = 0
+        for chunk in raw_chunks:
+            if type(chunk) is not list or len(chunk) != 2:
+                return None
+            size, offset = chunk
+            seconds = _plain_seconds(offset)
+            if type(size) is not int or size < 0 or seconds is None:
+                return None
+            total += size
+            chunks.append((size, seconds))
+        if total > len(response_body):
+            return None
+        response = Response(
+            status=status,
+            reason=reason,
+            http_version=http_version,
+            headers=response_headers,
+            body=response_body,
+            chunks=chunks,
+            truncated=bool(res.get("truncated", False)),
+        )
+    error = None
+    err = raw.get("error")
+    if err is not None:
+        if type(err) is not dict:
+            return None
+        kind, type_name, message = err.get("kind"), err.get("type"), err.get("message", "")
+        if type(kind) is not str or type(type_name) is not str or type(message) is not str:
+            return None
+        error = Failure(kind=kind, type=type_name, message=message)
+    boundary = raw.get("boundary", "http")
+    started, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
+    started_at = 0.0 if started is None else float(started) if type(started) in _NUMBERS else None
+    ttfb_seconds = None if ttfb is None else _plain_seconds(ttfb)
+    duration_seconds = None if duration is None else _plain_seconds(duration)
+    if (
+        (response is None and error is None)
+        or type(boundary) is not str
+        or started_at is None
+        or not _EARLIEST <= started_at <= _LATEST
+        or (ttfb is not None and ttfb_seconds is None)
+        or (duration is not None and duration_seconds is None)
+    ):
+        return None
+    return Interaction(
+        request=request,
+        response=response,
+        error=error,
+        boundary=boundary,
+        started_at=started_at,
+        ttfb=ttfb_seconds,
+        duration=duration_seconds,
+    )
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:

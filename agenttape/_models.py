@@ -62,6 +62,9 @@ class Response:
             if self.body:
                 yield self.body
             return
+        if len(self.chunks) == 1 and self.chunks[0][0] == len(self.body):
+            yield self.body  # the whole body in one piece: no copy
+            return
         view = memoryview(self.body)
         start = 0
         for size, _offset in self.chunks:

@@ -17,6 +17,7 @@ from ._models import Headers, Request
 from ._secrets import REDACTED, SECRET_HEADERS, SECRET_QUERY_NAMES, scrub_bytes, scrub_text
 
 RULE_KINDS = ("header", "query", "json", "regex")
+_SEEN_HEADERS_LIMIT = 1024
 
 
 @dataclass(slots=True, frozen=True)
@@ -25,6 +26,11 @@ class Redactor:
     query: frozenset[str] = SECRET_QUERY_NAMES
     json_paths: tuple[str, ...] = ()
     patterns: tuple[re.Pattern[str], ...] = field(default=())
+    # A client sends the same header list again and again: its redacted form is kept, so the
+    # replay hot path pays one lookup instead of a scan per header.
+    _seen_headers: dict[tuple[tuple[str, str], ...], Headers] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     @classmethod
     def from_rules(cls, rules: Iterable[str] | None) -> Redactor:
@@ -63,6 +69,19 @@ class Redactor:
         return text
 
     def _headers(self, headers: Headers) -> Headers:
+        try:
+            key = tuple(headers)
+            known = self._seen_headers.get(key)
+        except TypeError:  # unhashable pairs: redact without remembering
+            return self._redact_headers(headers)
+        if known is None:
+            known = self._redact_headers(headers)
+            if len(self._seen_headers) >= _SEEN_HEADERS_LIMIT:
+                self._seen_headers.clear()
+            self._seen_headers[key] = known
+        return list(known)
+
+    def _redact_headers(self, headers: Headers) -> Headers:
         redacted = []
         for name, value in headers:
             value = REDACTED if name.lower() in self.headers else self._text(value)
@@ -74,18 +93,22 @@ class Redactor:
         base, question, query = url.partition("?")
         if question:
             query, hash_, fragment = query.partition("#")
-            pairs = []
-            for pair in query.split("&"):
+            pairs = query.split("&")
+            changed = False
+            for index, pair in enumerate(pairs):
                 name, equals, value = pair.partition("=")
+                if not equals:
+                    continue
+                # unquote_plus is the identity on text without '%' or '+'.
+                plain = unquote_plus(name) if "%" in name or "+" in name else name
                 # Values are looked at decoded: an encoded credential ("Bearer%20...",
                 # "%2F" inside a token) escapes the patterns otherwise.
-                if equals and (
-                    unquote_plus(name).lower() in self.query
-                    or self._text(decoded := unquote_plus(value)) != decoded
-                ):
-                    pair = f"{name}={REDACTED}"
-                pairs.append(pair)
-            url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
+                decoded = unquote_plus(value) if "%" in value or "+" in value else value
+                if plain.lower() in self.query or self._text(decoded) != decoded:
+                    pairs[index] = f"{name}={REDACTED}"
+                    changed = True
+            if changed:
+                url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
         return self._text(url)
 
     def _body(self, body: bytes) -> bytes:
@@ -128,7 +151,7 @@ class Redactor:
 def _without_password(url: str) -> str:
     """``scheme://user:<redacted>@host...``: a password in a URL is a secret in any header."""
     start = url.find("://")
-    if start == -1:
+    if start == -1 or "@" not in url:  # no '@', no user part: the common URL, untouched
         return url
     start += 3
     end = len(url)

@@ -33,24 +33,14 @@ SECRET_PATTERNS: dict[str, str] = {
     "private-key": r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----",
 }
 
-# Literal pieces every pattern above contains: a cheap substring test skips the regex for
-# the common body that holds no credential at all.
-_TEXT_ANCHORS = (
-    "sk-",
-    "AKIA",
-    "ASIA",
-    "AIza",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "earer",
-    "PRIVATE KEY",
-)
-_ANCHORS = tuple(anchor.encode() for anchor in _TEXT_ANCHORS)
+# Literal pieces every pattern above contains: a cheap scan skips the full regex for the common
+# text that holds no credential at all. Pieces sharing a literal head are folded into one regex
+# led by that head, which the regex engine scans for in C: six scans instead of thirteen.
+_PROBES = ("sk-", "A(?:KIA|SIA|Iza)", "g(?:h[pousr]|ithub_pat)_", "xox", "earer", "PRIVATE KEY")
+_TEXT_PROBES = tuple(re.compile(probe).search for probe in _PROBES)
+_BYTES_PROBES = tuple(re.compile(probe.encode()).search for probe in _PROBES)
+_ANY_TEXT_PROBE = re.compile("|".join(_PROBES)).search
+_SHORT_TEXT = 512
 
 SECRET_REGEX = re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS.values()))
 _SECRET_BYTES_REGEX = re.compile(SECRET_REGEX.pattern.encode())
@@ -58,7 +48,15 @@ _REDACTED_BYTES = REDACTED.encode()
 
 
 def may_hold_secret(data: bytes) -> bool:
-    return any(anchor in data for anchor in _ANCHORS)
+    return any(probe(data) for probe in _BYTES_PROBES)
+
+
+def _may_hold_secret_text(text: str) -> bool:
+    # On short text (URLs, query values, header values) one alternation beats six scans; on
+    # long text the six scans for literal heads are faster. Both find the same pieces.
+    if len(text) < _SHORT_TEXT:
+        return _ANY_TEXT_PROBE(text) is not None
+    return any(probe(text) for probe in _TEXT_PROBES)
 
 
 def scrub_bytes(data: bytes) -> bytes:
@@ -69,6 +67,6 @@ def scrub_bytes(data: bytes) -> bytes:
 
 
 def scrub_text(text: str) -> str:
-    if not any(anchor in text for anchor in _TEXT_ANCHORS):
+    if not _may_hold_secret_text(text):
         return text
     return SECRET_REGEX.sub(REDACTED, text)

@@ -7,9 +7,19 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agenttape
-from agenttape._format import FORMAT_VERSION, decode, encode
+from agenttape._format import (
+    FORMAT_VERSION,
+    _decode_interaction,
+    _decode_plain,
+    _Invalid,
+    decode,
+    decode_stream,
+    encode,
+)
 from agenttape._models import Failure, Interaction, Request, Response
 
 
@@ -118,3 +128,132 @@ def test_reading_never_runs_code(cassette_path: Path) -> None:
     # An ext type, as a pickle-based format would embed: refused, not executed.
     payload = msgpack.packb({"agenttape": 1, "header": msgpack.ExtType(42, b"cos\nsystem\n")})
     assert "header" in write_and_open(cassette_path, payload)
+
+
+ODD_VALUES = [None, True, False, 0, -1, 7, 1.5, "", "x", b"", b"x", [], {}, ["a"], ["a", "b"]]
+ODD_VALUES += [[1, 2], [["a", "b"]], [["a", 1]], [["a"]], [[1, 0.5]], [[-1, 0.5]], [[True, 0.0]]]
+ODD_VALUES += [[[99, 0.1]], [(1, 0.5)], {"kind": "k", "type": "T"}, {"status": 200}]
+ODD_VALUES += [-0.0, -1.5, float("nan"), float("inf"), 1e300, -1e300, 2**63, [[1, float("nan")]]]
+ODD_VALUES += [[[1, -0.5]], [[1, float("inf")]]]
+FIELDS = [
+    (),
+    ("boundary",),
+    ("started_at",),
+    ("ttfb",),
+    ("duration",),
+    ("request",),
+    ("request", "method"),
+    ("request", "url"),
+    ("request", "headers"),
+    ("request", "body"),
+    ("response",),
+    ("response", "status"),
+    ("response", "reason"),
+    ("response", "http_version"),
+    ("response", "headers"),
+    ("response", "body"),
+    ("response", "chunks"),
+    ("response", "truncated"),
+    ("error",),
+    ("error", "kind"),
+    ("error", "type"),
+    ("error", "message"),
+]
+
+
+def changed(which: int, changes: list[tuple[tuple[str, ...], int]]) -> object:
+    """A sample interaction as read from the file, with fields replaced (-1 removes one)."""
+    raw = msgpack.unpackb(encode({}, sample()), raw=False)["interactions"][which]
+    for path, choice in changes:
+        target = raw
+        for key in path[:-1]:
+            target = target.get(key) if isinstance(target, dict) else None
+        if not path:
+            raw = ODD_VALUES[choice] if choice >= 0 else raw
+        elif not isinstance(target, dict):
+            continue
+        elif choice < 0:
+            target.pop(path[-1], None)
+        else:
+            target[path[-1]] = ODD_VALUES[choice]
+    return raw
+
+
+def agree(raw: object) -> None:
+    """The fast path either declines or builds exactly what the checked path builds; whatever
+    the checked path rejects, the fast path declines, so every error message stays the same."""
+    fast = _decode_plain(raw)
+    try:
+        checked = _decode_interaction(raw)
+    except _Invalid:
+        assert fast is None, raw
+        return
+    assert fast is None or fast == checked, raw
+
+
+def test_fast_decoding_agrees_on_every_single_odd_field() -> None:
+    for which in (0, 1):
+        for path in FIELDS:
+            for choice in range(-1, len(ODD_VALUES)):
+                agree(changed(which, [(path, choice)]))
+
+
+@given(
+    which=st.integers(0, 1),
+    changes=st.lists(
+        st.tuples(st.sampled_from(FIELDS), st.integers(-1, len(ODD_VALUES) - 1)), max_size=4
+    ),
+)
+def test_fast_decoding_agrees_on_combined_odd_fields(
+    which: int, changes: list[tuple[tuple[str, ...], int]]
+) -> None:
+    agree(changed(which, changes))
+
+
+def test_fast_decoding_takes_ordinary_interactions() -> None:
+    for raw in msgpack.unpackb(encode({}, sample()), raw=False)["interactions"]:
+        assert _decode_plain(raw) == _decode_interaction(raw)
+
+
+def stream(path: Path) -> object:
+    with path.open("rb") as handle:
+        return decode_stream(handle)
+
+
+def test_streamed_reading_gives_what_whole_reading_gives(cassette_path: Path) -> None:
+    cassette_path.parent.mkdir(parents=True)
+    data = encode({"tags": {"k": [1, 2]}}, sample() * 3)
+    cassette_path.write_bytes(data)
+    assert stream(cassette_path) == decode(data, cassette_path)
+
+
+def test_streamed_reading_declines_what_it_does_not_know(cassette_path: Path) -> None:
+    """Every odd file goes to the whole reading, whose errors name the problem."""
+    cassette_path.parent.mkdir(parents=True)
+    data = encode({}, sample())
+    document = msgpack.unpackb(data, raw=False)
+    reordered = {key: document[key] for key in ("header", "agenttape", "interactions")}
+    newer = {**document, "agenttape": FORMAT_VERSION + 1}
+    odd = document["interactions"][0]["response"]
+    odd["status"] = True
+    for content in (
+        b"",
+        data[:-1],
+        data + b"\x00",
+        msgpack.packb(reordered, use_bin_type=True),
+        msgpack.packb(newer, use_bin_type=True),
+        msgpack.packb({**document, "extra": 1}, use_bin_type=True),
+        msgpack.packb(document, use_bin_type=True),
+        msgpack.packb([1, 2, 3]),
+    ):
+        cassette_path.write_bytes(content)
+        assert stream(cassette_path) is None
+
+
+@given(cut=st.integers(1, len(encode({}, sample())) - 1))
+def test_a_cut_file_is_never_streamed(tmp_path_factory: pytest.TempPathFactory, cut: int) -> None:
+    path = tmp_path_factory.mktemp("cut") / "tape.msgpack"
+    path.write_bytes(encode({}, sample())[:cut])
+    assert stream(path) is None
+    with pytest.raises(agenttape.CassetteFormatError):
+        agenttape.load(path)

@@ -9,9 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agenttape
-from agenttape._matching import Matcher
+from agenttape._matching import Matcher, _parse_general, _parse_simple
 
 
 def echo(request: httpx.Request) -> httpx.Response:
@@ -212,3 +214,50 @@ def test_matcher_keys() -> None:
     same = b'{"a":[1.5,null],"b":1}'
     assert matcher.body_key(body) == matcher.body_key(same)
     assert matcher.body_key(b"not json {") == b"not json {"
+
+
+URL_PIECES = ["a", "Z", "0", "9", ".", "-", "_", "~", "/", "?", "&", "=", "%", "%41", "+", ";"]
+URL_PIECES += ["#", "@", ":", "[", "]", " ", "\t", "\n", "é", "!", "'", "(", "*", ",", "$"]
+
+
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTP", "Https", "ftp", "ws", ""]),
+    host=st.sampled_from(["api.test", "127.0.0.1", "API.test", "a-b.c", "", "[::1]", "u@h"]),
+    port=st.one_of(st.none(), st.integers(0, 99999).map(str), st.sampled_from(["", "x", "0080"])),
+    path=st.lists(st.sampled_from(URL_PIECES), max_size=12).map("".join),
+    query=st.one_of(st.none(), st.lists(st.sampled_from(URL_PIECES), max_size=12).map("".join)),
+)
+def test_fast_url_parsing_agrees_with_urlsplit(
+    scheme: str, host: str, port: str | None, path: str, query: str | None
+) -> None:
+    """The fast path declines or gives exactly what urlsplit and parse_qsl give."""
+    url = f"{scheme}://{host}" + (f":{port}" if port is not None else "") + path
+    url += f"?{query}" if query is not None else ""
+    fast = _parse_simple(url)
+    assert fast is None or fast == _parse_general(url), url
+
+
+def test_fast_url_parsing_takes_ordinary_urls_and_declines_escapes() -> None:
+    for url in (
+        "https://api.openai.com/v1/chat/completions",
+        "http://127.0.0.1:8080/items/7?page=2&sort=name&flag",
+        "https://h.test/?a=1&&b=&a=0",
+    ):
+        assert _parse_simple(url) == _parse_general(url) is not None
+    for url in (
+        "https://h.test/?q=a%20b",
+        "https://h.test/?q=a+b",
+        "HTTPS://h.test/",
+        "https://H.test/",
+        "https://h.test:99999/",
+        "https://u:p@h.test/",
+        "https://h.test/#frag",
+    ):
+        assert _parse_simple(url) is None
+
+
+def test_keys_with_one_url_part_or_none() -> None:
+    request = agenttape.Request("GET", "https://api.test/a?x=1")
+    assert Matcher(["path"]).key(request) == ("/a",)
+    assert Matcher(["method", "query"]).key(request) == ("GET", (("x", "1"),))
+    assert Matcher(["method"]).key(request) == ("GET",)

@@ -10,6 +10,13 @@ import pytest
 
 import agenttape
 from agenttape._redaction import Redactor
+from agenttape._secrets import (
+    SECRET_REGEX,
+    _may_hold_secret_text,
+    may_hold_secret,
+    scrub_bytes,
+    scrub_text,
+)
 from tests.servers import Reply, json_reply
 
 FAKE_KEY = "sk-agenttapeFAKEkey0123456789abcdefXYZ"
@@ -86,3 +93,64 @@ def test_deeply_nested_json_body_is_recorded_not_refused() -> None:
     body = b"[" * 100_000 + b"]" * 100_000
     request = agenttape.Request("POST", "https://api.test/", [], body)
     assert Redactor.from_rules(["json:a.b"]).request(request).body == body
+
+
+def test_a_header_list_seen_again_is_redacted_the_same_and_handed_out_fresh() -> None:
+    redactor = Redactor.from_rules(["header:x-org", "regex:acct_[0-9]+"])
+    headers = [("Authorization", "Bearer abcdefghijklmnopqrstuv"), ("X-Org", "o"), ("A", "acct_42")]
+    first = redactor.request(agenttape.Request("GET", "https://api.test/", list(headers)))
+    first.headers.append(("Mutated", "by the caller"))
+    second = redactor.request(agenttape.Request("GET", "https://api.test/", list(headers)))
+    assert second.headers == [
+        ("Authorization", "<redacted>"),
+        ("X-Org", "<redacted>"),
+        ("A", "<redacted>"),
+    ]
+    assert second.headers is not first.headers
+
+
+def test_query_names_are_compared_decoded() -> None:
+    redactor = Redactor.from_rules(["query:sig value"])
+    url = "https://api.test/x?api%5Fkey=1&sig+value=2&sig%20value=3&Key=4&ok=5&flag&=6"
+    redacted = redactor.request(agenttape.Request("GET", url)).url
+    assert redacted == (
+        "https://api.test/x?api%5Fkey=<redacted>&sig+value=<redacted>&sig%20value=<redacted>"
+        "&Key=<redacted>&ok=5&flag&=6"
+    )
+    plain = "https://api.test/x?ok=5&flag&=6#frag"
+    assert redactor.request(agenttape.Request("GET", plain)).url == plain
+
+
+@pytest.mark.parametrize(
+    "anchor",
+    [
+        "sk-",
+        "AKIA",
+        "ASIA",
+        "AIza",
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "xox",
+        "earer",
+        "PRIVATE KEY",
+    ],
+)
+def test_every_credential_anchor_sends_text_to_the_full_scan(anchor: str) -> None:
+    for padding in ("padding", "x" * 600):  # short text and long text take different scans
+        text = f"{padding} {anchor} {padding}"
+        assert may_hold_secret(text.encode())
+        assert _may_hold_secret_text(text)
+        assert scrub_text(text) == SECRET_REGEX.sub("<redacted>", text)
+        assert not may_hold_secret(text.replace(anchor, "plain").encode())
+        assert not _may_hold_secret_text(text.replace(anchor, "plain"))
+
+
+def test_credentials_found_by_the_probes_are_scrubbed() -> None:
+    token = "ghp_" + "a" * 36
+    body = f'{{"auth": "{token}", "aws": "AKIAABCDEFGHIJKLMNOP"}}'.encode()
+    assert scrub_bytes(body) == b'{"auth": "<redacted>", "aws": "<redacted>"}'
+    assert scrub_text(f"Bearer {'x' * 20}") == "<redacted>"

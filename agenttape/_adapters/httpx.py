@@ -326,24 +326,36 @@ class _ReplayStream:
         if self._interaction.error is not None:
             raise _exception_for(self._hx, self._interaction, self._request)
 
+    def _chunks(self) -> Iterator[bytes]:
+        response = self._interaction.response
+        assert response is not None
+        return response.iter_chunks()
+
     def __iter__(self) -> Iterator[bytes]:
-        for chunk, delay in self._delays():
+        if self._realtime:
+            for chunk, delay in self._delays():
+                if delay > 0:
+                    time.sleep(delay)
+                yield chunk
+            delay = self._tail_delay()
             if delay > 0:
                 time.sleep(delay)
-            yield chunk
-        delay = self._tail_delay()
-        if delay > 0:
-            time.sleep(delay)
+        else:
+            yield from self._chunks()
         self._end()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk, delay in self._delays():
+        if self._realtime:
+            for chunk, delay in self._delays():
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                yield chunk
+            delay = self._tail_delay()
             if delay > 0:
                 await asyncio.sleep(delay)
-            yield chunk
-        delay = self._tail_delay()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        else:
+            for chunk in self._chunks():
+                yield chunk
         self._end()
 
     def close(self) -> None:

@@ -1,0 +1,135 @@
+"""Replay through httpx, shared by the scenarios that time it: the floor (httpx's own
+MockTransport answering from memory), agenttape, cassetter and vcrpy on the same requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import _peers
+from bench._harness import Scenario, serve
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    body: bytes = b""
+
+
+def floor_transport(hx: Any, interactions: list[Any]) -> Any:
+    """MockTransport answering with the recorded heads and bodies, found by URL and body."""
+    table = {(i.request.url, i.request.body): i.response for i in interactions}
+
+    def handler(request: Any) -> Any:
+        response = table[str(request.url), request.content]
+        return hx.Response(response.status, headers=response.headers, content=response.body)
+
+    return hx.MockTransport(handler)
+
+
+def httpx_calls(base: str, calls: list[Call], floor_from: Path | None = None) -> _peers.Calls:
+    """Makes ``calls`` with one httpx client, built at first use inside the worker."""
+    state: dict[str, Any] = {}
+
+    def run() -> list[bytes]:
+        if "client" not in state:
+            import httpx
+
+            transport = None
+            if floor_from is not None:
+                transport = floor_transport(httpx, _peers.agenttape_interactions(floor_from))
+            state["client"] = httpx.Client(transport=transport)
+        request = state["client"].request
+        return [
+            request(
+                call.method, base + call.path, content=call.body or None, headers=JSON_HEADERS
+            ).content
+            for call in calls
+        ]
+
+    return run
+
+
+def record_all(work: Path, name: str, calls: list[Call]) -> str:
+    """Records ``calls`` against the bench server with agenttape and cassetter, then writes
+    the same interactions as vcrpy YAML; returns the server's base URL (stopped by now)."""
+    with serve() as base:
+        make = httpx_calls(base, calls)
+        _peers.record_agenttape(work / f"{name}.msgpack", make)
+        _peers.record_cassetter(work / f"{name}.cassetter.yaml", make)
+    _peers.write_vcrpy(
+        work / f"{name}.vcrpy.yaml", _peers.agenttape_interactions(work / f"{name}.msgpack")
+    )
+    (work / f"{name}.base").write_text(base)
+    return base
+
+
+def replay_scenario(
+    scenario: Scenario,
+    name: str,
+    calls: list[Call],
+    expected: list[bytes],
+    body: bool,
+    vcrpy_sample: int,
+    target: float,
+) -> None:
+    work = scenario.dir
+    if not scenario.is_worker:
+        record_all(work, name, calls)
+    base = (work / f"{name}.base").read_text()
+    step = max(1, len(calls) // vcrpy_sample)
+    cassette = work / f"{name}.msgpack"
+    contestants = [
+        (
+            "floor",
+            _peers.no_cassette,
+            httpx_calls(base, calls, floor_from=cassette),
+            calls,
+            expected,
+        ),
+        ("agenttape", _peers.agenttape_opener(cassette), httpx_calls(base, calls), calls, expected),
+        (
+            "cassetter",
+            _peers.cassetter_opener(work / f"{name}.cassetter.yaml", body=body),
+            httpx_calls(base, calls),
+            calls,
+            expected,
+        ),
+        (
+            "vcrpy",
+            _peers.vcrpy_opener(work / f"{name}.vcrpy.yaml", body=body),
+            httpx_calls(base, calls[::step]),
+            calls[::step],
+            expected[::step],
+        ),
+    ]
+    for contestant, opener, run, made, want in contestants:
+        report = work / f"{contestant}.exact.json"
+        note = "" if len(made) == len(calls) else f"{len(made)} requests spread over the cassette"
+        scenario.time(
+            contestant,
+            _peers.timed(opener, run, want, report),
+            per=len(made),
+            note=note,
+            processes=1 if contestant == "vcrpy" else None,
+        )
+    if scenario.is_worker:
+        return
+    for row in scenario.result.rows:
+        exact = _peers.exactness(work / f"{row.name}.exact.json")
+        row.note = "; ".join(part for part in (row.note, exact) if part)
+    floor = scenario.result.value("floor")
+    mine = scenario.result.value("agenttape")
+    holds = scenario.check("agenttape / floor", mine / floor if mine and floor else None, target)
+    scenario.line(
+        str(scenario.result.number),
+        scenario.result.title,
+        f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
+        scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "floor"),
+        f"≤ {target}x floor",
+        holds,
+    )

@@ -1,0 +1,162 @@
+"""Scenario 4: recording overhead: 2,000 GETs recorded vs the same 2,000 made live with no
+cassette, against the bench server in its own process; the cassette write at exit counts."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import _peers
+from bench._fixtures import item_path
+from bench._harness import Scenario, TimeFunc, serve
+from bench._replay import Call, httpx_calls
+
+COUNT = 2000
+VCRPY_COUNT = 200
+TARGET = 1.15
+
+
+def recorder(library: str, work: Path) -> Any:
+    """A fresh cassette in recording mode, for one measurement."""
+    serial = itertools.count()
+
+    def open_() -> contextlib.AbstractContextManager[Any]:
+        path = work / f"{library}-{next(serial)}"
+        if library == "agenttape":
+            import agenttape
+
+            return agenttape.use_cassette(path.with_suffix(".msgpack"), mode="all")
+        if library == "cassetter":
+            import cassetter
+
+            return cassetter.use_cassette(path.with_suffix(".yaml"), record_mode="all")
+        if library == "vcrpy":
+            import vcr
+
+            return vcr.use_cassette(str(path.with_suffix(".yaml")), record_mode="all")
+        return contextlib.nullcontext()
+
+    return open_
+
+
+def timed_recording(opener: Any, calls: _peers.Calls, report: Path) -> TimeFunc:
+    """Wall-clock time of the whole block, cassette write included: the network is part of
+    what recording costs. The client's CPU time goes to ``report``: on a shared machine it
+    shows the recorder's own cost with less noise than the wall clock."""
+
+    def run(loops: int) -> float:
+        total = 0.0
+        cpu = 0.0
+        for _ in range(loops):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            with opener():
+                calls()
+            total += time.perf_counter() - start
+            cpu += time.process_time() - start_cpu
+        seen = json.loads(report.read_text()) if report.exists() else []
+        report.write_text(json.dumps([*seen, cpu / loops]))
+        return total
+
+    return run
+
+
+def interleaved(work: Path, pairs: int = 5) -> None:
+    """Run in a process of its own: live and recorded blocks taken in turn, so both see the
+    same neighbours on a shared machine; prints the wall-clock ratio of each pair."""
+    base = (work / "base").read_text()
+    calls = httpx_calls(base, [Call("GET", item_path(i)) for i in range(COUNT)])
+    live, record = recorder("live", work), recorder("agenttape", work)
+    calls()
+    with record():
+        calls()
+    ratios = []
+    for _ in range(pairs):
+        start = time.perf_counter()
+        with live():
+            calls()
+        middle = time.perf_counter()
+        with record():
+            calls()
+        ratios.append((time.perf_counter() - middle) / (middle - start))
+    print(json.dumps(ratios))
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--interleaved":
+        interleaved(Path(sys.argv[2]))
+        return
+    scenario = Scenario(
+        4, "Recording overhead, 2,000 GETs", "µs/request", "live", "bench.s4_record", processes=3
+    )
+    work = scenario.dir
+    vcrpy_count = COUNT if scenario.full else VCRPY_COUNT
+    server = contextlib.nullcontext("") if scenario.is_worker else serve()
+    pairs: list[float] = []
+    with server as started:
+        if started:
+            (work / "base").write_text(started)
+        base = (work / "base").read_text()
+        for library in ("live", "agenttape", "cassetter", "vcrpy"):
+            count = vcrpy_count if library == "vcrpy" else COUNT
+            calls = httpx_calls(base, [Call("GET", item_path(i)) for i in range(count)])
+            scenario.time(
+                library,
+                timed_recording(recorder(library, work), calls, work / f"{library}.cpu.json"),
+                per=count,
+                note=""
+                if count == COUNT
+                else f"{count} requests (each recorded one scans every earlier one)",
+                processes=1 if library == "vcrpy" else None,
+            )
+        if not scenario.is_worker:
+            output = subprocess.run(
+                [sys.executable, "-m", "bench.s4_record", "--interleaved", str(work)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            pairs = json.loads(output)
+    if scenario.is_worker:
+        return
+    if pairs:
+        scenario.note(
+            f"Live and recorded blocks taken in turn in one process ({len(pairs)} pairs): "
+            f"agenttape / live = {statistics.median(pairs):.2f}x median "
+            f"({min(pairs):.2f}x to {max(pairs):.2f}x)."
+        )
+    cpu: dict[str, float] = {}
+    for row in scenario.result.rows:
+        report = work / f"{row.name}.cpu.json"
+        if report.exists():
+            count = vcrpy_count if row.name == "vcrpy" else COUNT
+            cpu[row.name] = statistics.median(json.loads(report.read_text())) / count
+            shown = f"client CPU {cpu[row.name] * 1e6:.0f} µs/request"
+            row.note = "; ".join(part for part in (row.note, shown) if part)
+    if "live" in cpu and "agenttape" in cpu:
+        scenario.note(
+            f"Client CPU time, agenttape / live: {cpu['agenttape'] / cpu['live']:.2f}x "
+            "(the server's time excluded, so stricter than the wall-clock ratio)."
+        )
+    cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "live")
+    holds = scenario.check("agenttape / live", cells["agenttape"], TARGET)
+    live = scenario.result.value("live")
+    scenario.line(
+        "4",
+        scenario.result.title,
+        f"live {live * 1e6:.0f} µs/request" if live else "",
+        cells,
+        f"≤ {TARGET}x live",
+        holds,
+    )
+    scenario.finish()
+
+
+if __name__ == "__main__":
+    main()
