@@ -166,7 +166,8 @@ class Cassette:
         # Every miss raised while active, so code that swallows one cannot hide it.
         self.misses: list[UnmatchedInteractionError] = []
         self._play_counts: list[int] = []
-        self._index: dict[Hashable, list[int]] = {}
+        # Built on the first lookup: load() for reading never pays for it.
+        self._index: dict[Hashable, list[int]] | None = None
         self._cursors: dict[Hashable, int] = {}
         self._recording = False
         self._dirty = False
@@ -289,7 +290,7 @@ class Cassette:
             )
         self.interactions, self._play_counts = [], []
         self.misses = []
-        self._index, self._cursors = {}, {}
+        self._index, self._cursors = None, {}
         self._pending, self._dirty = set(), False
         self._digest = None
         if exists:
@@ -374,12 +375,25 @@ class Cassette:
     # -- index -------------------------------------------------------------------------
 
     def _add(self, interaction: Interaction, played: bool) -> None:
-        """Append under the lock (or before activation); keeps the index in step."""
-        position = len(self.interactions)
+        """Append under the lock (or before activation); keeps a built index in step."""
         self.interactions.append(interaction)
         self._play_counts.append(1 if played else 0)
+        if self._index is not None:
+            self._index_one(self._index, len(self.interactions) - 1)
+
+    def _index_one(self, index: dict[Hashable, list[int]], position: int) -> None:
+        interaction = self.interactions[position]
         key = (interaction.boundary, self.matcher.key(interaction.request, remember=True))
-        self._index.setdefault(key, []).append(position)
+        index.setdefault(key, []).append(position)
+
+    def _built_index(self) -> dict[Hashable, list[int]]:
+        """The index, built now if this is the first lookup (called under the lock)."""
+        if self._index is None:
+            index: dict[Hashable, list[int]] = {}
+            for position in range(len(self.interactions)):
+                self._index_one(index, position)
+            self._index = index
+        return self._index
 
     # -- the decision per request ------------------------------------------------------
 
@@ -426,7 +440,7 @@ class Cassette:
         return found
 
     def _take(self, key: Hashable) -> Interaction | None:
-        positions = self._index.get(key)
+        positions = self._built_index().get(key)
         if not positions:
             return None
         cursor = self._cursors.get(key, 0)
