@@ -295,10 +295,12 @@ class Cassette:
         self._digest = None
         if exists:
             # Also read in mode 'all': a damaged file must fail loudly, never be overwritten.
-            data = _read_bytes(self.path)
-            self.metadata, loaded = _format.decode(data, self.path)
             if self.mode == "new_episodes":
+                data = _read_bytes(self.path)
+                self.metadata, loaded = _format.decode(data, self.path)
                 self._digest = _digest(data)
+            else:
+                self.metadata, loaded = read(self.path)
         else:
             loaded = []
         self._frozen_pool, self._derived, self._derived_dirty = None, None, False
