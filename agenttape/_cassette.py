@@ -166,7 +166,8 @@ class Cassette:
         # Every miss raised while active, so code that swallows one cannot hide it.
         self.misses: list[UnmatchedInteractionError] = []
         self._play_counts: list[int] = []
-        # Built on the first lookup: load() for reading never pays for it.
+        # Built when the cassette opens, or on the first lookup of a load()ed one: reading a
+        # cassette never pays for it.
         self._index: dict[Hashable, list[int]] | None = None
         self._cursors: dict[Hashable, int] = {}
         self._recording = False
@@ -317,6 +318,7 @@ class Cassette:
             loaded = []
         for interaction in loaded:
             self._add(interaction, played=False)
+        self._built_index()  # activation pays for the index, not the first request
         self._stored, self._saved = loaded, len(loaded)
         self._recording = self.mode == "all" or (self.mode == "once" and not exists)
         self._dirty = self._recording
