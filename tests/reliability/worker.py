@@ -1,4 +1,5 @@
-"""A process that records, appends or redacts, for the crash and multi-process tests.
+"""A process that records, appends or redacts (the ``agenttape redact`` command), for the crash
+and multi-process tests.
 
 Run as a script: it prints a marker line (flushed) before and after each step, so the test
 that kills it can tell where the kill landed.
@@ -7,16 +8,14 @@ that kills it can tell where the kill landed.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
 import agenttape
-from agenttape import _format
-from agenttape._cassette import read, write_atomic
-from agenttape._redaction import Redactor
+from agenttape._cli import main as agenttape_cli
 
 T0 = time.perf_counter()
 
@@ -40,15 +39,12 @@ def record(path: str, mode: str, url: str, tag: str, count: int, blocks: int) ->
 
 
 def redact(path: str, header: str) -> None:
-    """In-place redaction of one request header in every interaction, through write_atomic."""
-    header_data, interactions = read(path)
-    redactor = Redactor.from_rules([f"header:{header}"])
-    for interaction in interactions:
-        interaction.request = redactor.request(interaction.request)
-    data = _format.encode(header_data, interactions)
+    """``agenttape redact`` in place, as a user runs it (its output kept off the markers)."""
     mark("saving")
-    write_atomic(Path(path), data)
+    status = agenttape_cli(["redact", path, "--header", header], out=io.StringIO())
     mark("saved")
+    if status:
+        sys.exit(status)
 
 
 def main() -> None:
