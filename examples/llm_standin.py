@@ -12,13 +12,14 @@ first N requests with a 429, as a provider at peak time does.
 from __future__ import annotations
 
 import argparse
-import http.server
 import itertools
 import json
 import re
 import threading
 import time
 from typing import Any
+
+from standin_server import JSONHandler, LocalServer
 
 CREATED = 1_763_750_000
 NEGATIVE_WORDS = re.compile(
@@ -88,17 +89,10 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\S+\s*", text) or [text]
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
+class _Handler(JSONHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        standin = self.server.standin
+        standin = self.server.owner
         number = next(standin.counter)
         if number < standin.rate_limit_first:
             return self._rate_limited()
@@ -107,21 +101,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif self.path.endswith("/messages"):
             self._anthropic(body, number)
         else:
-            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self.send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
 
     def _rate_limited(self) -> None:
         payload = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
-        self._json(429, payload, (("retry-after", self.server.standin.retry_after),))
-
-    def _json(self, status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(429, payload, (("retry-after", self.server.owner.retry_after),))
 
     def _events(self, events: list[bytes]) -> None:
         self.send_response(200)
@@ -131,8 +117,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for event in events:
             self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
             self.wfile.flush()
-            if self.server.standin.chunk_delay:
-                time.sleep(self.server.standin.chunk_delay)
+            if self.server.owner.chunk_delay:
+                time.sleep(self.server.owner.chunk_delay)
         self.wfile.write(b"0\r\n\r\n")
 
     def _openai(self, body: dict[str, Any], number: int) -> None:
@@ -149,7 +135,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "completion_tokens": len(_words(text)),
                 "total_tokens": 20 + len(_words(text)),
             }
-            return self._json(
+            return self.send_json(
                 200,
                 {
                     "id": ident,
@@ -198,7 +184,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "usage": {"input_tokens": 20, "output_tokens": len(_words(text))},
         }
         if not body.get("stream"):
-            return self._json(200, message)
+            return self.send_json(200, message)
 
         def event(name: str, payload: dict[str, Any]) -> bytes:
             return f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n".encode()
@@ -233,13 +219,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._events(events)
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    standin: StandIn
-
-
-class StandIn:
+class StandIn(LocalServer):
     """The stand-in API on 127.0.0.1; ``url`` is the base URL to give an SDK."""
+
+    handler = _Handler
 
     def __init__(
         self,
@@ -252,25 +235,7 @@ class StandIn:
         self.retry_after = retry_after
         self.chunk_delay = chunk_delay
         self.counter = itertools.count()
-        self._server = _Server(("127.0.0.1", port), _Handler)
-        self._server.standin = self
-        self.port = self._server.server_port
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> StandIn:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(port)
 
 
 def main() -> None:

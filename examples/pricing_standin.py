@@ -12,10 +12,10 @@ always gets the same bytes.
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import threading
-from typing import Any
+
+from standin_server import JSONHandler, LocalServer
 
 PRICES = {
     "KTL-100": {"product": "kettle", "price": "89.90", "currency": "EUR"},
@@ -26,19 +26,12 @@ ERROR_BODY_LIMIT = 64
 RETRY_AFTER = "30"
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
+class _Handler(JSONHandler):
     def do_GET(self) -> None:
         sku = self.path.rsplit("/", 1)[-1]
         if not self.path.startswith("/v1/prices/") or sku not in PRICES:
-            return self._send(404, json.dumps({"error": {"type": "not_found"}}).encode())
-        if self.server.api.peak:
+            return self.send_body(404, json.dumps({"error": {"type": "not_found"}}).encode())
+        if self.server.owner.peak:
             error = {
                 "error": {
                     "type": "rate_limited",
@@ -47,48 +40,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 }
             }
             body = json.dumps(error).encode()[:ERROR_BODY_LIMIT]
-            return self._send(429, body, (("retry-after", RETRY_AFTER),))
-        self._send(200, json.dumps({"sku": sku, **PRICES[sku]}).encode())
-
-    def _send(self, status: int, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            return self.send_body(429, body, (("retry-after", RETRY_AFTER),))
+        self.send_body(200, json.dumps({"sku": sku, **PRICES[sku]}).encode())
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    api: PricingAPI
-
-
-class PricingAPI:
+class PricingAPI(LocalServer):
     """The pricing API on 127.0.0.1; ``url`` is its base URL."""
+
+    handler = _Handler
 
     def __init__(self, port: int = 0, peak: bool = False) -> None:
         self.peak = peak
-        self._server = _Server(("127.0.0.1", port), _Handler)
-        self._server.api = self
-        self.port = self._server.server_port
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def __enter__(self) -> PricingAPI:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(port)
 
 
 def main() -> None:
