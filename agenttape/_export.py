@@ -8,8 +8,8 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ._inspect import decode_body, header_value, llm_fields, readable
-from ._models import Headers, Interaction
+from ._inspect import decode_body, llm_fields, readable
+from ._models import Headers, Interaction, first_header
 from ._version import __version__
 
 
@@ -139,7 +139,7 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
         "bodySize": len(request.body),
     }
     if request.body:
-        post: dict[str, Any] = {"mimeType": header_value(request.headers, "content-type") or ""}
+        post: dict[str, Any] = {"mimeType": first_header(request.headers, "content-type") or ""}
         try:
             post["text"] = request.body.decode("utf-8")
         except UnicodeDecodeError:
@@ -150,7 +150,7 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
         decoded = decode_body(response.headers, response.body).data
         content: dict[str, Any] = {
             "size": len(decoded),
-            "mimeType": header_value(response.headers, "content-type") or "x-unknown",
+            "mimeType": first_header(response.headers, "content-type") or "x-unknown",
         }
         if len(decoded) != len(response.body):
             content["compression"] = len(decoded) - len(response.body)
@@ -167,7 +167,7 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
             "cookies": _response_cookies(response.headers),
             "headers": _har_headers(response.headers),
             "content": content,
-            "redirectURL": header_value(response.headers, "location") or "",
+            "redirectURL": first_header(response.headers, "location") or "",
             "headersSize": -1,
             "bodySize": len(response.body),
         }

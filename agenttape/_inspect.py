@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ._models import Headers, Interaction, Request
+from ._models import Headers, Interaction, Request, first_header
 
 JsonValue = Any
 
@@ -24,14 +24,6 @@ class Decoded:
 
     data: bytes
     note: str = ""
-
-
-def header_value(headers: Headers, name: str) -> str | None:
-    lowered = name.lower()
-    for key, value in headers:
-        if key.lower() == lowered:
-            return value
-    return None
 
 
 def _inflate(data: bytes, wbits: int) -> tuple[bytes, bool]:
@@ -73,7 +65,7 @@ def decode_body(headers: Headers, body: bytes) -> Decoded:
     """``body`` with its Content-Encoding undone (last applied first)."""
     encodings = [
         part.strip().lower()
-        for part in (header_value(headers, "content-encoding") or "").split(",")
+        for part in (first_header(headers, "content-encoding") or "").split(",")
         if part.strip()
     ]
     data, notes = body, []
@@ -88,7 +80,7 @@ def decode_body(headers: Headers, body: bytes) -> Decoded:
 
 
 def is_sse(headers: Headers) -> bool:
-    content_type = (header_value(headers, "content-type") or "").lower()
+    content_type = (first_header(headers, "content-type") or "").lower()
     return content_type.startswith("text/event-stream")
 
 

@@ -16,8 +16,7 @@ import zlib
 from bisect import bisect_right
 
 from . import _jsonpath
-from ._inspect import header_value
-from ._models import Interaction, Response
+from ._models import Interaction, Response, first_header
 from ._redaction import Redactor
 from ._secrets import REDACTED, SECRET_REGEX
 
@@ -113,7 +112,7 @@ def _rechunk(response: Response, body: bytes, cuts: list[int] | None) -> None:
 
 
 def _response_body(response: Response, redactor: Redactor) -> None:
-    encoding = (header_value(response.headers, "content-encoding") or "").strip().lower()
+    encoding = (first_header(response.headers, "content-encoding") or "").strip().lower()
     data = _decode(encoding, response.body)
     if data is None:
         return  # an encoding this cannot undo and redo (br, zstd, a cut-short stream)

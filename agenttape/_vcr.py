@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import AgentTapeError
-from ._inspect import header_value
-from ._models import Headers, Interaction, Request, Response
+from ._models import Headers, Interaction, Request, Response, first_header
 from ._redaction import Redactor
 
 
@@ -44,7 +43,7 @@ def _bytes(value: Any) -> bytes:
 def _already_decoded(headers: Headers, body: bytes) -> bool:
     """True when the headers say gzip/deflate but the body is not: vcrpy with urllib3 2
     stores ``response.data``, which urllib3 has already decompressed."""
-    encoding = (header_value(headers, "content-encoding") or "").strip().lower()
+    encoding = (first_header(headers, "content-encoding") or "").strip().lower()
     if not body or encoding not in ("gzip", "x-gzip", "deflate"):
         return False
     if encoding != "deflate":
