@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import openai
@@ -45,6 +47,40 @@ def _openai(url: str) -> openai.OpenAI:
 def _chat(client: openai.OpenAI) -> str | None:
     reply = client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
     return reply.choices[0].message.content
+
+
+def assert_retry_wait_skipped(
+    ask: Callable[[str], Any], cassette_path: Path, log: pytest.LogCaptureFixture, logger: str
+) -> None:
+    """A 429 (retry-after: 1) then 200: recorded with the SDK's full wait, replayed offline
+    with the same answer and a wait of zero."""
+    with StandIn(rate_limit_first=1, retry_after="1") as api:
+        with agenttape.use_cassette(cassette_path, mode="once"):
+            live = ask(api.url)
+        url = api.url
+    assert _waits(log, logger) == [1.0]
+    with agenttape.use_cassette(cassette_path) as replay:
+        assert ask(url) == live
+    assert replay.all_played
+    assert _waits(log, logger) == [0.0]
+
+
+async def assert_async_retry_wait_skipped(
+    ask: Callable[[str], Awaitable[Any]],
+    cassette_path: Path,
+    log: pytest.LogCaptureFixture,
+    logger: str,
+) -> None:
+    """``assert_retry_wait_skipped`` for an async client."""
+    with StandIn(rate_limit_first=1, retry_after="1") as api:
+        async with agenttape.use_cassette(cassette_path, mode="once"):
+            live = await ask(api.url)
+        url = api.url
+    assert _waits(log, logger) == [1.0]
+    async with agenttape.use_cassette(cassette_path) as replay:
+        assert await ask(url) == live
+    assert replay.all_played
+    assert _waits(log, logger) == [0.0]
 
 
 @pytest.fixture
@@ -103,15 +139,7 @@ async def test_anthropic_async_429_then_200_replays_without_the_wait(
         assert block.type == "text"
         return block.text
 
-    with StandIn(rate_limit_first=1, retry_after="1") as api:
-        async with agenttape.use_cassette(cassette_path, mode="once"):
-            live = await ask(api.url)
-        url = api.url
-    assert _waits(log, "anthropic._base_client") == [1.0]
-    async with agenttape.use_cassette(cassette_path) as replay:
-        assert await ask(url) == live
-    assert replay.all_played
-    assert _waits(log, "anthropic._base_client") == [0.0]
+    await assert_async_retry_wait_skipped(ask, cassette_path, log, "anthropic._base_client")
 
 
 def test_replayed_connection_errors_are_retried_without_backoff(
@@ -156,15 +184,7 @@ async def test_openai_async_client_replays_without_the_wait(
         reply = await client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
         return reply.choices[0].message.content
 
-    with StandIn(rate_limit_first=1, retry_after="1") as api:
-        async with agenttape.use_cassette(cassette_path, mode="once"):
-            live = await ask(api.url)
-        url = api.url
-    assert _waits(log, "openai._base_client") == [1.0]
-    async with agenttape.use_cassette(cassette_path) as replay:
-        assert await ask(url) == live
-    assert replay.all_played
-    assert _waits(log, "openai._base_client") == [0.0]
+    await assert_async_retry_wait_skipped(ask, cassette_path, log, "openai._base_client")
 
 
 def test_anthropic_sync_client_replays_without_the_wait(
@@ -181,12 +201,4 @@ def test_anthropic_sync_client_replays_without_the_wait(
         assert block.type == "text"
         return block.text
 
-    with StandIn(rate_limit_first=1, retry_after="1") as api:
-        with agenttape.use_cassette(cassette_path, mode="once"):
-            live = ask(api.url)
-        url = api.url
-    assert _waits(log, "anthropic._base_client") == [1.0]
-    with agenttape.use_cassette(cassette_path) as replay:
-        assert ask(url) == live
-    assert replay.all_played
-    assert _waits(log, "anthropic._base_client") == [0.0]
+    assert_retry_wait_skipped(ask, cassette_path, log, "anthropic._base_client")
