@@ -154,6 +154,24 @@ def check_loads(path: Path, urls: list[str]) -> list[agenttape.Interaction]:
     return cassette.interactions
 
 
+def restoring(path: Path, baseline: bytes) -> Callable[[], bytes]:
+    """A ``prepare`` that puts the cassette back as it was before each run."""
+
+    def prepare() -> bytes:
+        path.write_bytes(baseline)
+        return baseline
+
+    return prepare
+
+
+def left_unchanged(path: Path, before: bytes | None, markers: list[str]) -> bool:
+    """True when the run left the file as it was, which is only right if it never saved."""
+    if path.read_bytes() != before:
+        return False
+    assert "saved" not in markers
+    return True
+
+
 @pytest.fixture
 def server() -> Iterator[Server]:
     with Server(path_app(BODY)) as running:
@@ -205,19 +223,11 @@ def test_kill_while_appending(
     urls = [f"{server.url}/item/w/0/{i}" for i in range(6)]
     old = agenttape.load(path).interactions
 
-    def prepare() -> bytes:
-        path.write_bytes(baseline)
-        return baseline
-
     def check(before: bytes | None, markers: list[str]) -> None:
-        data = path.read_bytes()
-        if data == before:
-            assert "saved" not in markers
-            return
-        loaded = check_loads(path, urls)
-        assert loaded[:3] == old
+        if not left_unchanged(path, before, markers):
+            assert check_loads(path, urls)[:3] == old
 
-    torture(tally, scaled(20, 100), args, prepare, check, path)
+    torture(tally, scaled(20, 100), args, restoring(path, baseline), check, path)
     with capsys.disabled():
         print("\n" + tally.report("new_episodes append"))
     assert tally.lost == 0
@@ -236,23 +246,16 @@ def test_kill_while_redacting_in_place(
         i.request.header("user-agent") != "<redacted>" for i in agenttape.load(path).interactions
     )
 
-    def prepare() -> bytes:
-        path.write_bytes(baseline)
-        return baseline
-
     def check(before: bytes | None, markers: list[str]) -> None:
-        data = path.read_bytes()
-        if data == before:
-            assert "saved" not in markers
-            return
-        loaded = check_loads(path, urls)
-        assert all(i.request.header("user-agent") == "<redacted>" for i in loaded)
+        if not left_unchanged(path, before, markers):
+            loaded = check_loads(path, urls)
+            assert all(i.request.header("user-agent") == "<redacted>" for i in loaded)
 
     torture(
         tally,
         scaled(20, 100),
         ["redact", str(path), "--header", "user-agent"],
-        prepare,
+        restoring(path, baseline),
         check,
         path,
     )
