@@ -318,9 +318,10 @@ class Cassette:
             loaded = []
         for interaction in loaded:
             self._add(interaction, played=False)
-        self._built_index()  # activation pays for the index, not the first request
-        self._stored, self._saved = loaded, len(loaded)
         self._recording = self.mode == "all" or (self.mode == "once" and not exists)
+        if not self._recording:
+            self._built_index()  # activation pays for the index, not the first request
+        self._stored, self._saved = loaded, len(loaded)
         self._dirty = self._recording
         if self._live_scope and not self.is_recording:
             self._derived = []
@@ -677,7 +678,6 @@ def use_cassette(path: str | os.PathLike[str], **options: Any) -> Cassette:
 def load(path: str | os.PathLike[str]) -> Cassette:
     """Read a cassette without activating it."""
     cassette = Cassette(path)
-    cassette.metadata, interactions = read(path)
-    for interaction in interactions:
-        cassette._add(interaction, played=False)
+    cassette.metadata, cassette.interactions = read(path)
+    cassette._play_counts = [0] * len(cassette.interactions)
     return cassette

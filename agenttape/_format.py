@@ -132,7 +132,10 @@ class _Budget:
             raise _Invalid("holds more lists and maps than a cassette of its size can")
 
     def container(self, value: Any) -> Any:
-        self.spend()
+        # spend() inlined: called for every list and map of a file.
+        self.left -= 1
+        if self.left < 0:
+            raise _Invalid("holds more lists and maps than a cassette of its size can")
         return value
 
     def extension(self, code: int, data: bytes) -> msgpack.ExtType:
@@ -212,45 +215,61 @@ def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] 
     the caller then reads the file whole with ``decode``, which names what is wrong.
     """
     try:
-        size = os.fstat(handle.fileno()).st_size
-        if not size:
-            return None
-        limit = max(size // _NESTING, 16)
-        budget = _Budget(size)  # the same bounds as ``_unpack``: see _NESTING
-        unpacker = msgpack.Unpacker(
-            handle,
-            raw=False,
-            strict_map_key=True,
-            timestamp=3,
-            max_buffer_size=size,
-            read_size=min(size, _READ_SIZE),
-            max_array_len=limit,
-            max_map_len=limit,
-            list_hook=budget.container,
-            object_hook=budget.container,
-            ext_hook=budget.extension,
-        )
-        if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
-            return None
-        version = unpacker.unpack()
-        if type(version) is not int or version != FORMAT_VERSION:
-            return None
-        if unpacker.unpack() != "header":
-            return None
-        header = unpacker.unpack()
-        if type(header) is not dict or unpacker.unpack() != "interactions":
-            return None
-        interactions = []
-        for _ in range(unpacker.read_array_header()):
-            interaction = _decode_plain(unpacker.unpack())
-            if interaction is None:
-                return None
-            interactions.append(interaction)
-        if unpacker.tell() != size:
-            return None
+        return _stream(handle)
     except Exception:  # truncated, malformed, over a limit: ``decode`` says which
         return None
+
+
+def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
+    size = os.fstat(handle.fileno()).st_size
+    if not size:
+        return None
+    limit = max(size // _NESTING, 16)
+    budget = _Budget(size)  # the bounds of ``_unpack`` (see _NESTING) for maps
+    # Arrays come back as tuples, uncounted: the empty one is shared and the others cost
+    # about as much as a counted list's share, and a header pair or chunk needs no copy.
+    unpacker = msgpack.Unpacker(
+        handle,
+        raw=False,
+        use_list=False,
+        strict_map_key=True,
+        timestamp=3,
+        max_buffer_size=size,
+        read_size=min(size, _READ_SIZE),
+        max_array_len=limit,
+        max_map_len=limit,
+        object_hook=budget.container,
+        ext_hook=budget.extension,
+    )
+    if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
+        return None
+    version = unpacker.unpack()
+    if type(version) is not int or version != FORMAT_VERSION:
+        return None
+    if unpacker.unpack() != "header":
+        return None
+    header = _as_lists(unpacker.unpack())
+    if type(header) is not dict or unpacker.unpack() != "interactions":
+        return None
+    interactions: list[Interaction] = []
+    append, unpack = interactions.append, unpacker.unpack
+    for _ in range(unpacker.read_array_header()):
+        interaction = _decode_plain(unpack())
+        if interaction is None:
+            return None
+        append(interaction)
+    if unpacker.tell() != size:
+        return None
     return header, interactions
+
+
+def _as_lists(value: Any) -> Any:
+    """The header as ``decode`` gives it: arrays as lists."""
+    if type(value) is tuple:
+        return [_as_lists(item) for item in value]
+    if type(value) is dict:
+        return {key: _as_lists(item) for key, item in value.items()}
+    return value
 
 
 def _describe(exc: Exception) -> str:
@@ -298,11 +317,20 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
 
 
 _NUMBERS = (int, float)
+_ARRAYS = (list, tuple)
 
 
 def _plain_headers(value: Any) -> Headers | None:
     """Header pairs with the checks inlined; None sends the caller to the checks that name
-    what is wrong."""
+    what is wrong. Pairs read as tuples are kept as they are."""
+    if type(value) is tuple:
+        for pair in value:
+            if type(pair) is not tuple or len(pair) != 2:
+                return None
+            name, text = pair
+            if type(name) is not str or type(text) is not str:
+                return None
+        return list(value)
     if type(value) is not list:
         return None
     headers = []
@@ -324,6 +352,30 @@ def _plain_seconds(value: Any) -> float | None:
     return number if 0 <= number < math.inf else None
 
 
+def _plain_chunks(value: Any, body_size: int) -> list[tuple[int, float]] | None:
+    """(size, offset) pairs whose sizes add up to no more than the body; pairs read as
+    tuples that already hold a float offset are kept as they are."""
+    if type(value) not in _ARRAYS:
+        return None
+    chunks = []
+    total = 0
+    for chunk in value:
+        if type(chunk) not in _ARRAYS or len(chunk) != 2:
+            return None
+        size, offset = chunk
+        if type(size) is not int or size < 0:
+            return None
+        if type(offset) is float and type(chunk) is tuple and 0 <= offset < math.inf:
+            chunks.append(chunk)
+        else:
+            seconds = _plain_seconds(offset)
+            if seconds is None:
+                return None
+            chunks.append((size, seconds))
+        total += size
+    return chunks if total <= body_size else None
+
+
 def _decode_plain(raw: Any) -> Interaction | None:
     """The common, well-formed interaction decoded with the fewest checks that still accept
     exactly what ``_decode_interaction`` accepts, and build the same result; anything unusual
@@ -342,7 +394,7 @@ def _decode_plain(raw: Any) -> Interaction | None:
         or request_headers is None
     ):
         return None
-    request = Request(method=method, url=url, headers=request_headers, body=body)
+    request = Request(method, url, request_headers, body)
     response = None
     res = raw.get("response")
     if res is not None:
@@ -353,37 +405,25 @@ def _decode_plain(raw: Any) -> Interaction | None:
         http_version = res.get("http_version", "HTTP/1.1")
         response_body = res.get("body")
         response_headers = _plain_headers(res.get("headers"))
-        raw_chunks = res.get("chunks", [])
         if (
             type(status) is not int
             or type(reason) is not str
             or type(http_version) is not str
             or type(response_body) is not bytes
             or response_headers is None
-            or type(raw_chunks) is not list
         ):
             return None
-        chunks = []
-        total = 0
-        for chunk in raw_chunks:
-            if type(chunk) is not list or len(chunk) != 2:
-                return None
-            size, offset = chunk
-            seconds = _plain_seconds(offset)
-            if type(size) is not int or size < 0 or seconds is None:
-                return None
-            total += size
-            chunks.append((size, seconds))
-        if total > len(response_body):
+        chunks = _plain_chunks(res.get("chunks", ()), len(response_body))
+        if chunks is None:
             return None
         response = Response(
-            status=status,
-            reason=reason,
-            http_version=http_version,
-            headers=response_headers,
-            body=response_body,
-            chunks=chunks,
-            truncated=bool(res.get("truncated", False)),
+            status,
+            reason,
+            http_version,
+            response_headers,
+            response_body,
+            chunks,
+            bool(res.get("truncated", False)),
         )
     error = None
     err = raw.get("error")
@@ -409,19 +449,18 @@ def _decode_plain(raw: Any) -> Interaction | None:
     ):
         return None
     return Interaction(
-        request=request,
-        response=response,
-        error=error,
-        boundary=boundary,
-        started_at=started_at,
-        ttfb=ttfb_seconds,
-        duration=duration_seconds,
+        request, response, error, boundary, started_at, ttfb_seconds, duration_seconds
     )
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        if kind == _ARRAYS:
+            expected = "array"
+        elif isinstance(kind, type):
+            expected = kind.__name__
+        else:
+            expected = "/".join(k.__name__ for k in kind)
         raise _Invalid(f"{what} is {type(value).__name__}, expected {expected}")
     return value
 
@@ -452,9 +491,9 @@ def _moment(value: Any) -> float:
 
 def _headers(value: Any, what: str) -> Headers:
     headers = []
-    for pair in _expect(value, list, what):
+    for pair in _expect(value, _ARRAYS, what):
         if (
-            not isinstance(pair, list)
+            not isinstance(pair, _ARRAYS)
             or len(pair) != 2
             or not isinstance(pair[0], str)
             or not isinstance(pair[1], str)
@@ -479,9 +518,9 @@ def _decode_interaction(raw: Any) -> Interaction:
         body = _expect(res.get("body"), bytes, "response.body")
         chunks = []
         total = 0
-        for chunk in _expect(res.get("chunks", []), list, "response.chunks"):
+        for chunk in _expect(res.get("chunks", []), _ARRAYS, "response.chunks"):
             if (
-                not isinstance(chunk, list)
+                not isinstance(chunk, _ARRAYS)
                 or len(chunk) != 2
                 or not isinstance(chunk[0], int)
                 or not isinstance(chunk[1], (int, float))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import platform
 import subprocess
@@ -30,6 +31,12 @@ def new_run_id() -> str:
 
 
 def library_versions() -> dict[str, str]:
+    return dict(_library_versions())
+
+
+@functools.cache
+def _library_versions() -> dict[str, str]:
+    # Read once per process: package metadata lookups cost milliseconds per cassette.
     versions = {}
     for name in TRACKED_DISTRIBUTIONS:
         try:
@@ -40,7 +47,18 @@ def library_versions() -> dict[str, str]:
 
 
 def git_state(directory: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
-    """Commit and dirty flag of the work tree, or None outside git (or without git)."""
+    """Commit and dirty flag of the work tree, or None outside git (or without git).
+
+    Asked once per process and directory: modules already imported do not change when their
+    files do, so the first reading names the code that runs; and two git processes per
+    cassette would cost a test suite, or a service keeping one cassette per run, more than
+    the recording itself."""
+    state = _git_state(os.path.abspath(directory if directory is not None else os.curdir))
+    return dict(state) if state is not None else None
+
+
+@functools.cache
+def _git_state(directory: str) -> dict[str, Any] | None:
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"],

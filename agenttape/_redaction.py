@@ -28,7 +28,7 @@ class Redactor:
     patterns: tuple[re.Pattern[str], ...] = field(default=())
     # A client sends the same header list again and again: its redacted form is kept, so the
     # replay hot path pays one lookup instead of a scan per header.
-    _seen_headers: dict[tuple[tuple[str, str], ...], Headers] = field(
+    _seen_headers: dict[tuple[tuple[str, str], ...], Headers | None] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
 
@@ -69,29 +69,34 @@ class Redactor:
         return text
 
     def _headers(self, headers: Headers) -> Headers:
+        """The redacted list, or ``headers`` itself when nothing in it is secret."""
+        seen = self._seen_headers
         try:
             key = tuple(headers)
-            known = self._seen_headers.get(key)
+            if key in seen:
+                known = seen[key]
+                return headers if known is None else list(known)
         except TypeError:  # unhashable pairs: redact without remembering
-            return self._redact_headers(headers)
-        if known is None:
-            known = self._redact_headers(headers)
-            if len(self._seen_headers) >= _SEEN_HEADERS_LIMIT:
-                self._seen_headers.clear()
-            self._seen_headers[key] = known
-        return list(known)
+            return self._redact_headers(headers) or headers
+        known = self._redact_headers(headers)
+        if len(seen) >= _SEEN_HEADERS_LIMIT:
+            seen.clear()
+        seen[key] = known
+        return headers if known is None else list(known)
 
-    def _redact_headers(self, headers: Headers) -> Headers:
-        redacted = []
+    def _redact_headers(self, headers: Headers) -> Headers | None:
+        """None when no value changes."""
+        redacted, changed = [], False
         for name, value in headers:
-            value = REDACTED if name.lower() in self.headers else self._text(value)
-            redacted.append((name, value))
-        return redacted
+            new_value = REDACTED if name.lower() in self.headers else self._text(value)
+            changed = changed or new_value != value
+            redacted.append((name, new_value))
+        return redacted if changed else None
 
     def _url(self, url: str) -> str:
         url = _without_password(url)
         base, question, query = url.partition("?")
-        if question:
+        if question and self._query_may_hold_secret(query):
             query, hash_, fragment = query.partition("#")
             pairs = query.split("&")
             changed = False
@@ -110,6 +115,14 @@ class Redactor:
             if changed:
                 url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
         return self._text(url)
+
+    def _query_may_hold_secret(self, query: str) -> bool:
+        """False when no name is secret and no value could be: then the per-value scan below
+        (which decodes each value) cannot change anything, and the common URL skips it."""
+        if self.patterns or "%" in query or "+" in query or scrub_text(query) != query:
+            return True
+        secret_names = self.query
+        return any(pair.partition("=")[0].lower() in secret_names for pair in query.split("&"))
 
     def _body(self, body: bytes) -> bytes:
         if not body:
@@ -134,18 +147,20 @@ class Redactor:
         return body
 
     def request(self, request: Request) -> Request:
-        return Request(
-            method=request.method,
-            url=self._url(request.url),
-            headers=self._headers(request.headers),
-            body=self._body(request.body),
-        )
+        """``request`` itself when nothing in it is secret: the common case allocates nothing."""
+        url = self._url(request.url)
+        headers = self._headers(request.headers)
+        body = self._body(request.body)
+        if url is request.url and headers is request.headers and body is request.body:
+            return request
+        return Request(method=request.method, url=url, headers=headers, body=body)
 
     def response_headers(self, headers: Headers) -> Headers:
         """Only the secret headers (set-cookie): response bodies stay byte-exact."""
-        return [
-            (name, REDACTED if name.lower() in self.headers else value) for name, value in headers
-        ]
+        secret = self.headers
+        if not any(name.lower() in secret for name, _value in headers):
+            return headers
+        return [(name, REDACTED if name.lower() in secret else value) for name, value in headers]
 
 
 def _without_password(url: str) -> str:

@@ -80,6 +80,17 @@ def test_dirty_work_tree_is_flagged(repo: Path) -> None:
     assert header["git"]["commit"] == _git(repo, "rev-parse", "HEAD")
 
 
+def test_git_state_is_the_one_the_process_started_recording_with(repo: Path) -> None:
+    # Modules already imported do not change when their files do: the first reading is the
+    # code that runs, and later cassettes of the process do not pay two git processes each.
+    first = _record(repo / "a.msgpack")
+    (repo / "agent.py").write_text("print('v2, edited while the process runs')\n")
+    _git(repo, "commit", "-q", "-am", "second")
+    second = _record(repo / "b.msgpack")
+    assert second["git"] == first["git"] == {"commit": first["git"]["commit"], "dirty": False}
+    assert first["git"]["commit"] != _git(repo, "rev-parse", "HEAD")
+
+
 def test_outside_a_git_work_tree_there_is_no_git_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -169,6 +169,49 @@ def test_many_small_values_stay_within_memory_bound(unit: bytes, name: str) -> N
     assert isinstance(read_bounded(data), agenttape.CassetteFormatError), name
 
 
+def peak_of_read(path: Path) -> int:
+    """The least tracemalloc peak of three ``agenttape.load`` calls (see read_bounded)."""
+    peaks = []
+    for _ in range(3):
+        tracemalloc.start()
+        try:
+            agenttape.load(path)
+        except agenttape.CassetteFormatError:
+            pass
+        finally:
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    return min(peaks)
+
+
+@pytest.mark.parametrize(
+    ("headers", "chunks", "name"),
+    [
+        ([["", ""]] * 500, [], "empty header pairs"),
+        ([["a", "b"]] * 500, [], "one-letter header pairs"),
+        ([[None]] * 500, [], "one-item arrays where pairs belong"),
+        ([[]] * 500, [], "empty arrays where pairs belong"),
+        ([], [[0, 0.0]] * 500, "empty chunks"),
+    ],
+)
+def test_loading_a_file_of_small_arrays_stays_within_memory_bound(
+    headers: list[Any], chunks: list[Any], name: str, tmp_path: Path
+) -> None:
+    """The reader that streams a file item by item (what load and use_cassette use) keeps
+    the same bound, for files it accepts and for files it hands to the whole reading."""
+    response = {"status": 200, "body": b"", "headers": headers, "chunks": chunks}
+    interaction = {"request": {"method": "GET", "url": "u", "headers": headers, "body": b""}}
+    document = {
+        "agenttape": 1,
+        "header": {},
+        "interactions": [{**interaction, "response": response}] * 400,
+    }
+    data = msgpack.packb(document, use_bin_type=True)
+    path = tmp_path / "arrays.msgpack"
+    path.write_bytes(data)
+    assert peak_of_read(path) <= MEMORY_FACTOR * len(data) + MEMORY_SLACK, name
+
+
 def paths_of(document: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     found = [prefix]
     if isinstance(document, dict):
