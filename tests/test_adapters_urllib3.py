@@ -178,9 +178,12 @@ HEADS: dict[str, Reply] = {
         version="HTTP/1.0", headers=[("Connection", "Keep-Alive")], chunks=[b"old"]
     ),
     "/http10": Reply(version="HTTP/1.0", chunks=[b"older"]),
-    "/not-modified": Reply(status=304, headers=[("ETag", '"v1"')], length=100),
+    # A length without its body: the server then closes, and says so.
+    "/not-modified": Reply(
+        status=304, headers=[("ETag", '"v1"'), ("Connection", "close")], length=100
+    ),
     "/no-content": Reply(status=204),
-    "/head": Reply(headers=[("Content-Type", "text/plain")], length=42),
+    "/head": Reply(headers=[("Content-Type", "text/plain"), ("Connection", "close")], length=42),
     "/odd": Reply(
         status=299,
         reason="Odd But Fine",

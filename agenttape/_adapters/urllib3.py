@@ -253,14 +253,19 @@ class _ReplayRaw(io.RawIOBase):
         error = interaction.error
         complete = error is None and not response.truncated
         pieces = _wire.render_body(response, complete)
-        offsets = [offset for _size, offset in response.chunks]
         if head:
             pieces.insert(0, _wire.render_head(response))
-            offsets.insert(0, interaction.ttfb or 0.0)
         self._pieces = pieces
-        self._offsets = offsets if realtime else []
-        self._end = _wire.end_offset(interaction) if realtime else None
-        self._head_at = interaction.ttfb if realtime and not head else None
+        self._offsets: list[float] = []
+        self._end: float | None = None
+        self._head_at: float | None = None
+        if realtime:
+            self._offsets = [offset for _size, offset in response.chunks]
+            if head:
+                self._offsets.insert(0, interaction.ttfb or 0.0)
+            else:
+                self._head_at = interaction.ttfb or 0.0
+            self._end = _wire.end_offset(interaction)
         self._index = 0
         self._position = 0
         self._error = error
@@ -343,6 +348,12 @@ def _replay(
     return response
 
 
+# The header fields begin() looks at.
+_HEAD_FIELDS = frozenset(
+    ("transfer-encoding", "content-length", "connection", "keep-alive", "proxy-connection")
+)
+
+
 def _parsed_response(sock: _ReplaySocket, *args: Any, **kwargs: Any) -> http.client.HTTPResponse:
     """An ``http.client`` response over the replay socket, its head set as ``begin()`` sets
     it from the same bytes, so ``begin()`` finds it read and returns."""
@@ -366,7 +377,7 @@ def _parsed_response(sock: _ReplaySocket, *args: Any, **kwargs: Any) -> http.cli
     response.version = version
     response.headers = response.msg = message
     encoding = seen.get("transfer-encoding")
-    chunked = bool(encoding) and encoding.lower() == "chunked"  # type: ignore[union-attr]
+    chunked = encoding is not None and encoding.lower() == "chunked"
     response.chunked = chunked
     if chunked:
         response.chunk_left = None
@@ -384,11 +395,6 @@ def _parsed_response(sock: _ReplaySocket, *args: Any, **kwargs: Any) -> http.cli
     response.length = length
     response.will_close = _will_close(version, seen) or (not chunked and length is None)
     return response
-
-
-_HEAD_FIELDS = frozenset(
-    ("transfer-encoding", "content-length", "connection", "keep-alive", "proxy-connection")
-)
 
 
 def _will_close(version: int, seen: dict[str, str]) -> bool:
