@@ -49,6 +49,8 @@ class Reply:
     between chunks) are written one by one with ``delay`` seconds before each after the first; with
     ``chunked=True`` each becomes one chunk of a chunked transfer encoding, else a
     Content-Length covers them all (unless ``length`` overrides it, to cut a body short).
+    ``framed=False`` sends no length at all: the body runs until the server closes the
+    connection. ``version`` is the status line's protocol.
     ``close_after_head`` drops the connection right after the headers; ``stall`` sleeps before
     the head, to provoke read timeouts. ``gate`` holds every chunk after the first until the
     test sets it (the connection drops if it stays shut for 10 s), to prove a client got the
@@ -62,6 +64,8 @@ class Reply:
     delay: float = 0.0
     chunked: bool = False
     length: int | None = None
+    framed: bool = True
+    version: str = "HTTP/1.1"
     stall: float = 0.0
     close_after_head: bool = False
     gate: threading.Event | None = None
@@ -138,11 +142,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         reason = (
             reply.reason if reply.reason is not None else self.responses.get(reply.status, ("",))[0]
         )
-        head = [f"HTTP/1.1 {reply.status} {reason}"]
+        head = [f"{reply.version} {reply.status} {reason}"]
         head += [f"{name}: {value}" for name, value in reply.headers]
         if reply.chunked:
             head.append("Transfer-Encoding: chunked")
-        else:
+        elif reply.framed:
             total = (
                 sum(len(c) for c in list(reply.chunks)) if reply.length is None else reply.length
             )
@@ -165,7 +169,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
         if reply.chunked:
             self.wfile.write(b"0\r\n\r\n")
-        if reply.length is not None:
+        if reply.length is not None or not reply.framed:
             self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import sys
 import threading
@@ -167,6 +168,85 @@ def test_requests_is_recorded_once_per_exchange(serve: Serve, cassette_path: Pat
     assert len(tape.interactions) == 3
 
 
+# Responses whose heads steer http.client differently: framing, closing, bodiless statuses.
+HEADS: dict[str, Reply] = {
+    "/length": json_reply({"ok": True}),
+    "/chunked": Reply(chunks=[b"a", b"bc"], chunked=True),
+    "/until-close": Reply(chunks=[b"until ", b"close"], framed=False),
+    "/close": Reply(headers=[("Connection", "close")], chunks=[b"bye"]),
+    "/http10-keep-alive": Reply(
+        version="HTTP/1.0", headers=[("Connection", "Keep-Alive")], chunks=[b"old"]
+    ),
+    "/http10": Reply(version="HTTP/1.0", chunks=[b"older"]),
+    # A length without its body: the server then closes, and says so.
+    "/not-modified": Reply(
+        status=304, headers=[("ETag", '"v1"'), ("Connection", "close")], length=100
+    ),
+    "/no-content": Reply(status=204),
+    "/head": Reply(headers=[("Content-Type", "text/plain"), ("Connection", "close")], length=42),
+    "/odd": Reply(
+        status=299,
+        reason="Odd But Fine",
+        headers=[
+            ("X-Folded", "one\r\n two"),
+            ("X-Pad", "padded  "),
+            ("Connection", "keep-alive"),
+            ("connection", "close"),  # the first of a name counts
+        ],
+        chunks=[b"odd"],
+    ),
+}
+
+
+def test_every_kind_of_head_replays_as_http_client_parsed_it(
+    serve: Serve, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: HEADS[seen.path])
+
+    def run() -> tuple[Any, ...]:
+        seen = []
+        with requests.Session() as session:
+            for path in HEADS:
+                send = session.head if path == "/head" else session.get
+                response = send(f"{server.url}{path}", stream=True, timeout=5)
+                raw = response.raw._original_response
+                parsed = (raw.status, raw.reason, raw.version, raw.chunked, raw.will_close)
+                seen.append((*parsed, raw.length, raw.msg.items(), response.raw.length_remaining))
+                seen.append((list(response.raw.headers.items()), response.content))
+            pools = session.get_adapter(server.url).poolmanager.pools
+            # keys(): the container refuses to be iterated itself.
+            return tuple(seen), [pools[key].num_requests for key in pools.keys()]  # noqa: SIM118
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live
+    assert live[1] == [len(HEADS)]
+    bodies = [content for _headers, content in live[0][1::2]]
+    assert bodies[:6] == [b'{"ok": true}', b"abc", b"until close", b"bye", b"old", b"older"]
+    assert bodies[6:] == [b"", b"", b"", b"odd"]
+
+
+def test_a_read_timeout_mid_body_replays_the_same_bytes_then_the_same_error(
+    serve: Serve, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: Reply(chunks=[b"first part", b"never read"], delay=1.0))
+
+    def run() -> tuple[Any, ...]:
+        response = requests.get(f"{server.url}/stalls", stream=True, timeout=0.3)
+        got = []
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError) as caught:
+            while piece := response.raw.read(4):
+                got.append(piece)
+        return got, str(caught.value)
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live
+    assert live[0] == [b"firs", b"t pa"]  # the last two bytes sat in the buffer of a read cut short
+    (interaction,) = agenttape.load(cassette_path).interactions
+    # What the caller was given: the bytes left in the buffer went down with the read.
+    assert interaction.response is not None and interaction.response.body == b"first pa"
+    assert interaction.error is not None and interaction.error.kind == "read_timeout"
+
+
 # -- urllib3 directly ---------------------------------------------------------------------
 
 
@@ -187,6 +267,31 @@ def test_urllib3_poolmanager_preload_and_stream(serve: Serve, cassette_path: Pat
     live, replayed = record_then_replay(cassette_path, server, run)
     assert replayed == live
     assert live[3] == pieces
+
+
+class _OwnResponse(http.client.HTTPResponse):
+    """A connection's own response class, which must read the head itself."""
+
+
+class _OwnResponseConnection(urllib3.connection.HTTPConnection):
+    response_class = _OwnResponse
+
+
+def test_a_connection_with_its_own_response_class_keeps_it_on_replay(
+    serve: Serve, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: Reply(headers=[("X-Kind", "own")], chunks=[b"mine"], chunked=True))
+
+    def run() -> tuple[Any, ...]:
+        with urllib3.HTTPConnectionPool("127.0.0.1", server.port) as pool:
+            pool.ConnectionCls = _OwnResponseConnection
+            response = pool.request("GET", "/own")
+            original = response._original_response
+            return type(original), original.msg.items(), response.status, response.data
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live
+    assert live[0] is _OwnResponse and live[3] == b"mine"
 
 
 def test_urllib3_retry_replays_429_then_200_without_waiting(

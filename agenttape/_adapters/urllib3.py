@@ -1,16 +1,18 @@
 """urllib3 2.x, and so requests and botocore: one ``HTTPConnectionPool._make_request`` call is
 one wire exchange (each redirect hop and each urllib3 retry included).
 
-The request is first rendered by the connection's own code into memory, which yields the exact
-bytes it would send and makes the replay-or-record decision possible before any socket opens.
-Replay runs urllib3 unchanged over an in-memory socket holding the recorded response bytes, so
-preloading, streaming, decoding, chunked reads, cookies and retries happen as they did live.
-Recording reads the body through a tee placed on the socket file right after the head.
+The request is first rendered by a copy of the connection, with its own code, into memory,
+which yields the exact bytes it would send and makes the replay-or-record decision possible
+before any socket opens. Replay then asks that same copy for its response, as
+``_make_request`` would, over an in-memory socket holding the recorded body: the head is
+handed to ``http.client`` as it would have parsed it (no second send, no header parsing), and
+urllib3 wraps it and reads the body as live, so preloading, streaming, decoding, chunked
+reads, cookies and retries happen as they did live. Recording reads the body through a tee
+placed on the socket file right after the head.
 """
 
 from __future__ import annotations
 
-import copy
 import http.client
 import inspect
 import io
@@ -79,27 +81,44 @@ def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
 
 
 def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
-    signature = inspect.signature(original)
+    bind = _binder(inspect.signature(original))
 
     def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
         cassette = _runtime.active()
         if cassette is None:
             return original(self, *args, **kwargs)
-        arguments = signature.bind(self, *args, **kwargs).arguments
-        return _exchange(original, urllib3, cassette, arguments)
+        return _exchange(original, urllib3, cassette, bind(self, *args, **kwargs))
 
     return _make_request
+
+
+def _binder(signature: inspect.Signature) -> Callable[..., dict[str, Any]]:
+    """``signature.bind(...).arguments`` at a fraction of its cost for the calls urllib3
+    makes; any other call goes through ``bind`` and its checks."""
+    parameters = signature.parameters.values()
+    names = tuple(signature.parameters)
+    known = frozenset(names)
+    required = frozenset(p.name for p in parameters if p.default is inspect.Parameter.empty)
+    simple = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
+
+    def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        if simple and len(args) <= len(names) and known.issuperset(kwargs):
+            arguments = dict(zip(names[: len(args)], args, strict=True))
+            if arguments.keys().isdisjoint(kwargs):
+                arguments.update(kwargs)
+                if required.issubset(arguments):
+                    return arguments
+        return signature.bind(*args, **kwargs).arguments
+
+    return bind
 
 
 def _exchange(
     original: Callable[..., Any], urllib3: ModuleType, cassette: Cassette, arguments: dict[str, Any]
 ) -> Any:
     pool, conn = arguments["self"], arguments["conn"]
-    raw = _render(conn, arguments)
+    scratch, raw = _render(conn, arguments)
     method, target, headers, body = _wire.parse_request(raw)
-    if arguments.get("body") is not None:
-        arguments["body"] = body
-    arguments["chunked"] = _wire.is_chunked(headers)
     model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
     plan = cassette.begin(model)
     if isinstance(plan, Interaction):
@@ -108,9 +127,11 @@ def _exchange(
             if cassette.realtime and plan.duration:
                 time.sleep(plan.duration)  # the error comes when it came live
             raise _exception_for(urllib3, plan.error, pool, conn, arguments["url"])
-        arguments["conn"] = _replay_connection(conn, plan, cassette.realtime)
-        return original(**arguments)
+        return _replay(pool, scratch, plan, cassette.realtime, arguments)
     _retries.mark(False)
+    if arguments.get("body") is not None:
+        arguments["body"] = body  # an iterator or file was used up by the rendering
+    arguments["chunked"] = _wire.is_chunked(headers)
     token = _runtime.enter_adapter()
     hooked = _hook_response(conn, plan, method)
     try:
@@ -174,7 +195,8 @@ class _CaptureSocket:
 def _fresh_copy(conn: Any, sock: Any) -> Any:
     """A shallow copy of ``conn`` in the idle state, talking to ``sock``; the pooled
     connection itself is never touched."""
-    scratch = copy.copy(conn)
+    scratch = object.__new__(type(conn))
+    scratch.__dict__.update(vars(conn))
     scratch.sock = sock
     scratch._buffer = []
     scratch._HTTPConnection__state = http.client._CS_IDLE  # type: ignore[attr-defined]
@@ -185,7 +207,9 @@ def _fresh_copy(conn: Any, sock: Any) -> Any:
     return scratch
 
 
-def _render(conn: Any, arguments: dict[str, Any]) -> bytes:
+def _render(conn: Any, arguments: dict[str, Any]) -> tuple[Any, bytes]:
+    """A copy of ``conn`` that has sent the request into memory (left waiting for its
+    response, as after a real send), and the bytes it sent."""
     capture = _CaptureSocket()
     scratch = _fresh_copy(conn, capture)
     options = {
@@ -200,7 +224,7 @@ def _render(conn: Any, arguments: dict[str, Any]) -> bytes:
         headers=arguments.get("headers"),
         **options,
     )
-    return bytes(capture.sent)
+    return scratch, bytes(capture.sent)
 
 
 def _url(pool: Any, target: str) -> str:
@@ -220,23 +244,38 @@ def _url(pool: Any, target: str) -> str:
 class _ReplayRaw(io.RawIOBase):
     """The recorded response as a socket would deliver it: never more than one recorded
     piece per read, each piece at its recorded offset with ``realtime``, then EOF or the
-    recorded transport error."""
+    recorded transport error. ``head`` False leaves the head out: it is handed over parsed."""
 
-    def __init__(self, interaction: Interaction, realtime: bool) -> None:
+    def __init__(self, interaction: Interaction, realtime: bool, head: bool) -> None:
         super().__init__()
         response = interaction.response
         assert response is not None
         error = interaction.error
         complete = error is None and not response.truncated
-        pieces = [_wire.render_head(response), *_wire.render_body(response, complete)]
-        offsets = [interaction.ttfb or 0.0] + [offset for _size, offset in response.chunks]
+        pieces = _wire.render_body(response, complete)
+        if head:
+            pieces.insert(0, _wire.render_head(response))
         self._pieces = pieces
-        self._offsets = offsets if realtime else []
-        self._end = _wire.end_offset(interaction) if realtime else None
+        self._offsets: list[float] = []
+        self._end: float | None = None
+        self._head_at: float | None = None
+        if realtime:
+            self._offsets = [offset for _size, offset in response.chunks]
+            if head:
+                self._offsets.insert(0, interaction.ttfb or 0.0)
+            else:
+                self._head_at = interaction.ttfb or 0.0
+            self._end = _wire.end_offset(interaction)
         self._index = 0
         self._position = 0
         self._error = error
         self._t0 = time.perf_counter()
+
+    def head_arrives(self) -> None:
+        """Returns when the head, handed over parsed, arrived live (at once but with
+        ``realtime``)."""
+        if self._head_at is not None:
+            _sleep_until(self._t0 + self._head_at)
 
     def readable(self) -> bool:
         return True
@@ -267,41 +306,19 @@ def _sleep_until(moment: float) -> None:
         time.sleep(delay)
 
 
-class _ReplayFile(io.RawIOBase):
-    """One ``makefile()`` of the replay socket: files share the stream and closing one
-    leaves the others readable, as with a real socket (botocore reads a status line through
-    a file it closes before ``http.client`` opens its own)."""
-
-    def __init__(self, source: _ReplayRaw) -> None:
-        super().__init__()
-        self._source = source
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        return self._source.readinto(buffer)
-
-
 class _ReplaySocket:
-    def __init__(self, interaction: Interaction, realtime: bool) -> None:
-        self._source = _ReplayRaw(interaction, realtime)
+    """What ``getresponse()`` reads from: the recorded response, nothing sent to it."""
+
+    def __init__(self, interaction: Interaction, realtime: bool, head: bool) -> None:
+        self.response = interaction.response
+        self.source = _ReplayRaw(interaction, realtime, head)
 
     def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
         if buffering == 0:
-            return _ReplayFile(self._source)
-        return io.BufferedReader(_ReplayFile(self._source))
-
-    def sendall(self, data: Any) -> None:
-        pass
-
-    def fileno(self) -> int:
-        return _ReadableFd.fileno()
+            return self.source
+        return io.BufferedReader(self.source)
 
     def settimeout(self, timeout: float | None) -> None:
-        pass
-
-    def setsockopt(self, *args: Any) -> None:
         pass
 
     def shutdown(self, how: int) -> None:
@@ -311,11 +328,83 @@ class _ReplaySocket:
         pass
 
 
-def _replay_connection(conn: Any, interaction: Interaction, realtime: bool) -> Any:
-    scratch = _fresh_copy(conn, _ReplaySocket(interaction, realtime))
-    if hasattr(scratch, "is_verified"):
-        scratch.is_verified = True  # verified when recorded; nothing to verify offline
-    return scratch
+def _replay(
+    pool: Any, scratch: Any, interaction: Interaction, realtime: bool, arguments: dict[str, Any]
+) -> Any:
+    """What ``_make_request`` returns, from the connection that rendered the request: its own
+    ``getresponse()`` builds urllib3's response over the replay socket. With the plain
+    ``http.client`` response class the head is handed over as recorded, not parsed again;
+    any other class reads it from the socket as it would live."""
+    parsed = scratch.response_class is http.client.HTTPResponse
+    scratch.sock = _ReplaySocket(interaction, realtime, head=not parsed)
+    if parsed:
+        scratch.response_class = _parsed_response
+    pool.num_requests += 1
+    response = scratch.getresponse()
+    # As _make_request sets them, for the pool to take the connection back.
+    response.retries = arguments.get("retries")
+    response._connection = arguments.get("response_conn")
+    response._pool = pool
+    return response
+
+
+# The header fields begin() looks at.
+_HEAD_FIELDS = frozenset(
+    ("transfer-encoding", "content-length", "connection", "keep-alive", "proxy-connection")
+)
+
+
+def _parsed_response(sock: _ReplaySocket, *args: Any, **kwargs: Any) -> http.client.HTTPResponse:
+    """An ``http.client`` response over the replay socket, its head set as ``begin()`` sets
+    it from the same bytes, so ``begin()`` finds it read and returns."""
+    response = http.client.HTTPResponse(sock, *args, **kwargs)  # type: ignore[arg-type]
+    recorded = sock.response
+    assert recorded is not None
+    sock.source.head_arrives()
+    # The email parser yields these very pairs for the rendered head: names as sent, values
+    # without the blank after the colon; begin() reads a few of them, the first of each name.
+    message = http.client.HTTPMessage()
+    message._headers = list(recorded.headers)  # type: ignore[attr-defined]
+    seen: dict[str, str] = {}
+    for name, value in recorded.headers:
+        key = name.lower()
+        if key in _HEAD_FIELDS and key not in seen:
+            seen[key] = value
+    status = recorded.status
+    version = 10 if recorded.http_version == "HTTP/1.0" else 11
+    response.code = response.status = status  # type: ignore[attr-defined]
+    response.reason = recorded.reason.strip()
+    response.version = version
+    response.headers = response.msg = message
+    encoding = seen.get("transfer-encoding")
+    chunked = encoding is not None and encoding.lower() == "chunked"
+    response.chunked = chunked
+    if chunked:
+        response.chunk_left = None
+    length: int | None = None
+    content_length = seen.get("content-length")
+    if content_length and not chunked:
+        try:
+            length = int(content_length)
+        except ValueError:
+            length = None
+        if length is not None and length < 0:
+            length = None
+    if status in (204, 304) or 100 <= status < 200 or response._method == "HEAD":  # type: ignore[attr-defined]
+        length = 0
+    response.length = length
+    response.will_close = _will_close(version, seen) or (not chunked and length is None)
+    return response
+
+
+def _will_close(version: int, seen: dict[str, str]) -> bool:
+    """``HTTPResponse._check_close()``: whether the server closes after this response."""
+    connection = seen.get("connection", "").lower()
+    if version == 11:
+        return "close" in connection
+    if seen.get("keep-alive") or "keep-alive" in connection:
+        return False
+    return "keep-alive" not in seen.get("proxy-connection", "").lower()
 
 
 def _socket_error(error: Failure) -> OSError:
