@@ -88,6 +88,10 @@ class Recording:
             response.truncated = truncated
             self._parts = []
         self._cassette._sealed(self)
+        # A client may keep a read response in a reference cycle until the garbage collector
+        # runs (httpx does); letting go of the cassette here keeps it and its recordings from
+        # living on through such cycles, making every collection until then walk them.
+        del self._cassette
 
     def fail(self, kind: str, type_name: str, message: str) -> None:
         """A transport error: instead of a response, or cutting a body short."""

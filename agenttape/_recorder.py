@@ -85,10 +85,7 @@ class _RunRecording(Recording):
         if self.finished:
             return
         Recording.finish(self, truncated)
-        # httpx keeps a read response in a reference cycle until the garbage collector runs;
-        # letting go of the run here frees it with its exchanges as soon as the caller is done.
-        self._run = None
-        del self._cassette
+        self._run = None  # as the cassette in Recording.finish
 
 
 class Run(Cassette):

@@ -244,10 +244,13 @@ class _TeeStream:
     def __init__(self, hx: ModuleType, stream: Any, recording: Recording) -> None:
         self._hx = hx
         self._stream = stream
-        self._recording = recording
+        # Let go of once finished: httpx keeps a read response in a reference cycle until the
+        # garbage collector runs, which would keep the recorded exchange alive as long.
+        self._recording: Recording | None = recording
 
     def __iter__(self) -> Iterator[bytes]:
         recording = self._recording
+        assert recording is not None
         try:
             for chunk in self._stream:
                 recording.chunk(chunk)
@@ -256,17 +259,21 @@ class _TeeStream:
             recording.fail(*_failure_of(exc))
             raise
         recording.finish()
+        self._recording = None
 
     def close(self) -> None:
         try:
             self._stream.close()
         finally:
-            self._recording.finish(truncated=True)
+            if self._recording is not None:
+                self._recording.finish(truncated=True)
+                self._recording = None
 
 
 class _AsyncTeeStream(_TeeStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         recording = self._recording
+        assert recording is not None
         try:
             async for chunk in self._stream:
                 recording.chunk(chunk)
@@ -275,12 +282,15 @@ class _AsyncTeeStream(_TeeStream):
             recording.fail(*_failure_of(exc))
             raise
         recording.finish()
+        self._recording = None
 
     async def aclose(self) -> None:
         try:
             await self._stream.aclose()
         finally:
-            self._recording.finish(truncated=True)
+            if self._recording is not None:
+                self._recording.finish(truncated=True)
+                self._recording = None
 
 
 class _ReplayStream:
