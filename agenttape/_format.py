@@ -253,9 +253,8 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         return None
     interactions: list[Interaction] = []
     append, unpack = interactions.append, unpacker.unpack
-    pairs: dict[Any, tuple[str, str]] = {}
     for _ in range(unpacker.read_array_header()):
-        interaction = _decode_plain(unpack(), pairs)
+        interaction = _decode_plain(unpack())
         if interaction is None:
             return None
         append(interaction)
@@ -321,11 +320,9 @@ _NUMBERS = (int, float)
 _ARRAYS = (list, tuple)
 
 
-def _plain_headers(value: Any, pairs: dict[Any, tuple[str, str]]) -> Headers | None:
+def _plain_headers(value: Any) -> Headers | None:
     """Header pairs with the checks inlined; None sends the caller to the checks that name
-    what is wrong. Pairs read as tuples are kept, and a pair seen before in the same file is
-    shared: a client sends the same headers again and again, and one copy of each is less
-    memory and less for the garbage collector to walk."""
+    what is wrong. Pairs read as tuples are kept as they are."""
     if type(value) is tuple:
         for pair in value:
             if type(pair) is not tuple or len(pair) != 2:
@@ -333,7 +330,7 @@ def _plain_headers(value: Any, pairs: dict[Any, tuple[str, str]]) -> Headers | N
             name, text = pair
             if type(name) is not str or type(text) is not str:
                 return None
-        return [pairs.setdefault(pair, pair) for pair in value]
+        return list(value)
     if type(value) is not list:
         return None
     headers = []
@@ -379,19 +376,17 @@ def _plain_chunks(value: Any, body_size: int) -> list[tuple[int, float]] | None:
     return chunks if total <= body_size else None
 
 
-def _decode_plain(raw: Any, pairs: dict[Any, tuple[str, str]] | None = None) -> Interaction | None:
+def _decode_plain(raw: Any) -> Interaction | None:
     """The common, well-formed interaction decoded with the fewest checks that still accept
     exactly what ``_decode_interaction`` accepts, and build the same result; anything unusual
     returns None and goes through ``_decode_interaction``, which says what is wrong."""
     if type(raw) is not dict:
         return None
-    if pairs is None:
-        pairs = {}
     req = raw.get("request")
     if type(req) is not dict:
         return None
     method, url, body = req.get("method"), req.get("url"), req.get("body")
-    request_headers = _plain_headers(req.get("headers"), pairs)
+    request_headers = _plain_headers(req.get("headers"))
     if (
         type(method) is not str
         or type(url) is not str
@@ -409,7 +404,7 @@ def _decode_plain(raw: Any, pairs: dict[Any, tuple[str, str]] | None = None) -> 
         reason = res.get("reason", "")
         http_version = res.get("http_version", "HTTP/1.1")
         response_body = res.get("body")
-        response_headers = _plain_headers(res.get("headers"), pairs)
+        response_headers = _plain_headers(res.get("headers"))
         if (
             type(status) is not int
             or type(reason) is not str
