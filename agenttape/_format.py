@@ -413,7 +413,23 @@ def _decode_plain(raw: Any) -> Interaction | None:
             or response_headers is None
         ):
             return None
-        chunks = _plain_chunks(res.get("chunks", ()), len(response_body))
+        raw_chunks = res.get("chunks", ())
+        # The common body, read in one piece, without a call: the same checks as below.
+        if type(raw_chunks) is tuple and len(raw_chunks) == 1:
+            (only,) = raw_chunks
+            if (
+                type(only) is tuple
+                and len(only) == 2
+                and type(only[0]) is int
+                and type(only[1]) is float
+                and 0 <= only[0] <= len(response_body)
+                and 0 <= only[1] < math.inf
+            ):
+                chunks: list[tuple[int, float]] | None = [only]
+            else:
+                chunks = _plain_chunks(raw_chunks, len(response_body))
+        else:
+            chunks = _plain_chunks(raw_chunks, len(response_body))
         if chunks is None:
             return None
         response = Response(
@@ -437,8 +453,12 @@ def _decode_plain(raw: Any) -> Interaction | None:
     boundary = raw.get("boundary", "http")
     started, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
     started_at = 0.0 if started is None else float(started) if type(started) in _NUMBERS else None
-    ttfb_seconds = None if ttfb is None else _plain_seconds(ttfb)
-    duration_seconds = None if duration is None else _plain_seconds(duration)
+    ttfb_seconds = ttfb if type(ttfb) is float and 0 <= ttfb < math.inf else None
+    if ttfb_seconds is None and ttfb is not None:
+        ttfb_seconds = _plain_seconds(ttfb)
+    duration_seconds = duration if type(duration) is float and 0 <= duration < math.inf else None
+    if duration_seconds is None and duration is not None:
+        duration_seconds = _plain_seconds(duration)
     if (
         (response is None and error is None)
         or type(boundary) is not str
