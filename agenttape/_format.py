@@ -322,26 +322,18 @@ _ARRAYS = (list, tuple)
 
 def _plain_headers(value: Any) -> Headers | None:
     """Header pairs with the checks inlined; None sends the caller to the checks that name
-    what is wrong. Pairs read as tuples are kept as they are."""
-    if type(value) is tuple:
-        for pair in value:
-            if type(pair) is not tuple or len(pair) != 2:
-                return None
-            name, text = pair
-            if type(name) is not str or type(text) is not str:
-                return None
-        return list(value)
-    if type(value) is not list:
+    what is wrong. Pairs read as tuples (the streaming reader) are kept as they are; pairs
+    read as lists (the whole-file reader) become tuples."""
+    kind = type(value)
+    if kind is not tuple and kind is not list:
         return None
-    headers = []
     for pair in value:
-        if type(pair) is not list or len(pair) != 2:
+        if type(pair) is not kind or len(pair) != 2:
             return None
         name, text = pair
         if type(name) is not str or type(text) is not str:
             return None
-        headers.append((name, text))
-    return headers
+    return list(value) if kind is tuple else [(name, text) for name, text in value]
 
 
 def _plain_seconds(value: Any) -> float | None:
