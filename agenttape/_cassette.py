@@ -58,15 +58,12 @@ class Recording:
         self._t0 = time.perf_counter()
         self.finished = False
         self.derived = derived
-        self.interaction = Interaction(request=request, boundary=boundary, started_at=time.time())
+        self.interaction = Interaction(request, None, None, boundary, time.time())
 
     def respond(self, status: int, reason: str, http_version: str, headers: Headers) -> None:
         self.interaction.ttfb = time.perf_counter() - self._t0
         self.interaction.response = Response(
-            status=status,
-            reason=reason,
-            http_version=http_version,
-            headers=self._cassette.redactor.response_headers(headers),
+            status, reason, http_version, self._cassette.redactor.response_headers(headers)
         )
         self._cassette._record(self)
 

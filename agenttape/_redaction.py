@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import unquote_plus
 
 from . import _jsonpath
 from ._models import Headers, Request
-from ._secrets import REDACTED, SECRET_HEADERS, SECRET_QUERY_NAMES, scrub_bytes, scrub_text
+from ._secrets import (
+    REDACTED,
+    SECRET_HEADERS,
+    SECRET_QUERY_NAMES,
+    may_hold_secret_text,
+    scrub_bytes,
+    scrub_text,
+)
 
 RULE_KINDS = ("header", "query", "json", "regex")
 _SEEN_HEADERS_LIMIT = 1024
@@ -31,6 +38,15 @@ class Redactor:
     _seen_headers: dict[tuple[tuple[str, str], ...], Headers | None] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+    # Finds any secret query name inside a lowercased query: a query without one needs no
+    # look at its names one by one.
+    _names_in: Callable[[str], re.Match[str] | None] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        names = "|".join(re.escape(name) for name in sorted(self.query)) or "(?!)"
+        object.__setattr__(self, "_names_in", re.compile(names).search)
 
     @classmethod
     def from_rules(cls, rules: Iterable[str] | None) -> Redactor:
@@ -95,8 +111,9 @@ class Redactor:
 
     def _url(self, url: str) -> str:
         url = _without_password(url)
+        clean = not self.patterns and not may_hold_secret_text(url)
         base, question, query = url.partition("?")
-        if question and self._query_may_hold_secret(query):
+        if question and not (clean and self._names_plain(query)):
             query, hash_, fragment = query.partition("#")
             pairs = query.split("&")
             changed = False
@@ -114,15 +131,15 @@ class Redactor:
                     changed = True
             if changed:
                 url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
-        return self._text(url)
+        return url if clean else self._text(url)
 
-    def _query_may_hold_secret(self, query: str) -> bool:
-        """False when no name is secret and no value could be: then the per-value scan below
-        (which decodes each value) cannot change anything, and the common URL skips it."""
-        if self.patterns or "%" in query or "+" in query or scrub_text(query) != query:
-            return True
-        secret_names = self.query
-        return any(pair.partition("=")[0].lower() in secret_names for pair in query.split("&"))
+    def _names_plain(self, query: str) -> bool:
+        """True when no value is encoded and no secret name occurs anywhere in the query.
+        With no credential shape in the URL either, the per-value scan (which decodes each
+        value) cannot change anything, and the common URL skips it."""
+        if "%" in query or "+" in query or not query.isascii():
+            return False
+        return self._names_in(query.lower()) is None
 
     def _body(self, body: bytes) -> bytes:
         if not body:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 import agenttape
 from agenttape._redaction import Redactor
 from agenttape._secrets import (
     SECRET_REGEX,
-    _may_hold_secret_text,
     may_hold_secret,
+    may_hold_secret_text,
     scrub_bytes,
     scrub_text,
 )
@@ -121,6 +124,34 @@ def test_query_names_are_compared_decoded() -> None:
     assert redactor.request(agenttape.Request("GET", plain)).url == plain
 
 
+QUERY_NAMES = ["key", "Key", "API_KEY", "monkey", "token", "access_token", "ok", "İ", "%6Bey"]
+QUERY_VALUES = ["1", "sk-" + "a" * 24, "sk%2D" + "a" * 24, "Bearer+" + "b" * 20, "", "\u017f"]
+
+
+@given(
+    pairs=st.lists(
+        st.tuples(
+            st.sampled_from(QUERY_NAMES) | st.text(max_size=6),
+            st.sampled_from(QUERY_VALUES) | st.text(max_size=6),
+        ),
+        max_size=5,
+    ),
+    fragment=st.sampled_from(["", "#top", "#key=1"]),
+)
+@example(pairs=[("ok", "sk%2D" + "a" * 24)], fragment="")
+@example(pairs=[("%6Bey", "1"), ("monkey", "2")], fragment="")
+@example(pairs=[("Key", "1"), ("İ", "2")], fragment="#top")
+def test_the_quick_look_at_a_query_agrees_with_the_full_scan(
+    pairs: list[tuple[str, str]], fragment: str
+) -> None:
+    """Most URLs skip the per-value scan; a user pattern (one that never matches) makes the
+    redactor scan every URL in full, and both must give the same URL."""
+    query = "&".join(f"{name}={value}" for name, value in pairs)
+    url = f"https://api.test/x?{query}{fragment}"
+    full_scan = Redactor(patterns=(re.compile("(?!)"),))
+    assert Redactor()._url(url) == full_scan._url(url)
+
+
 @pytest.mark.parametrize(
     "anchor",
     [
@@ -143,10 +174,10 @@ def test_every_credential_anchor_sends_text_to_the_full_scan(anchor: str) -> Non
     for padding in ("padding", "x" * 600):  # short text and long text take different scans
         text = f"{padding} {anchor} {padding}"
         assert may_hold_secret(text.encode())
-        assert _may_hold_secret_text(text)
+        assert may_hold_secret_text(text)
         assert scrub_text(text) == SECRET_REGEX.sub("<redacted>", text)
         assert not may_hold_secret(text.replace(anchor, "plain").encode())
-        assert not _may_hold_secret_text(text.replace(anchor, "plain"))
+        assert not may_hold_secret_text(text.replace(anchor, "plain"))
 
 
 def test_credentials_found_by_the_probes_are_scrubbed() -> None:

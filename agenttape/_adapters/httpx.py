@@ -87,10 +87,10 @@ def _make_transport_for_url(original: Any, wrapper: type, library: _Library) -> 
 
 def _to_model(request: Any) -> Request:
     return Request(
-        method=request.method,
-        url=str(request.url),
-        headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
-        body=request.content,
+        request.method,
+        str(request.url),
+        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+        request.content,
     )
 
 
