@@ -151,6 +151,7 @@ def _unpack(data: bytes) -> Any:
         return msgpack.unpackb(
             data,
             raw=False,
+            use_list=False,
             strict_map_key=True,
             timestamp=3,
             max_array_len=limit,
@@ -225,9 +226,8 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
     if not size:
         return None
     limit = max(size // _NESTING, 16)
-    budget = _Budget(size)  # the bounds of ``_unpack`` (see _NESTING) for maps
-    # Arrays come back as tuples, uncounted: the empty one is shared and the others cost
-    # about as much as a counted list's share, and a header pair or chunk needs no copy.
+    budget = _Budget(size)  # the same bounds as ``_unpack``: see _NESTING
+    # Arrays come back as tuples: a header pair or a chunk entry is kept as read.
     unpacker = msgpack.Unpacker(
         handle,
         raw=False,
@@ -238,6 +238,7 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         read_size=min(size, _READ_SIZE),
         max_array_len=limit,
         max_map_len=limit,
+        list_hook=budget.container,
         object_hook=budget.container,
         ext_hook=budget.extension,
     )
@@ -300,10 +301,10 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
             f"written in cassette format {version} by {who}; this agenttape {__version__} "
             f"reads format {FORMAT_VERSION}: upgrade with '{command}'"
         )
-    header = _expect(document.get("header"), dict, "header")
+    header = _as_lists(_expect(document.get("header"), dict, "header"))
     if version < 1:
         raise _Invalid(f"unknown cassette format {version}")
-    raw_interactions = _expect(document.get("interactions"), list, "interactions")
+    raw_interactions = _expect(document.get("interactions"), _ARRAYS, "interactions")
     interactions = []
     for index, raw in enumerate(raw_interactions):
         interaction = _decode_plain(raw)

@@ -212,6 +212,29 @@ def test_loading_a_file_of_small_arrays_stays_within_memory_bound(
     assert peak_of_read(path) <= MEMORY_FACTOR * len(data) + MEMORY_SLACK, name
 
 
+@pytest.mark.parametrize(
+    ("unit", "name"),
+    [([None], "one-item arrays"), ([[None]], "nested one-item arrays"), ({}, "empty maps")],
+)
+def test_a_key_the_reader_ignores_cannot_hold_what_memory_cannot(
+    unit: Any, name: str, tmp_path: Path
+) -> None:
+    """An interaction may carry keys the reader skips; what they hold is still counted, so a
+    file cannot make the streaming reader hold many times its size before it looks."""
+    interaction = {
+        "request": {"method": "GET", "url": "u", "headers": [], "body": b""},
+        "response": {"status": 200, "body": b"", "headers": []},
+        # Nested so that no single array is longer than a file of this size may declare.
+        "extra": [[[unit] * 50 for _ in range(60)] for _ in range(20)],
+    }
+    data = msgpack.packb(
+        {"agenttape": 1, "header": {}, "interactions": [interaction]}, use_bin_type=True
+    )
+    path = tmp_path / "extra.msgpack"
+    path.write_bytes(data)
+    assert peak_of_read(path) <= MEMORY_FACTOR * len(data) + MEMORY_SLACK, name
+
+
 def paths_of(document: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     found = [prefix]
     if isinstance(document, dict):
