@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from . import _format
 from ._cassette import MODES, read, write_atomic
 from ._errors import AgentTapeError
-from ._export import jsonable
+from ._export import exchange_json, jsonable
 from ._inspect import LLM_FIELDS, llm_fields, model_of, readable
 from ._models import Headers, Interaction, Request
 from ._version import __version__
@@ -219,30 +219,11 @@ def _readable_json(headers: Headers, body: bytes) -> dict[str, Any]:
 
 
 def _detail_json(index: int, interaction: Interaction) -> dict[str, Any]:
-    request, response, error = interaction.request, interaction.response, interaction.error
-    out: dict[str, Any] = {
+    return {
         **row(index, interaction),
-        "url": request.url,
-        "llm": llm_fields(request),
-        "request": {
-            "headers": [list(pair) for pair in request.headers],
-            "body": _readable_json(request.headers, request.body),
-        },
-        "response": None,
-        "error": None,
+        "url": interaction.request.url,
+        **exchange_json(interaction, _readable_json),
     }
-    if response is not None:
-        out["response"] = {
-            "status": response.status,
-            "reason": response.reason,
-            "http_version": response.http_version,
-            "headers": [list(pair) for pair in response.headers],
-            "body": _readable_json(response.headers, response.body),
-            "truncated": response.truncated,
-        }
-    if error is not None:
-        out["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
-    return out
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
@@ -543,34 +524,15 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     redact.add_argument("cassette", metavar="CASSETTE")
-    redact.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="H",
-        help="header name to redact (repeatable)",
-    )
-    redact.add_argument(
-        "--query",
-        action="append",
-        default=[],
-        metavar="Q",
-        help="query parameter to redact (repeatable)",
-    )
-    redact.add_argument(
-        "--json-path",
-        action="append",
-        default=[],
-        metavar="P",
-        help="JSON path in request and response bodies, e.g. user.email (repeatable)",
-    )
-    redact.add_argument(
-        "--regex",
-        action="append",
-        default=[],
-        metavar="R",
-        help="regular expression to redact in URLs, headers and bodies (repeatable)",
-    )
+    for flag, metavar, what in (
+        ("--header", "H", "header name to redact"),
+        ("--query", "Q", "query parameter to redact"),
+        ("--json-path", "P", "JSON path in request and response bodies, e.g. user.email"),
+        ("--regex", "R", "regular expression to redact in URLs, headers and bodies"),
+    ):
+        redact.add_argument(
+            flag, action="append", default=[], metavar=metavar, help=f"{what} (repeatable)"
+        )
     redact.set_defaults(handler=cmd_redact)
 
     audit = commands.add_parser(

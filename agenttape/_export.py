@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+from collections.abc import Callable
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -47,39 +48,52 @@ def _body(headers: Headers, body: bytes) -> dict[str, Any]:
     return out
 
 
+def exchange_json(
+    interaction: Interaction, body: Callable[[Headers, bytes], dict[str, Any]]
+) -> dict[str, Any]:
+    """What was sent and what came back, each body rendered by ``body``; shared by the JSON
+    export and ``agenttape show -i N --json``."""
+    request, response, error = interaction.request, interaction.response, interaction.error
+    out: dict[str, Any] = {
+        "llm": llm_fields(request),
+        "request": {
+            "headers": [list(pair) for pair in request.headers],
+            "body": body(request.headers, request.body),
+        },
+        "response": None,
+        "error": None,
+    }
+    if response is not None:
+        out["response"] = {
+            "status": response.status,
+            "reason": response.reason,
+            "http_version": response.http_version,
+            "headers": [list(pair) for pair in response.headers],
+            "body": body(response.headers, response.body),
+            "chunks": [list(chunk) for chunk in response.chunks],
+            "truncated": response.truncated,
+        }
+    if error is not None:
+        out["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
+    return out
+
+
 def to_json(header: dict[str, Any], interactions: list[Interaction]) -> dict[str, Any]:
     entries = []
     for index, interaction in enumerate(interactions):
-        request, response, error = interaction.request, interaction.response, interaction.error
-        entry: dict[str, Any] = {
-            "index": index,
-            "boundary": interaction.boundary,
-            "started_at": _iso(interaction.started_at),
-            "ttfb": interaction.ttfb,
-            "duration": interaction.duration,
-            "llm": llm_fields(request),
-            "request": {
-                "method": request.method,
-                "url": request.url,
-                "headers": [list(pair) for pair in request.headers],
-                "body": _body(request.headers, request.body),
-            },
-            "response": None,
-            "error": None,
-        }
-        if response is not None:
-            entry["response"] = {
-                "status": response.status,
-                "reason": response.reason,
-                "http_version": response.http_version,
-                "headers": [list(pair) for pair in response.headers],
-                "body": _body(response.headers, response.body),
-                "chunks": [list(chunk) for chunk in response.chunks],
-                "truncated": response.truncated,
+        request = interaction.request
+        exchange = exchange_json(interaction, _body)
+        exchange["request"] = {"method": request.method, "url": request.url, **exchange["request"]}
+        entries.append(
+            {
+                "index": index,
+                "boundary": interaction.boundary,
+                "started_at": _iso(interaction.started_at),
+                "ttfb": interaction.ttfb,
+                "duration": interaction.duration,
+                **exchange,
             }
-        if error is not None:
-            entry["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
-        entries.append(entry)
+        )
     return {"header": jsonable(header), "interactions": entries}
 
 

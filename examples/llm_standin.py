@@ -15,7 +15,6 @@ import argparse
 import itertools
 import json
 import re
-import threading
 import time
 from typing import Any
 
@@ -244,11 +243,9 @@ def main() -> None:
     parser.add_argument("--rate-limit-first", type=int, default=0)
     args = parser.parse_args()
     standin = StandIn(args.port, rate_limit_first=args.rate_limit_first)
-    print(f"stand-in API on {standin.url} (OpenAI: {standin.url}/v1, Anthropic: {standin.url})")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        standin.stop()
+    standin.serve_until_interrupted(
+        f"stand-in API on {standin.url} (OpenAI: {standin.url}/v1, Anthropic: {standin.url})"
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 
 from standin_server import JSONHandler, LocalServer
 
@@ -60,11 +59,7 @@ def main() -> None:
     parser.add_argument("--peak", action="store_true", help="answer every request with a 429")
     args = parser.parse_args()
     api = PricingAPI(args.port, peak=args.peak)
-    print(f"pricing API on {api.url} ({'peak' if args.peak else 'off peak'})")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        api.stop()
+    api.serve_until_interrupted(f"pricing API on {api.url} ({'peak' if args.peak else 'off peak'})")
 
 
 if __name__ == "__main__":

@@ -66,3 +66,11 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def serve_until_interrupted(self, banner: str) -> None:
+        """Run from the command line: say where it listens, serve until Ctrl-C."""
+        print(banner)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            self.stop()

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import openai
+from tool_turn import ToolTurn
 
 import agenttape
 from order_lookup import shop
@@ -46,19 +47,9 @@ def lookup_order(product: str) -> dict[str, Any] | None:
 
 def answer(client: openai.OpenAI, user_id: str, question: str) -> str:
     """One support turn: the model picks the tool call, the tool runs, the model answers."""
-    messages: list[Any] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": question},
-    ]
-    first = client.chat.completions.create(
-        model=MODEL, messages=messages, tools=TOOLS, temperature=0, seed=7
-    )
-    choice = first.choices[0].message
-    if not choice.tool_calls:
-        return choice.content or ""
-    messages.append(choice.model_dump(exclude_none=True))
-    for call in choice.tool_calls:
-        result = lookup_order(**json.loads(call.function.arguments))
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
-    final = client.chat.completions.create(model=MODEL, messages=messages, temperature=0, seed=7)
-    return final.choices[0].message.content or ""
+    turn = ToolTurn(client, MODEL, SYSTEM, question, TOOLS)
+    if turn.direct is not None:
+        return turn.direct
+    for call in turn.calls:
+        turn.give(call, lookup_order(**json.loads(call.function.arguments)))
+    return turn.answer()

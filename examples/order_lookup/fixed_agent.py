@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import openai
+from tool_turn import ToolTurn
 
 import agenttape
 from order_lookup import shop
@@ -28,26 +29,17 @@ def lookup_order(product: str, user_id: str) -> dict[str, Any] | None:
 
 
 def answer(client: openai.OpenAI, user_id: str, question: str) -> str:
-    messages: list[Any] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": question},
-    ]
-    first = client.chat.completions.create(
-        model=MODEL, messages=messages, tools=TOOLS, temperature=0, seed=7
-    )
-    choice = first.choices[0].message
-    if not choice.tool_calls:
-        return choice.content or ""
-    messages.append(choice.model_dump(exclude_none=True))
+    turn = ToolTurn(client, MODEL, SYSTEM, question, TOOLS)
+    if turn.direct is not None:
+        return turn.direct
     found: list[dict[str, Any]] = []
-    for call in choice.tool_calls:
+    for call in turn.calls:
         # Whose orders to search comes from the sign-in, never from the model.
         result = lookup_order(**json.loads(call.function.arguments), user_id=user_id)
         if result is not None:
             found.append(result)
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
-    final = client.chat.completions.create(model=MODEL, messages=messages, temperature=0, seed=7)
-    text = final.choices[0].message.content or ""
+        turn.give(call, result)
+    text = turn.answer()
     own = {str(order["order_id"]) for order in found}
     if set(ORDER_NUMBER.findall(text)) - own:
         return _from_records(found)

@@ -4,10 +4,10 @@ answers from what the tool returned. The code knows nothing about agenttape."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import anthropic
 import openai
+from tool_turn import ToolTurn
 
 from rate_limit import prices
 
@@ -35,18 +35,10 @@ def answer(
     client: openai.OpenAI, prices_url: str, question: str, parse: prices.Parser = prices.parse_price
 ) -> str:
     """One turn. A price the tool cannot get is said so, without asking the model again."""
-    messages: list[Any] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": question},
-    ]
-    first = client.chat.completions.create(
-        model=MODEL, messages=messages, tools=TOOLS, temperature=0, seed=7
-    )
-    choice = first.choices[0].message
-    if not choice.tool_calls:
-        return choice.content or ""
-    messages.append(choice.model_dump(exclude_none=True))
-    for call in choice.tool_calls:
+    turn = ToolTurn(client, MODEL, SYSTEM, question, TOOLS)
+    if turn.direct is not None:
+        return turn.direct
+    for call in turn.calls:
         sku = json.loads(call.function.arguments)["sku"]
         try:
             result = prices.fetch_price(prices_url, sku, parse)
@@ -55,9 +47,8 @@ def answer(
                 f"I can't get the price of {sku} right now: the pricing service is busy. "
                 f"Please ask again in {exc.retry_after or 'a few'} seconds."
             )
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
-    final = client.chat.completions.create(model=MODEL, messages=messages, temperature=0, seed=7)
-    return final.choices[0].message.content or ""
+        turn.give(call, result)
+    return turn.answer()
 
 
 def ask_claude(client: anthropic.Anthropic, question: str) -> str:
