@@ -229,3 +229,12 @@ def serve() -> Iterator[str]:
         assert process.stdin is not None
         process.stdin.close()
         process.wait(timeout=30)
+
+
+def json_from(module: str, *args: str) -> Any:
+    """What ``python -m module args`` prints as JSON: a measurement taken in a process of
+    its own."""
+    output = subprocess.run(
+        [sys.executable, "-m", module, *args], check=True, capture_output=True, text=True
+    ).stdout
+    return json.loads(output)

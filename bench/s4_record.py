@@ -7,7 +7,6 @@ import contextlib
 import itertools
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from bench import _peers
 from bench._fixtures import item_path
-from bench._harness import Scenario, TimeFunc, serve
+from bench._harness import Scenario, TimeFunc, json_from, serve
 from bench._replay import Call, httpx_calls
 
 COUNT = 2000
@@ -116,13 +115,7 @@ def main() -> None:
                 processes=1 if library == "vcrpy" else None,
             )
         if not scenario.is_worker:
-            output = subprocess.run(
-                [sys.executable, "-m", "bench.s4_record", "--interleaved", str(work)],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            pairs = json.loads(output)
+            pairs = json_from("bench.s4_record", "--interleaved", str(work))
     if scenario.is_worker:
         return
     if pairs:

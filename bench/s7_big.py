@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench._harness import Scenario, serve
+from bench._harness import Scenario, json_from, serve
 from bench._replay import Call, httpx_calls
 
 BODIES = 10
@@ -56,13 +55,7 @@ def main() -> None:
     size = path.stat().st_size
     runs = []
     for _ in range(RUNS):
-        output = subprocess.run(
-            [sys.executable, "-m", "bench.s7_big", "--measure", str(path)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        runs.append(json.loads(output))
+        runs.append(json_from("bench.s7_big", "--measure", str(path)))
     added = max(run["added"] for run in runs)
     seconds = min(run["seconds"] for run in runs)
     scenario.add("file", float(size), note="bytes")

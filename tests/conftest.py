@@ -13,6 +13,8 @@ sys.path.insert(0, str(EXAMPLES))
 
 from llm_standin import StandIn  # noqa: E402
 
+from tests.cli_support import recorded_session  # noqa: E402
+
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[App], Server]]:
@@ -38,3 +40,9 @@ def standin() -> Iterator[StandIn]:
 @pytest.fixture
 def cassette_path(tmp_path: Path) -> Path:
     return tmp_path / "cassettes" / "tape.msgpack"
+
+
+@pytest.fixture
+def session(tmp_path: Path, standin: StandIn, serve: Callable[..., Server]) -> Path:
+    """A recorded session (LLM stand-in plus a tool server, the server already stopped)."""
+    return recorded_session(tmp_path, standin, serve)

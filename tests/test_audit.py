@@ -5,24 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
-from llm_standin import StandIn
 
 from agenttape import _format, _meta
 from agenttape._models import Interaction, Request, Response
 from tests.cli_support import (
     cli,
-    recorded_session,
 )
-from tests.servers import Server
-
-
-@pytest.fixture
-def session(tmp_path: Path, standin: StandIn, serve: Callable[..., Server]) -> Path:
-    return recorded_session(tmp_path, standin, serve)
 
 
 def _crafted(path: Path, interactions: list[Interaction]) -> None:

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
-from llm_standin import StandIn
 
 import agenttape
 from tests.cli_support import (
@@ -19,14 +17,8 @@ from tests.cli_support import (
     GZIP_DOCUMENT,
     assert_one_line_error,
     cli,
-    recorded_session,
 )
 from tests.servers import Reply, Server
-
-
-@pytest.fixture
-def session(tmp_path: Path, standin: StandIn, serve: Callable[..., Server]) -> Path:
-    return recorded_session(tmp_path, standin, serve)
 
 
 def test_show_lists_every_interaction_as_a_table(session: Path) -> None:

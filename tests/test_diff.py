@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 from llm_standin import StandIn
 
 import agenttape
@@ -15,14 +14,8 @@ from tests.cli_support import (
     cli,
     make_world,
     record_session,
-    recorded_session,
 )
 from tests.servers import Server, json_reply, sse_reply
-
-
-@pytest.fixture
-def session(tmp_path: Path, standin: StandIn, serve: Callable[..., Server]) -> Path:
-    return recorded_session(tmp_path, standin, serve)
 
 
 def test_diff_exit_code_says_whether_runs_differ(

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
-from llm_standin import StandIn
 
 import agenttape
 from tests.cli_support import (
     GZIP_DOCUMENT,
     cli,
-    recorded_session,
 )
-from tests.servers import Server
-
-
-@pytest.fixture
-def session(tmp_path: Path, standin: StandIn, serve: Callable[..., Server]) -> Path:
-    return recorded_session(tmp_path, standin, serve)
 
 
 def test_export_json_keeps_every_byte(session: Path) -> None:

@@ -99,6 +99,29 @@ def run(
         return pytester.runpytest_subprocess(*args)
 
 
+def miss_after_recording(
+    pytester: pytest.Pytester,
+    api: Server | StandIn,
+    name: str,
+    source: str,
+    variable: str,
+    recorded: str,
+    changed: str,
+    tests: int,
+) -> str:
+    """Records ``source`` with ``variable=recorded``, stops the API, runs it again with
+    ``changed`` so every test misses, and gives the report."""
+    pytester.makepyfile(**{name: textwrap.dedent(source)})
+    pytester.makeini(INI)
+    run(pytester, api, "--agenttape-mode=once", **{variable: recorded}).assert_outcomes(
+        passed=tests
+    )
+    api.stop()
+    result = run(pytester, api, **{variable: changed})
+    result.assert_outcomes(failed=tests)
+    return result.stdout.str()
+
+
 def test_record_then_replay_offline(project: tuple[pytest.Pytester, Server]) -> None:
     pytester, server = project
     run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
@@ -275,14 +298,9 @@ SWALLOWED = """
 def test_a_swallowed_miss_is_still_reported(
     pytester: pytest.Pytester, serve: Callable[..., Server]
 ) -> None:
-    server = serve(app)
-    pytester.makepyfile(test_swallow=textwrap.dedent(SWALLOWED))
-    pytester.makeini(INI)
-    run(pytester, server, "--agenttape-mode=once", PAGE="1").assert_outcomes(passed=2)
-    server.stop()
-    result = run(pytester, server, PAGE="2")
-    result.assert_outcomes(failed=2)
-    text = result.stdout.str()
+    text = miss_after_recording(
+        pytester, serve(app), "test_swallow", SWALLOWED, "PAGE", "1", "2", tests=2
+    )
     assert "agenttape: requests with no recording" in text  # test_fallback swallowed it
     assert text.count("url.query.page: expected '1', got '2'") == 2
     assert "surfaced as builtins.RuntimeError (lookup failed)" in text  # test_wrapped
@@ -307,13 +325,9 @@ SDK = """
 def test_a_miss_inside_an_sdk_is_reported_as_the_miss(
     pytester: pytest.Pytester, standin: StandIn
 ) -> None:
-    pytester.makepyfile(test_sdk=textwrap.dedent(SDK))
-    pytester.makeini(INI)
-    run(pytester, standin, "--agenttape-mode=once", QUESTION="hello").assert_outcomes(passed=1)
-    standin.stop()
-    result = run(pytester, standin, QUESTION="goodbye")
-    result.assert_outcomes(failed=1)
-    text = result.stdout.str()
+    text = miss_after_recording(
+        pytester, standin, "test_sdk", SDK, "QUESTION", "hello", "goodbye", tests=1
+    )
     assert "body.messages[0].content: expected 'hello', got 'goodbye'" in text
     assert "UnmatchedInteractionError raised" in text and "test_sdk.py:9" in text
     assert "openai/_base_client.py" not in text and "httpx" not in text

@@ -83,6 +83,13 @@ async def assert_async_retry_wait_skipped(
     assert _waits(log, logger) == [0.0]
 
 
+def text_of(message: Any) -> str:
+    """The text of an Anthropic message's single text block."""
+    block = message.content[0]
+    assert block.type == "text"
+    return str(block.text)
+
+
 @pytest.fixture
 def log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.INFO, logger="openai._base_client")
@@ -135,9 +142,7 @@ async def test_anthropic_async_429_then_200_replays_without_the_wait(
             max_tokens=64,
             messages=MESSAGES,  # type: ignore[arg-type]
         )
-        block = message.content[0]
-        assert block.type == "text"
-        return block.text
+        return text_of(message)
 
     await assert_async_retry_wait_skipped(ask, cassette_path, log, "anthropic._base_client")
 
@@ -197,8 +202,6 @@ def test_anthropic_sync_client_replays_without_the_wait(
             max_tokens=64,
             messages=MESSAGES,  # type: ignore[arg-type]
         )
-        block = message.content[0]
-        assert block.type == "text"
-        return block.text
+        return text_of(message)
 
     assert_retry_wait_skipped(ask, cassette_path, log, "anthropic._base_client")

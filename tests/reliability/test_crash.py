@@ -178,6 +178,13 @@ def server() -> Iterator[Server]:
         yield running
 
 
+def nothing_lost(tally: Tally, capsys: pytest.CaptureFixture[str], title: str) -> None:
+    """Shows the tally past pytest's capture, then holds it to no recording lost."""
+    with capsys.disabled():
+        print("\n" + tally.report(title))
+    assert tally.lost == 0
+
+
 def test_kill_while_recording(
     server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -206,9 +213,7 @@ def test_kill_while_recording(
             check_loads(path, urls)
 
         torture(tally, scaled(10, 100), args, prepare, check, path)
-    with capsys.disabled():
-        print("\n" + tally.report("record (once/all)"))
-    assert tally.lost == 0
+    nothing_lost(tally, capsys, "record (once/all)")
 
 
 def test_kill_while_appending(
@@ -228,9 +233,7 @@ def test_kill_while_appending(
             assert check_loads(path, urls)[:3] == old
 
     torture(tally, scaled(20, 100), args, restoring(path, baseline), check, path)
-    with capsys.disabled():
-        print("\n" + tally.report("new_episodes append"))
-    assert tally.lost == 0
+    nothing_lost(tally, capsys, "new_episodes append")
 
 
 def test_kill_while_redacting_in_place(
@@ -259,9 +262,7 @@ def test_kill_while_redacting_in_place(
         check,
         path,
     )
-    with capsys.disabled():
-        print("\n" + tally.report("in-place redaction"))
-    assert tally.lost == 0
+    nothing_lost(tally, capsys, "in-place redaction")
 
 
 def test_temporary_files_left_by_a_kill_are_swept_later(tmp_path: Path) -> None:
