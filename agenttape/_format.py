@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any, BinaryIO, TypeVar
 
 import msgpack
 
@@ -23,7 +24,7 @@ from ._version import __version__
 
 FORMAT_VERSION = 1
 MAGIC_KEY = "agenttape"
-_READ_SIZE = 1 << 20
+_READ_SIZE = 1 << 16
 
 # msgpack sizes a list by its declared length before reading its items, and nests up to 1024
 # deep: declared lengths are capped so that pre-allocation stays within a few times the file
@@ -33,6 +34,7 @@ _READ_SIZE = 1 << 20
 _NESTING = 1024
 _BYTES_PER_CONTAINER = 4
 _CONTAINER_SLACK = 1024
+_BYTES_PER_SHARED_PAIR = 64
 _MAX_WALK_DEPTH = 128
 _ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
 _MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
@@ -115,38 +117,38 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
             "the file was left as it is"
         ) from None
     try:
-        return _decode_document(document, name)
+        return _decode_document(document, name, len(data))
     except _Invalid as exc:
         raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
 
 
-class _Budget:
-    """Counts the lists, maps and extension values read; stops a file that holds too many."""
+_T = TypeVar("_T")
 
-    def __init__(self, size: int) -> None:
-        self.left = size // _BYTES_PER_CONTAINER + _CONTAINER_SLACK
 
-    def spend(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise _Invalid("holds more lists and maps than a cassette of its size can")
+def _budget(size: int) -> Callable[[_T], _T]:
+    """A hook for every list, map and extension value read: it hands the value back, and
+    stops a file that holds more of them than a cassette of its size can. A closure, since
+    it runs for every container of a file and a cell is the cheapest counter to reach."""
+    left = size // _BYTES_PER_CONTAINER + _CONTAINER_SLACK
 
-    def container(self, value: Any) -> Any:
-        # spend() inlined: called for every list and map of a file.
-        self.left -= 1
-        if self.left < 0:
+    def count(value: _T) -> _T:
+        nonlocal left
+        left -= 1
+        if left < 0:
             raise _Invalid("holds more lists and maps than a cassette of its size can")
         return value
 
-    def extension(self, code: int, data: bytes) -> msgpack.ExtType:
-        self.spend()
-        return msgpack.ExtType(code, data)
+    return count
+
+
+def _extensions(count: Callable[[msgpack.ExtType], msgpack.ExtType]) -> Any:
+    return lambda code, data: count(msgpack.ExtType(code, data))
 
 
 def _unpack(data: bytes) -> Any:
     """The msgpack document in ``data``, read within bounded memory (see _NESTING)."""
     limit = max(len(data) // _NESTING, 16)
-    budget = _Budget(len(data))
+    count = _budget(len(data))
     try:
         return msgpack.unpackb(
             data,
@@ -156,9 +158,9 @@ def _unpack(data: bytes) -> Any:
             timestamp=3,
             max_array_len=limit,
             max_map_len=limit,
-            list_hook=budget.container,
-            object_hook=budget.container,
-            ext_hook=budget.extension,
+            list_hook=count,
+            object_hook=count,
+            ext_hook=_extensions(count),
         )
     except ValueError as exc:
         if "exceeds max_" not in str(exc):
@@ -169,14 +171,14 @@ def _unpack(data: bytes) -> Any:
 def _walk(data: bytes) -> Any:
     """Reads lists and maps item by item from their headers, so a declared length costs
     nothing until the items are really there; only scalars go through msgpack whole."""
-    budget = _Budget(len(data))
+    count = _budget(len(data))
     unpacker = msgpack.Unpacker(
         raw=False,
         timestamp=3,
         max_buffer_size=max(len(data), 1),
         max_array_len=0,
         max_map_len=0,
-        ext_hook=budget.extension,
+        ext_hook=_extensions(count),
     )
     unpacker.feed(data)
 
@@ -187,7 +189,7 @@ def _walk(data: bytes) -> Any:
             return unpacker.unpack()
         if depth >= _MAX_WALK_DEPTH:
             raise _Invalid(f"values nested deeper than {_MAX_WALK_DEPTH} levels")
-        budget.spend()
+        count(None)
         if kind in _ARRAY_TYPES:
             items = []
             for _ in range(unpacker.read_array_header()):
@@ -226,7 +228,7 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
     if not size:
         return None
     limit = max(size // _NESTING, 16)
-    budget = _Budget(size)  # the same bounds as ``_unpack``: see _NESTING
+    count = _budget(size)  # the same bounds as ``_unpack``: see _NESTING
     # Arrays come back as tuples: a header pair or a chunk entry is kept as read.
     unpacker = msgpack.Unpacker(
         handle,
@@ -238,9 +240,9 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         read_size=min(size, _READ_SIZE),
         max_array_len=limit,
         max_map_len=limit,
-        list_hook=budget.container,
-        object_hook=budget.container,
-        ext_hook=budget.extension,
+        list_hook=count,
+        object_hook=count,
+        ext_hook=_extensions(count),
     )
     if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
         return None
@@ -254,8 +256,9 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         return None
     interactions: list[Interaction] = []
     append, unpack = interactions.append, unpacker.unpack
+    seen = _SharedPairs(size)
     for _ in range(unpacker.read_array_header()):
-        interaction = _decode_plain(unpack())
+        interaction = _decode_plain(unpack(), seen)
         if interaction is None:
             return None
         append(interaction)
@@ -283,7 +286,9 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Interaction]]:
+def _decode_document(
+    document: Any, name: str, size: int
+) -> tuple[dict[str, Any], list[Interaction]]:
     if not isinstance(document, dict) or MAGIC_KEY not in document:
         raise _Invalid("not an agenttape cassette (no format marker)")
     version = document[MAGIC_KEY]
@@ -306,8 +311,9 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
         raise _Invalid(f"unknown cassette format {version}")
     raw_interactions = _expect(document.get("interactions"), _ARRAYS, "interactions")
     interactions = []
+    seen = _SharedPairs(size)
     for index, raw in enumerate(raw_interactions):
-        interaction = _decode_plain(raw)
+        interaction = _decode_plain(raw, seen)
         if interaction is None:
             try:
                 interaction = _decode_interaction(raw)
@@ -319,22 +325,55 @@ def _decode_document(document: Any, name: str) -> tuple[dict[str, Any], list[Int
 
 _NUMBERS = (int, float)
 _ARRAYS = (list, tuple)
+Header = tuple[str, str]
 
 
-def _plain_headers(value: Any) -> Headers | None:
+class _SharedPairs(dict[Header, Header]):
+    """The header pairs met so far in a file, each to be kept once. Most pairs repeat from one
+    entry to the next; the copies freed at once leave fewer objects and pages to the allocator
+    and the garbage collector. At most one pair is kept per _BYTES_PER_SHARED_PAIR bytes of
+    the file, so a file of all-different pairs cannot make the table break the memory bound."""
+
+    __slots__ = ("room",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.room = size // _BYTES_PER_SHARED_PAIR
+
+
+def _plain_headers(value: Any, seen: _SharedPairs) -> Headers | None:
     """Header pairs with the checks inlined; None sends the caller to the checks that name
-    what is wrong. Pairs read as tuples (the streaming reader) are kept as they are; pairs
-    read as lists (the whole-file reader) become tuples."""
+    what is wrong. A pair read as a tuple (the streaming reader) is replaced by the equal
+    pair in ``seen``, if any; pairs read as lists (the whole-file reader) become tuples."""
     kind = type(value)
-    if kind is not tuple and kind is not list:
+    if kind is tuple:
+        try:
+            pairs: list[Any] = list(map(seen.get, value))
+        except TypeError:  # an item that cannot be hashed is no header pair
+            return None
+        if None in pairs:
+            for index, known in enumerate(pairs):
+                if known is None:
+                    pair = value[index]
+                    if type(pair) is not tuple or len(pair) != 2:
+                        return None
+                    name, text = pair
+                    if type(name) is not str or type(text) is not str:
+                        return None
+                    if seen.room:
+                        seen.room -= 1
+                        seen[pair] = pair
+                    pairs[index] = pair
+        return pairs
+    if kind is not list:
         return None
     for pair in value:
-        if type(pair) is not kind or len(pair) != 2:
+        if type(pair) is not list or len(pair) != 2:
             return None
         name, text = pair
         if type(name) is not str or type(text) is not str:
             return None
-    return list(value) if kind is tuple else [(name, text) for name, text in value]
+    return [(name, text) for name, text in value]
 
 
 def _plain_seconds(value: Any) -> float | None:
@@ -369,7 +408,7 @@ def _plain_chunks(value: Any, body_size: int) -> list[tuple[int, float]] | None:
     return chunks if total <= body_size else None
 
 
-def _decode_plain(raw: Any) -> Interaction | None:
+def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
     """The common, well-formed interaction decoded with the fewest checks that still accept
     exactly what ``_decode_interaction`` accepts, and build the same result; anything unusual
     returns None and goes through ``_decode_interaction``, which says what is wrong."""
@@ -379,7 +418,7 @@ def _decode_plain(raw: Any) -> Interaction | None:
     if type(req) is not dict:
         return None
     method, url, body = req.get("method"), req.get("url"), req.get("body")
-    request_headers = _plain_headers(req.get("headers"))
+    request_headers = _plain_headers(req.get("headers"), seen)
     if (
         type(method) is not str
         or type(url) is not str
@@ -397,7 +436,7 @@ def _decode_plain(raw: Any) -> Interaction | None:
         reason = res.get("reason", "")
         http_version = res.get("http_version", "HTTP/1.1")
         response_body = res.get("body")
-        response_headers = _plain_headers(res.get("headers"))
+        response_headers = _plain_headers(res.get("headers"), seen)
         if (
             type(status) is not int
             or type(reason) is not str

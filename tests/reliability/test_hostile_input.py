@@ -212,6 +212,34 @@ def test_loading_a_file_of_small_arrays_stays_within_memory_bound(
     assert peak_of_read(path) <= MEMORY_FACTOR * len(data) + MEMORY_SLACK, name
 
 
+def test_a_file_of_all_different_header_pairs_stays_within_memory_bound(tmp_path: Path) -> None:
+    """The reader keeps each header pair once; a file whose pairs never repeat must not make
+    that table of pairs cost more than the bound allows."""
+    names = (chr(a) + chr(b) for a in range(32, 256) for b in range(32, 256))
+    interactions = [
+        {
+            "request": {
+                "method": "GET",
+                "url": "u",
+                "headers": [[next(names), ""] for _ in range(250)],
+                "body": b"",
+            },
+            "response": {
+                "status": 200,
+                "body": b"",
+                "headers": [[next(names), ""] for _ in range(250)],
+            },
+        }
+        for _ in range(96)
+    ]
+    data = msgpack.packb(
+        {"agenttape": 1, "header": {}, "interactions": interactions}, use_bin_type=True
+    )
+    path = tmp_path / "pairs.msgpack"
+    path.write_bytes(data)
+    assert peak_of_read(path) <= MEMORY_FACTOR * len(data) + MEMORY_SLACK
+
+
 @pytest.mark.parametrize(
     ("unit", "name"),
     [([None], "one-item arrays"), ([[None]], "nested one-item arrays"), ({}, "empty maps")],
