@@ -186,7 +186,9 @@ def write_results(results: list[dict[str, Any]], seconds: float, has_chart: bool
         lines += ["![ratios](results.png)", ""]
     lines += [
         "Replay and load times are CPU time of the measuring process, so other work on the "
-        "machine inflates them less; recording (4), first chunk (5) and save (6b) are wall "
+        "machine inflates them less; each replay measurement starts after a garbage "
+        "collection, so the untimed opening of a cassette does not leave its collection "
+        "to the timed calls. Recording (4), first chunk (5) and save (6b) are wall "
         "clock, since waiting on the network or the disk is what they cost. On a machine "
         "shared with other work the wall-clock lines move from run to run: re-run one with "
         "`python -m bench --only N`.",
