@@ -547,8 +547,7 @@ class Cassette:
             return
         with self._lock:
             interactions = list(self.interactions)
-        data = _format.encode(self.metadata, interactions)
-        write_atomic(self.path, data)
+        write_atomic(self.path, _format.encode_pieces(self.metadata, interactions))
         self._dirty = False
 
     def _save_derived(self) -> None:
@@ -562,7 +561,7 @@ class Cassette:
         tags = {**(original_tags if isinstance(original_tags, dict) else {}), **self.tags}
         header = new_header(tags)
         header["derived_from"] = {"path": str(self.path), "run_id": self.metadata.get("run_id")}
-        write_atomic(self.derived_path, _format.encode(header, interactions))
+        write_atomic(self.derived_path, _format.encode_pieces(header, interactions))
         self._derived_dirty = False
 
     def _save_merged(self) -> None:
@@ -585,8 +584,12 @@ class Cassette:
             self._dirty = False
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Temporary file, fsync, rename: readers see the old file or the new one, never half."""
+def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Temporary file, fsync, rename: readers see the old file or the new one, never half.
+
+    ``data`` may come in pieces (``_format.encode_pieces``); an error while producing them
+    leaves the file it would replace untouched, as any other failed write does.
+    """
     directory = path.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -599,8 +602,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         # mkstemp creates the file 0600; a cassette is a shared artefact, so it keeps the mode
         # of the file it replaces, or gets the one the umask gives any new file.
         os.fchmod(descriptor, _file_mode(path))
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
+        with os.fdopen(descriptor, "wb", buffering=_WRITE_BUFFER) as handle:
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
@@ -617,6 +623,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         finally:
             os.close(directory_fd)
     _sweep_temporaries(path)
+
+
+# Pieces are gathered into writes of this size: few system calls, and a buffer small
+# enough for the allocator to reuse rather than map fresh pages for on every save.
+_WRITE_BUFFER = 1 << 17
 
 
 def _file_mode(path: Path) -> int:

@@ -318,7 +318,7 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"{PROG} import-vcr: {target} exists; pass --force to overwrite it")
     header = _meta.new_header()
     header["imported_from"] = {"format": "vcrpy", "path": os.path.basename(args.source)}
-    write_atomic(target, _format.encode(header, interactions))
+    write_atomic(target, _format.encode_pieces(header, interactions))
     out.write(f"converted {len(interactions)} interaction(s) from {args.source} to {target}\n")
     if decoded:
         out.write(
@@ -348,7 +348,7 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
     if changed:
         path = Path(args.cassette)
         mode = stat.S_IMODE(path.stat().st_mode)
-        write_atomic(path, _format.encode(header, interactions))
+        write_atomic(path, _format.encode_pieces(header, interactions))
         os.chmod(path, mode)  # the rewritten file keeps the permissions it had
         out.write(f"redacted {changed} of {len(interactions)} interaction(s) in {args.cassette}\n")
     else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
 import msgpack
@@ -47,13 +47,29 @@ class _Invalid(Exception):
 
 
 def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
-    document = {
-        MAGIC_KEY: FORMAT_VERSION,
-        "header": header,
-        "interactions": [_encode_interaction(i) for i in interactions],
-    }
+    return b"".join(encode_pieces(header, interactions))
+
+
+def encode_pieces(header: dict[str, Any], interactions: list[Interaction]) -> Iterator[bytes]:
+    """The cassette as consecutive pieces: the map up to the interactions' array header, then
+    one piece per interaction. A writer hands them to the file as they come, so saving never
+    builds the whole file in memory (for a few MB, building it costs more than writing it)."""
+    packer = msgpack.Packer(use_bin_type=True, datetime=True)
     try:
-        return msgpack.packb(document, use_bin_type=True, datetime=True)
+        yield b"".join(
+            (
+                packer.pack_map_header(3),
+                packer.pack(MAGIC_KEY),
+                packer.pack(FORMAT_VERSION),
+                packer.pack("header"),
+                packer.pack(header),
+                packer.pack("interactions"),
+                packer.pack_array_header(len(interactions)),
+            )
+        )
+        pack = packer.pack
+        for interaction in interactions:
+            yield pack(_encode_interaction(interaction))
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"cassette content is not msgpack-serialisable: {exc}") from exc
 

@@ -76,7 +76,7 @@ class _FragmentCassette(Cassette):
         with self._lock:
             recorded = self.interactions[self.first_new :]
         if recorded:
-            write_atomic(self.fragment, _format.encode(self.metadata, recorded))
+            write_atomic(self.fragment, _format.encode_pieces(self.metadata, recorded))
         self._dirty = False
 
 
@@ -250,10 +250,12 @@ def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
             if each == "new_episodes":
                 header, existing = read(cassette)
                 if recorded:
-                    write_atomic(cassette, _format.encode(header, existing + recorded))
+                    write_atomic(cassette, _format.encode_pieces(header, existing + recorded))
                 report(f"added {len(recorded)} interaction(s) to {cassette}")
             else:
-                write_atomic(cassette, _format.encode(header or _meta.new_header(), recorded))
+                write_atomic(
+                    cassette, _format.encode_pieces(header or _meta.new_header(), recorded)
+                )
                 report(
                     f"recorded {len(recorded)} interaction(s) from {processes} process(es) "
                     f"to {cassette}"

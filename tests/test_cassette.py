@@ -226,3 +226,19 @@ def test_new_cassette_gets_the_umask_mode_and_a_rewrite_keeps_the_mode(
     with agenttape.use_cassette(cassette_path, mode="all"):
         get(counter)
     assert stat.S_IMODE(cassette_path.stat().st_mode) == 0o640
+
+
+def test_a_save_that_fails_midway_leaves_the_file_it_replaces_untouched(
+    counter: Server, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/kept")
+    before = cassette_path.read_bytes()
+    cassette = agenttape.use_cassette(cassette_path, mode="all")
+    with pytest.raises(TypeError, match="not msgpack-serialisable"), cassette:
+        get(counter, "/first")
+        get(counter, "/second")
+        # The second interaction cannot be written: the first piece is already out.
+        cassette.interactions[1].started_at = object()  # type: ignore[assignment]
+    assert cassette_path.read_bytes() == before
+    assert sorted(p.name for p in cassette_path.parent.iterdir()) == [cassette_path.name]

@@ -20,6 +20,7 @@ from agenttape._format import (
     decode,
     decode_stream,
     encode,
+    encode_pieces,
 )
 from agenttape._models import Failure, Interaction, Request, Response
 
@@ -296,3 +297,24 @@ def test_a_cut_file_is_never_streamed(tmp_path_factory: pytest.TempPathFactory, 
     assert stream(path) is None
     with pytest.raises(agenttape.CassetteFormatError):
         agenttape.load(path)
+
+
+def test_pieces_join_to_the_whole_document_byte_for_byte() -> None:
+    header = {"agenttape_version": agenttape.__version__, "tags": {"k": [1, 2]}}
+    document = {
+        "agenttape": FORMAT_VERSION,
+        "header": header,
+        "interactions": [
+            msgpack.unpackb(piece) for piece in list(encode_pieces(header, sample()))[1:]
+        ],
+    }
+    pieces = list(encode_pieces(header, sample()))
+    assert len(pieces) == 1 + len(sample())
+    assert b"".join(pieces) == msgpack.packb(document, use_bin_type=True)
+    assert decode(b"".join(pieces), "x.msgpack") == (header, sample())
+
+
+def test_unserialisable_content_fails_while_pieces_are_produced() -> None:
+    pieces = encode_pieces({"tags": {"when": object()}}, sample())
+    with pytest.raises(TypeError, match="not msgpack-serialisable"):
+        list(pieces)

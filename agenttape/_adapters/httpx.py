@@ -17,6 +17,7 @@ from typing import Any
 from .. import _runtime
 from .._cassette import Recording
 from .._models import Interaction, Request
+from ._headers import decode_header_set, decode_headers, decode_text
 
 _PATCHED = "__agenttape_original_transport_for_url__"
 # Response extension marking a response served from a cassette (read by fast_retries).
@@ -89,7 +90,7 @@ def _to_model(request: Any) -> Request:
     return Request(
         request.method,
         str(request.url),
-        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+        decode_header_set(request.headers.raw),
         request.content,
     )
 
@@ -158,12 +159,16 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
 
 def _record_head(recording: Recording, response: Any) -> None:
     # ``reason_phrase`` decodes as ASCII and drops other bytes; the extension has them all.
-    raw_reason = response.extensions.get("reason_phrase")
+    extensions = response.extensions
+    raw_reason = extensions.get("reason_phrase")
+    raw_version = extensions.get("http_version")
     recording.respond(
         response.status_code,
-        raw_reason.decode("latin-1") if isinstance(raw_reason, bytes) else response.reason_phrase,
-        response.http_version,
-        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw],
+        decode_text(raw_reason) if isinstance(raw_reason, bytes) else response.reason_phrase,
+        decode_text(raw_version)
+        if isinstance(raw_version, bytes) and raw_version.isascii()
+        else response.http_version,
+        decode_headers(response.headers.raw),
     )
 
 

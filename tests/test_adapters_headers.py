@@ -1,0 +1,69 @@
+"""Header pairs decoded once and shared between interactions, each keeping its own list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import agenttape
+from agenttape._adapters import _headers
+from tests.servers import Server, json_reply
+
+
+@pytest.fixture
+def server(serve: Any) -> Server:
+    reply = json_reply({"ok": True}, headers=[("X-Reply", "caf\xe9")])
+    started: Server = serve(lambda seen: reply)
+    return started
+
+
+def test_every_byte_survives_and_pairs_are_shared(server: Server, cassette_path: Path) -> None:
+    raw = [(b"X-Odd", b"caf\xe9 \xff"), (b"x-odd", b"2"), (b"Accept", b"*/*")]
+    with agenttape.use_cassette(cassette_path, mode="once"), httpx.Client() as client:
+        for _ in range(2):
+            client.get(server.url + "/same", headers=raw).read()
+    first, second = (i.request for i in agenttape.load(cassette_path).interactions)
+    for name, value in raw:
+        assert (name.decode("latin-1"), value.decode("latin-1")) in first.headers
+    live = _headers.decode_header_set([(b"X-Odd", b"caf\xe9 \xff")])
+    again = _headers.decode_header_set([(b"X-Odd", b"caf\xe9 \xff")])
+    assert live == again == [("X-Odd", "caf\xe9 \xff")]
+    assert live is not again and live[0] is again[0]
+    assert [(k.encode("latin-1"), v.encode("latin-1")) for k, v in live] == raw[:1]
+    assert second.headers == first.headers
+
+
+def test_recorded_requests_share_pairs_but_not_lists(server: Server, cassette_path: Path) -> None:
+    with (
+        agenttape.use_cassette(cassette_path, mode="all") as cassette,
+        httpx.Client() as client,
+    ):
+        client.get(server.url + "/a").read()
+        client.get(server.url + "/b").read()
+    first, second = (i.request.headers for i in cassette.interactions)
+    assert first == second and first is not second
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    first.append(("X-Mine", "1"))
+    assert ("X-Mine", "1") not in second
+    # Response headers vary as a whole (a date), but a repeated pair is still kept once.
+    shared = [
+        pair
+        for interaction in cassette.interactions
+        for pair in (interaction.response.headers if interaction.response else [])
+        if pair == ("X-Reply", "caf\xe9")
+    ]
+    assert len(shared) == 2 and shared[0] is shared[1]
+
+
+def test_tables_stay_bounded() -> None:
+    for number in range(_headers._LIMIT + 10):
+        text = str(number).encode()
+        _headers.decode_headers([(b"X-Id", text)])
+        _headers.decode_header_set([(b"X-Id", text)])
+        _headers.decode_text(text)
+    assert len(_headers._pairs) <= _headers._LIMIT
+    assert len(_headers._sets) <= _headers._LIMIT
+    assert len(_headers._texts) <= _headers._LIMIT
