@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from urllib.parse import unquote_plus
 
 from . import _jsonpath
@@ -25,6 +26,9 @@ from ._secrets import (
 
 RULE_KINDS = ("header", "query", "json", "regex")
 _SEEN_HEADERS_LIMIT = 1024
+
+
+_first = itemgetter(0)
 
 
 @dataclass(slots=True, frozen=True)
@@ -175,7 +179,7 @@ class Redactor:
     def response_headers(self, headers: Headers) -> Headers:
         """Only the secret headers (set-cookie): response bodies stay byte-exact."""
         secret = self.headers
-        if not any(name.lower() in secret for name, _value in headers):
+        if secret.isdisjoint(map(str.lower, map(_first, headers))):
             return headers
         return [(name, REDACTED if name.lower() in secret else value) for name, value in headers]
 

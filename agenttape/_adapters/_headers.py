@@ -35,7 +35,14 @@ def decode_pair(name: bytes, value: bytes) -> _Pair:
 
 def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
     """Latin-1 decoded pairs, each byte one character, so the exact bytes come back."""
-    return [decode_pair(name, value) for name, value in raw]
+    raw = list(raw)
+    decoded = list(map(_pairs.get, raw))  # one pass in C for pairs seen before
+    if None in decoded:
+        decoded = [
+            pair if pair is not None else decode_pair(*key)
+            for pair, key in zip(decoded, raw, strict=True)
+        ]
+    return decoded  # type: ignore[return-value]
 
 
 def decode_header_set(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
