@@ -13,8 +13,10 @@ from collections.abc import Iterable
 from .._models import Headers
 
 # Bounded so that headers that never repeat (a request id, a date) cannot grow the tables
-# without limit: a full table starts again empty.
+# without limit: a full table starts again empty. Whole header sets are larger and a client
+# sends few distinct ones, so fewer of them are kept.
 _LIMIT = 4096
+_SET_LIMIT = 1024
 
 _Pair = tuple[str, str]
 
@@ -50,7 +52,7 @@ def decode_header_set(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
     key = tuple(raw)
     decoded = _sets.get(key)
     if decoded is None:
-        if len(_sets) >= _LIMIT:
+        if len(_sets) >= _SET_LIMIT:
             _sets.clear()
         decoded = _sets[key] = tuple([decode_pair(name, value) for name, value in key])
     return list(decoded)
