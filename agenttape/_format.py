@@ -81,7 +81,7 @@ def check_tags(tags: dict[str, Any]) -> None:
         msgpack.packb(tags, use_bin_type=True, datetime=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(
-            f"cassette tags must be msgpack-serialisable (str, int, float, bool, None, bytes, "
+            f"tags must be msgpack-serialisable (str, int, float, bool, None, bytes, "
             f"lists, dicts, timezone-aware datetimes): {exc}"
         ) from None
 

@@ -28,8 +28,6 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
-import msgpack
-
 from . import _format, _runtime
 from ._cassette import Cassette, Recording
 from ._errors import AgentTapeError
@@ -50,6 +48,11 @@ EXIT_TIMEOUT = 10.0
 # A loss is logged at most once per this many seconds per kind, with the count in between.
 LOSS_LOG_INTERVAL = 10.0
 MAX_REASONS = 5
+
+# Run ids come from a generator of our own, seeded by the system once (and again in a forked
+# child): os.urandom per run would release the GIL on every request a busy service handles,
+# and the process-wide random module repeats after any random.seed() in user code.
+_run_ids = random.Random()
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -505,16 +508,12 @@ class Recorder:
     def run(self, run_id: str | None = None, **tags: Any) -> Run:
         """A run to open with ``with`` or ``async with``; ``tags`` go into its cassette."""
         if run_id is None:
-            run_id = os.urandom(16).hex()
+            run_id = f"{_run_ids.getrandbits(128):032x}"
         elif not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
             raise ValueError(
                 f"run_id {run_id!r} must be 1-128 letters, digits, '.', '_' or '-' "
                 "(it names the run's file), starting with a letter or digit"
             )
-        try:
-            msgpack.packb(tags, use_bin_type=True, datetime=True)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise TypeError(f"run tags must be msgpack-serialisable: {exc}") from None
         return Run(self, run_id, tags)
 
     @property
@@ -604,6 +603,7 @@ def _close_at_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
+    _run_ids.seed()
     for recorder in _open_recorders:
         recorder._after_fork()
 

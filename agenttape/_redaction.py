@@ -6,6 +6,7 @@ none) still match the recording.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from ._secrets import (
 
 RULE_KINDS = ("header", "query", "json", "regex")
 _SEEN_HEADERS_LIMIT = 1024
+_UNSEEN: list[tuple[str, str]] = []
 
 
 _first = itemgetter(0)
@@ -57,7 +59,7 @@ class Redactor:
         """Build from rules such as ``"header:x-org-id"``, ``"query:sig"``,
         ``"json:user.email"`` or ``"regex:acct_[0-9]+"``, added to the defaults."""
         if rules is None:
-            return cls()
+            return _default()
         if isinstance(rules, str):
             rules = [rules]
         headers, query, json_paths, patterns = set(SECRET_HEADERS), set(SECRET_QUERY_NAMES), [], []
@@ -93,8 +95,9 @@ class Redactor:
         seen = self._seen_headers
         try:
             key = tuple(headers)
-            if key in seen:
-                known = seen[key]
+            # One lookup: another thread may empty the table between a test and a read.
+            known = seen.get(key, _UNSEEN)
+            if known is not _UNSEEN:
                 return headers if known is None else list(known)
         except TypeError:  # unhashable pairs: redact without remembering
             return self._redact_headers(headers) or headers
@@ -200,3 +203,10 @@ def _without_password(url: str) -> str:
     if at == -1 or not colon or password == REDACTED:
         return url
     return f"{url[:start]}{user}:{REDACTED}{url[at:]}"
+
+
+@functools.cache
+def _default() -> Redactor:
+    """The default rules, built once: every cassette and run without rules of its own shares
+    them (and their table of headers already seen)."""
+    return Redactor()

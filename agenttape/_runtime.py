@@ -45,9 +45,11 @@ def activate(cassette: Cassette, *, process_wide: bool = True) -> Token[Cassette
 
 
 def deactivate(cassette: Cassette, token: Token[Cassette | None]) -> None:
-    with _lock:
-        if cassette in _active:
-            _active.remove(cassette)
+    # Runs are never process-wide: their exit checks without taking the lock.
+    if cassette in _active:
+        with _lock:
+            if cassette in _active:
+                _active.remove(cassette)
     # Exited from another context than the one that entered (a generator-based fixture
     # finalised elsewhere): the variable is then left to that context.
     with contextlib.suppress(ValueError):

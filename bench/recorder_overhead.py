@@ -2,12 +2,15 @@
 
 1. Overhead: 2,000 requests made by a service-shaped loop — a pool of worker threads, each
    handling agent runs of 4 requests (a ~2 KB JSON chat call, a tool GET, ...) — against a
-   local server in its own process; wall and CPU time with no recorder, with
-   ``keep="errors"`` (every run recorded, healthy ones dropped at the end), with
-   ``keep="all"`` (every run written to a local folder), and, for reference, with one plain
-   ``use_cassette(mode="all")`` recording everything. Target: <= 1.1 x. The server answers at
-   once, so the loop is CPU-bound and this is the worst case; the same loop is measured again
-   with 16 threads against an upstream that takes 5 ms per answer.
+   local server in its own process; wall and CPU time, and each run's latency, with no
+   recorder, with ``keep="errors"`` (every run recorded, healthy ones dropped at the end),
+   with ``keep="all"`` (every run written to a local folder), and, for reference, with one
+   plain ``use_cassette(mode="all")`` recording everything. Target: <= 1.1 x. Measured three
+   ways: with an upstream that takes 10 ms per answer and 8 threads (a service with CPU to
+   spare, as one waiting on model calls is); with 16 threads against a 5 ms upstream; and
+   with an upstream that answers at once. The last two keep the client's CPU (its GIL) busy
+   all the time, the worst case, where every microsecond the recorder spends is a
+   microsecond the service loses.
 2. Memory: 1,000 runs of ~20 KB each finish while the store stalls on every write; the
    memory the recorder holds stays within its queue limit (runs past it are counted as lost).
 
@@ -93,24 +96,31 @@ def agent_run(client: httpx.Client, url: str, number: int) -> None:
     client.get(f"{url}/status?run={number}").raise_for_status()
 
 
-def workload(url: str, threads: int, variant: str, folder: Path) -> tuple[float, float]:
+def workload(
+    url: str, threads: int, variant: str, folder: Path
+) -> tuple[float, float, list[float]]:
     """Wall and CPU time (all threads of this process) for REQUESTS requests, as runs handled
-    by a pool of worker threads. The recorder's writer is flushed after the timing: the
-    service never waits for it."""
+    by a pool of worker threads, and each run's latency. The recorder's writer is flushed
+    after the timing: the service never waits for it."""
     runs = REQUESTS // PER_RUN
     recorder = None if variant in ("off", "cassette") else agenttape.Recorder(folder, keep=variant)
     tape = agenttape.use_cassette(folder / "tape.msgpack", mode="all")
 
     with httpx.Client(limits=httpx.Limits(max_connections=threads)) as client:
+        latencies: list[float] = []
 
         def handle(number: int) -> None:
+            start = time.perf_counter()
             if recorder is None:
                 agent_run(client, url, number)
-                return
-            with recorder.run(request_number=number, tenant_id="t_3"):
-                agent_run(client, url, number)
+            else:
+                with recorder.run(request_number=number, tenant_id="t_3"):
+                    agent_run(client, url, number)
+            latencies.append(time.perf_counter() - start)
 
-        agent_run(client, url, -1)  # connections and imports warm
+        for number in range(threads):  # connections and imports warm
+            agent_run(client, url, -1 - number)
+        latencies.clear()
         with ThreadPoolExecutor(threads) as pool:
             if variant == "cassette":
                 tape.__enter__()
@@ -124,7 +134,7 @@ def workload(url: str, threads: int, variant: str, folder: Path) -> tuple[float,
         stats = recorder.stats
         assert stats.lost == 0, stats
         assert stats.written == (runs if variant == "all" else 0), stats
-    return elapsed, cpu
+    return elapsed, cpu, latencies
 
 
 VARIANTS = ("off", "errors", "all", "cassette")
@@ -135,15 +145,20 @@ def overhead(url: str, rounds: int, threads: int) -> dict[str, Any]:
     ratios are medians of per-round ratios to that round's run without recording."""
     wall: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
     cpu: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    p50: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    p99: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
     with tempfile.TemporaryDirectory() as folder:
         for round_number in range(rounds + 1):
             for variant in VARIANTS:
                 gc.collect()
                 target = Path(folder, f"{variant}{round_number}")
-                elapsed, used = workload(url, threads, variant, target)
+                elapsed, used, latencies = workload(url, threads, variant, target)
                 if round_number:  # round 0 warms everything up
                     wall[variant].append(elapsed)
                     cpu[variant].append(used)
+                    cuts = statistics.quantiles(latencies, n=100)
+                    p50[variant].append(cuts[49])
+                    p99[variant].append(cuts[98])
 
     def ratios(times: dict[str, list[float]]) -> dict[str, float]:
         return {
@@ -169,6 +184,19 @@ def overhead(url: str, rounds: int, threads: int) -> dict[str, Any]:
             variant: round(statistics.median(times) / REQUESTS * 1e6, 1)
             for variant, times in cpu.items()
         },
+        # How busy the client's CPU was without a recorder: near or over 1.0 is saturated.
+        "cpu_busy_without_recorder": round(
+            statistics.median(c / w for c, w in zip(cpu["off"], wall["off"], strict=True)), 2
+        ),
+        "run_latency_ms": {
+            variant: {
+                "p50": round(statistics.median(p50[variant]) * 1e3, 2),
+                "p99": round(statistics.median(p99[variant]) * 1e3, 2),
+            }
+            for variant in VARIANTS
+        },
+        "p50_latency_ratio": ratios(p50),
+        "p99_latency_ratio": ratios(p99),
     }
 
 
@@ -239,8 +267,9 @@ def main() -> None:
     process, url = start_server()
     try:
         results = {
-            "overhead": overhead(url, args.rounds, args.threads),
-            "overhead_with_5ms_upstream": overhead(f"{url}/slow5", args.rounds, 16),
+            "overhead_with_10ms_upstream": overhead(f"{url}/slow10", args.rounds, args.threads),
+            "overhead_with_5ms_upstream_saturated": overhead(f"{url}/slow5", args.rounds, 16),
+            "overhead_saturated": overhead(url, args.rounds, args.threads),
             "stalled_store": stalled_store_memory(url, args.threads),
             "cpus": os.cpu_count(),
         }

@@ -20,6 +20,8 @@ from bench._replay import Call, httpx_calls
 COUNT = 2000
 VCRPY_COUNT = 200
 TARGET = 1.15
+PAIRS = 5
+PROCESSES = 3
 
 
 def recorder(library: str, work: Path) -> Any:
@@ -66,13 +68,14 @@ def timed_recording(opener: Any, calls: _peers.Calls, report: Path) -> TimeFunc:
     return run
 
 
-def interleaved(work: Path, pairs: int = 5) -> None:
-    """Run in a process of its own: live and recorded blocks taken in turn, so both see the
-    same neighbours on a shared machine; prints the wall-clock ratio of each pair."""
+def in_turn(work: Path, pairs: int) -> None:
+    """Run in a process of its own: live and recorded blocks taken in turn, so both of a pair
+    meet the same load on a shared machine; prints each pair's ratio. Once a cassette has been
+    used, agenttape's adapters stay installed: a live block pays one context-variable lookup
+    per request for them."""
     base = (work / "base").read_text()
     calls = httpx_calls(base, [Call("GET", item_path(i)) for i in range(COUNT)])
     live, record = recorder("live", work), recorder("agenttape", work)
-    calls()
     with record():
         calls()
     ratios = []
@@ -87,9 +90,18 @@ def interleaved(work: Path, pairs: int = 5) -> None:
     print(json.dumps(ratios))
 
 
+def paired(work: Path) -> list[float]:
+    """Pairs taken in a few processes, since each process's hash seed and memory layout move
+    both figures a little."""
+    ratios: list[float] = []
+    for _ in range(PROCESSES):
+        ratios += json_from("bench.s4_record", "--in-turn", str(work), str(PAIRS))
+    return ratios
+
+
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--interleaved":
-        interleaved(Path(sys.argv[2]))
+    if len(sys.argv) == 4 and sys.argv[1] == "--in-turn":
+        in_turn(Path(sys.argv[2]), int(sys.argv[3]))
         return
     scenario = Scenario(
         4, "Recording overhead, 2,000 GETs", "µs/request", "live", "bench.s4_record", processes=3
@@ -115,13 +127,14 @@ def main() -> None:
                 processes=1 if library == "vcrpy" else None,
             )
         if not scenario.is_worker:
-            pairs = json_from("bench.s4_record", "--interleaved", str(work))
+            pairs = paired(work)
     if scenario.is_worker:
         return
+    paired_ratio = statistics.median(pairs) if pairs else None
     if pairs:
         scenario.note(
-            f"Live and recorded blocks taken in turn in one process ({len(pairs)} pairs): "
-            f"agenttape / live = {statistics.median(pairs):.2f}x median "
+            f"Live and recorded blocks taken in turn ({len(pairs)} pairs, {PROCESSES} "
+            f"processes): agenttape / live = {paired_ratio:.3f}x median "
             f"({min(pairs):.2f}x to {max(pairs):.2f}x)."
         )
     cpu: dict[str, float] = {}
@@ -138,13 +151,24 @@ def main() -> None:
             "(the server's time excluded, so stricter than the wall-clock ratio)."
         )
     cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "live")
-    holds = scenario.check("agenttape / live", cells["agenttape"], TARGET)
     live = scenario.result.value("live")
+    # The target is judged on the paired blocks: each contestant timed apart from the other
+    # meets a different load on a shared machine, and that moved this ratio by more than the
+    # recorder's cost (0.90x to 1.51x over 14 runs of the same code).
     scenario.line(
         "4",
         scenario.result.title,
         f"live {live * 1e6:.0f} µs/request" if live else "",
         cells,
+        "(timed apart)",
+        None,
+    )
+    holds = scenario.check("agenttape / live, blocks in turn", paired_ratio, TARGET)
+    scenario.line(
+        "4",
+        "Recording overhead, live and recorded blocks in turn",
+        f"live, {len(pairs)} pairs",
+        {"agenttape": paired_ratio},
         f"≤ {TARGET}x live",
         holds,
     )

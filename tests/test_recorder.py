@@ -4,6 +4,8 @@ import asyncio
 import contextvars
 import logging
 import os
+import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -515,6 +517,35 @@ def test_a_forked_worker_gets_its_own_writer(
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert sorted(info.tags["side"] for info in list_runs(store)) == ["child", "parent"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_run_ids_stay_unique_across_user_seeding_and_forks(
+    recorders: Callable[..., agenttape.Recorder], tmp_path: Path
+) -> None:
+    recorder = recorders(tmp_path / "runs")
+    random.seed(7)
+    first = recorder.run().run_id
+    random.seed(7)
+    second = recorder.run().run_id
+    assert first != second  # the process-wide random module does not name runs
+    assert re.fullmatch("[0-9a-f]{32}", first)
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, recorder.run().run_id.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as pipe:
+        child = pipe.read().decode()
+    # Without a fresh seed in the child, both would draw the same next id.
+    assert re.fullmatch("[0-9a-f]{32}", child) and child != recorder.run().run_id
+    assert len({recorder.run().run_id for _ in range(1000)}) == 1000
 
 
 def test_a_run_over_its_byte_budget_keeps_the_exchanges_that_fit(

@@ -43,6 +43,12 @@ def _install(library: str, module: ModuleType) -> None:
 
 def install_adapters() -> None:
     global _hook
+    # Every cassette and run calls this; once the import hook is in place there is seldom
+    # anything to do, and threads opening runs at once should not queue on the lock for it.
+    if _hook is not None and all(
+        library in _installed or library not in sys.modules for library in ADAPTERS
+    ):
+        return
     with _lock:
         for library in ADAPTERS:
             module = sys.modules.get(library)
