@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ._boundary import boundary
-from ._cassette import Cassette, load, use_cassette
-from ._errors import (
+from ._adapters.boundary import boundary
+from ._core.cassette import Cassette, load, use_cassette
+from ._core.errors import (
     AgentTapeError,
     CassetteFormatError,
     CassetteNotFoundError,
@@ -12,10 +12,11 @@ from ._errors import (
     NetworkBlockedError,
     UnmatchedInteractionError,
 )
-from ._llm import LLMCall
-from ._matching import Candidate
-from ._models import Failure, Interaction, Request, Response
-from ._recorder import Recorder, RecorderStats, Run
+from ._core.llm import LLMCall
+from ._core.matching import Candidate
+from ._core.models import Failure, Interaction, Request, Response
+from ._production.recorder import Recorder, RecorderStats
+from ._production.run import Run
 from ._version import __version__
 
 __all__ = [

@@ -45,8 +45,8 @@ def grow(template: Any, base: str, size: int) -> list[Any]:
 def prepare(work: Path) -> None:
     """200 GETs recorded for real; the larger cassettes repeat their shape, each written by
     its own library's writer (recording 20,000 through vcrpy alone takes hours)."""
-    from agenttape import _cassette, _format
-    from agenttape._meta import new_header
+    from agenttape._core import codec, files
+    from agenttape._core.meta import new_header
 
     with serve() as base:
         _peers.record_agenttape(
@@ -57,7 +57,7 @@ def prepare(work: Path) -> None:
     template = _peers.agenttape_interactions(work / "recorded.msgpack")[0]
     for size in SIZES:
         interactions = grow(template, base, size)
-        _cassette.write_atomic(work / f"{size}.msgpack", _format.encode(new_header(), interactions))
+        files.write_atomic(work / f"{size}.msgpack", codec.encode(new_header(), interactions))
         _peers.write_cassetter(work / f"{size}.cassetter.yaml", interactions)
         _peers.write_vcrpy(work / f"{size}.vcrpy.yaml", interactions)
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._adapters import _headers
+from agenttape._adapters import header_tables
 from tests.servers import Server, json_reply
 
 
@@ -28,8 +28,8 @@ def test_every_byte_survives_and_pairs_are_shared(server: Server, cassette_path:
     first, second = (i.request for i in agenttape.load(cassette_path).interactions)
     for name, value in raw:
         assert (name.decode("latin-1"), value.decode("latin-1")) in first.headers
-    live = _headers.decode_header_set([(b"X-Odd", b"caf\xe9 \xff")])
-    again = _headers.decode_header_set([(b"X-Odd", b"caf\xe9 \xff")])
+    live = header_tables.decode_header_set([(b"X-Odd", b"caf\xe9 \xff")])
+    again = header_tables.decode_header_set([(b"X-Odd", b"caf\xe9 \xff")])
     assert live == again == [("X-Odd", "caf\xe9 \xff")]
     assert live is not again and live[0] is again[0]
     assert [(k.encode("latin-1"), v.encode("latin-1")) for k, v in live] == raw[:1]
@@ -60,15 +60,15 @@ def test_recorded_requests_share_pairs_but_not_lists(server: Server, cassette_pa
 
 def test_tables_stay_bounded() -> None:
     largest = {"pairs": 0, "sets": 0, "texts": 0}
-    for number in range(_headers._LIMIT + 10):
+    for number in range(header_tables._LIMIT + 10):
         text = str(number).encode()
-        _headers.decode_headers([(b"X-Id", text)])
-        _headers.decode_header_set([(b"X-Id", text)])
-        _headers.decode_text(text)
+        header_tables.decode_headers([(b"X-Id", text)])
+        header_tables.decode_header_set([(b"X-Id", text)])
+        header_tables.decode_text(text)
         for name in largest:
-            largest[name] = max(largest[name], len(getattr(_headers, f"_{name}")))
+            largest[name] = max(largest[name], len(getattr(header_tables, f"_{name}")))
     assert largest == {
-        "pairs": _headers._LIMIT,
-        "sets": _headers._SET_LIMIT,
-        "texts": _headers._LIMIT,
+        "pairs": header_tables._LIMIT,
+        "sets": header_tables._SET_LIMIT,
+        "texts": header_tables._LIMIT,
     }

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agenttape import Response
-from agenttape._adapters import _wire
+from agenttape._adapters import wire
 
 pieces_strategy = st.lists(st.binary(min_size=1, max_size=40), max_size=8)
 
@@ -27,9 +27,9 @@ def test_chunked_body_round_trips_through_any_reads(pieces: list[bytes], cuts: l
         body=b"".join(pieces),
         chunks=[(len(p), 0.0) for p in pieces],
     )
-    wire = _wire.render_head(response) + b"".join(_wire.render_body(response, complete=True))
-    parser = _wire.ResponseParser()
-    body = b"".join(parser.feed(read) for read in split(wire, cuts))
+    raw = wire.render_head(response) + b"".join(wire.render_body(response, complete=True))
+    parser = wire.ResponseParser()
+    body = b"".join(parser.feed(read) for read in split(raw, cuts))
     assert body == response.body
     assert parser.head == (200, "", "HTTP/1.1", [("Transfer-Encoding", "chunked")])
     assert parser.body is not None and parser.body.done
@@ -37,11 +37,11 @@ def test_chunked_body_round_trips_through_any_reads(pieces: list[bytes], cuts: l
 
 @given(st.binary(max_size=200), st.lists(st.integers(min_value=0), max_size=12))
 def test_length_delimited_body_stops_at_its_length(body: bytes, cuts: list[int]) -> None:
-    wire = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: %d\r\nretry-after: 7\r\n\r\n" % len(
+    head = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: %d\r\nretry-after: 7\r\n\r\n" % len(
         body
     )
-    parser = _wire.ResponseParser()
-    got = b"".join(parser.feed(read) for read in split(wire + body, cuts))
+    parser = wire.ResponseParser()
+    got = b"".join(parser.feed(read) for read in split(head + body, cuts))
     assert got == body
     assert parser.head is not None and parser.head[0] == 429
     assert parser.head[3] == [("Content-Length", str(len(body))), ("retry-after", "7")]
@@ -49,7 +49,7 @@ def test_length_delimited_body_stops_at_its_length(body: bytes, cuts: list[int])
 
 
 def test_interim_responses_are_skipped_and_head_requests_have_no_body() -> None:
-    parser = _wire.ResponseParser(head_only=True)
+    parser = wire.ResponseParser(head_only=True)
     assert (
         parser.feed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
         == b""
@@ -60,7 +60,7 @@ def test_interim_responses_are_skipped_and_head_requests_have_no_body() -> None:
 
 def test_a_request_with_a_chunked_body_is_read_whole() -> None:
     raw = b"POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
-    assert _wire.parse_request(raw) == (
+    assert wire.parse_request(raw) == (
         "POST",
         "/up",
         [("Host", "h"), ("Transfer-Encoding", "chunked")],

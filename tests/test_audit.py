@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from agenttape import _format, _meta
-from agenttape._models import Interaction, Request, Response
+from agenttape._core import codec, meta
+from agenttape._core.models import Interaction, Request, Response
 from tests.cli_support import (
     cli,
 )
@@ -16,7 +16,7 @@ from tests.cli_support import (
 
 def _crafted(path: Path, interactions: list[Interaction]) -> None:
     """A cassette written by another tool or an older version: no redaction ran over it."""
-    path.write_bytes(_format.encode(_meta.new_header(), interactions))
+    path.write_bytes(codec.encode(meta.new_header(), interactions))
 
 
 SECRETS = {

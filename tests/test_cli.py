@@ -150,7 +150,7 @@ def test_show_survives_a_closed_pipe(session: Path) -> None:
 def test_plain_text_without_a_terminal_and_rich_on_one() -> None:
     import io
 
-    from agenttape._cli import render_plain, render_rich
+    from agenttape._tools.cli import render_plain, render_rich
 
     rows = [{"n": 0, "boundary": "http", "method": "GET", "host+path": "h/p", "status": "200",
              "model": "", "bytes": 5, "ms": 1.5, "chunks": 1}]  # fmt: skip
@@ -208,7 +208,9 @@ def _on_a_terminal(code: str, session: Path) -> str:
 
 
 def test_rich_table_on_a_terminal_and_plain_text_without_rich(session: Path) -> None:
-    show = "import sys; from agenttape._cli import main; sys.exit(main(['show', sys.argv[1]]))"
+    show = (
+        "import sys; from agenttape._tools.cli import main; sys.exit(main(['show', sys.argv[1]]))"
+    )
     fancy = _on_a_terminal(show, session)
     assert "┃" in fancy and "gpt-4o-mini" in fancy
     without_rich = _on_a_terminal("import sys; sys.modules['rich'] = None; " + show, session)

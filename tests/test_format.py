@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._format import (
+from agenttape._core.codec import (
     FORMAT_VERSION,
     _decode_interaction,
     _decode_plain,
@@ -22,7 +22,7 @@ from agenttape._format import (
     encode,
     encode_pieces,
 )
-from agenttape._models import Failure, Interaction, Request, Response
+from agenttape._core.models import Failure, Interaction, Request, Response
 
 
 def sample() -> list[Interaction]:

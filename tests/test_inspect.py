@@ -6,8 +6,8 @@ import gzip
 import json
 import zlib
 
-from agenttape._inspect import decode_body, llm_fields, parse_sse, readable, sse_text
-from agenttape._models import Request
+from agenttape._core.models import Request
+from agenttape._tools.reading import decode_body, llm_fields, parse_sse, readable, sse_text
 
 
 def _post(url: str, body: object) -> Request:

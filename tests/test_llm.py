@@ -11,7 +11,7 @@ from llm_standin import StandIn
 
 import agenttape
 from agenttape import LLMCall
-from agenttape._models import Interaction, Request, Response
+from agenttape._core.models import Interaction, Request, Response
 
 
 def _summaries(path: Path) -> list[LLMCall | None]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agenttape import CassetteWriteError, _locking
+from agenttape import CassetteWriteError
+from agenttape._core import locking
 
 
 def hold_in_turn(path: Path) -> list[str]:
@@ -16,7 +17,7 @@ def hold_in_turn(path: Path) -> list[str]:
     first_in = threading.Event()
 
     def first() -> None:
-        with _locking.locked(path):
+        with locking.locked(path):
             events.append("first in")
             first_in.set()
             time.sleep(0.2)
@@ -24,7 +25,7 @@ def hold_in_turn(path: Path) -> list[str]:
 
     def second() -> None:
         first_in.wait()
-        with _locking.locked(path):
+        with locking.locked(path):
             events.append("second in")
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
@@ -44,7 +45,7 @@ def test_one_holder_at_a_time(tmp_path: Path) -> None:
 def test_lock_file_where_directories_cannot_be_locked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_locking, "fcntl", None)
+    monkeypatch.setattr(locking, "fcntl", None)
     path = tmp_path / "tape.msgpack"
     assert hold_in_turn(path) == ["first in", "first out", "second in"]
     assert not (tmp_path / ".tape.msgpack.lock").exists()
@@ -53,9 +54,9 @@ def test_lock_file_where_directories_cannot_be_locked(
 def test_lock_file_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     lock = tmp_path / ".tape.msgpack.lock"
     lock.touch()
-    old = time.time() - _locking.STALE_AFTER - 5
+    old = time.time() - locking.STALE_AFTER - 5
     os.utime(lock, (old, old))
-    with _locking._lock_file(lock):
+    with locking._lock_file(lock):
         assert lock.exists()
     assert not lock.exists()
 
@@ -63,9 +64,9 @@ def test_lock_file_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
 def test_lock_file_held_too_long_is_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_locking, "WAIT", 0.1)
+    monkeypatch.setattr(locking, "WAIT", 0.1)
     lock = tmp_path / ".tape.msgpack.lock"
     lock.touch()
-    with pytest.raises(CassetteWriteError, match="delete the file"), _locking._lock_file(lock):
+    with pytest.raises(CassetteWriteError, match="delete the file"), locking._lock_file(lock):
         pass
     assert lock.exists()  # someone else's lock is not removed

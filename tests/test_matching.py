@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._matching import Matcher, _parse_general, _parse_simple
+from agenttape._core.matching import Matcher, _parse_general, _parse_simple
 
 
 def echo(request: httpx.Request) -> httpx.Response:

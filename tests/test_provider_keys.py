@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape import _format, _meta
-from agenttape._provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
+from agenttape._core import codec, meta
+from agenttape._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
 from tests.servers import Server, json_reply
 
 
@@ -22,7 +22,7 @@ def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def tape(tmp_path: Path) -> Path:
     path = tmp_path / "tape.msgpack"
-    path.write_bytes(_format.encode(_meta.new_header(), []))
+    path.write_bytes(codec.encode(meta.new_header(), []))
     return path
 
 

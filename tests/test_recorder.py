@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape import _format
-from agenttape._runs import list_runs
+from agenttape._core import codec
+from agenttape._production.stored_runs import list_runs
 from tests.servers import Reply, Seen, Server, gzip_reply, json_reply, refused_port, sse_reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -657,5 +657,5 @@ def test_memory_store_runs_can_be_listed_and_decoded(
     [info] = list_runs("memory://recorder-test/prod", tags={"tenant_id": "t_3"})
     assert info.run_id == run.run_id and info.name == run.path.as_posix()
     data = fsspec.filesystem("memory").cat_file(f"/recorder-test/prod/{info.name}")
-    header, interactions = _format.decode(data, info.name)
+    header, interactions = codec.decode(data, info.name)
     assert header["tags"] == {"tenant_id": "t_3"} and len(interactions) == 1

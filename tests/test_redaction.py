@@ -12,8 +12,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._redaction import Redactor
-from agenttape._secrets import (
+from agenttape._core.redaction import Redactor
+from agenttape._core.secrets import (
     SECRET_REGEX,
     may_hold_secret,
     may_hold_secret_text,

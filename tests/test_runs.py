@@ -9,9 +9,9 @@ import msgpack
 import pytest
 
 import agenttape
-from agenttape import _format, _meta
-from agenttape._models import Interaction, Request, Response
-from agenttape._runs import (
+from agenttape._core import codec, meta
+from agenttape._core.models import Interaction, Request, Response
+from agenttape._production.stored_runs import (
     HEAD_BYTES,
     fetch_run,
     format_runs,
@@ -34,7 +34,7 @@ def write_run(
 ) -> Path:
     """A run file as the recorder lays it out, with a chosen creation time."""
     header = {
-        **_meta.new_header(tags, run_id=run_id),
+        **meta.new_header(tags, run_id=run_id),
         "created_at": created,
         "run": {"status": status, "reasons": [] if status == "ok" else ["why"], "interactions": 1},
     }
@@ -45,7 +45,7 @@ def write_run(
     folder = store / f"{created:%Y-%m-%d}" if dated else store
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{run_id}.msgpack"
-    path.write_bytes(_format.encode(header, [interaction]))
+    path.write_bytes(codec.encode(header, [interaction]))
     return path
 
 
@@ -109,7 +109,7 @@ def test_big_headers_and_other_key_orders_are_read_whole(store: Path) -> None:
     write_run(store, "r_big", NOW, {"user_id": "u_big", "notes": "n" * (2 * HEAD_BYTES)})
     document = {
         "interactions": [],
-        "header": {**_meta.new_header({"user_id": "u_odd"}, run_id="r_odd"), "created_at": NOW},
+        "header": {**meta.new_header({"user_id": "u_odd"}, run_id="r_odd"), "created_at": NOW},
         "agenttape": 1,
     }
     (store / "r_odd.msgpack").write_bytes(msgpack.packb(document, datetime=True))

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._models import Request
-from agenttape._scope import Scope
+from agenttape._core.models import Request
+from agenttape._core.scope import Scope
 from tests.servers import Seen, json_reply
 
 tool_runs: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 import agenttape
-from agenttape._scrub import _substitute
+from agenttape._tools.redact import _substitute
 from tests.cli_support import assert_one_line_error, cli
 from tests.servers import Seen, Server, gzip_reply, json_reply, sse_reply
 

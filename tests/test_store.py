@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._runs import fetch_run, list_runs
-from agenttape._store import FsspecStore, LocalStore, open_store
+from agenttape._production.store import FsspecStore, LocalStore, open_store
+from agenttape._production.stored_runs import fetch_run, list_runs
 from tests.cli_support import cli
 from tests.servers import Server, json_reply, refused_port
 

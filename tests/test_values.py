@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenttape import _values
+from agenttape._core import json_values
 
 scalars = (
     st.none()
@@ -43,15 +43,15 @@ def _as_replayed(value: Any) -> Any:
 
 @given(values)
 def test_round_trip(value: Any) -> None:
-    data = _values.dumps(_values.to_json(value, "test"))
+    data = json_values.dumps(json_values.to_json(value, "test"))
     json.loads(data)  # plain JSON on disk
-    assert _values.loads(data) == _as_replayed(value)
+    assert json_values.loads(data) == _as_replayed(value)
 
 
 def test_lookalike_tags_stay_user_data() -> None:
     value = {"$bytes": "not base64 at all"}
-    assert _values.to_json(value, "x") == {"$map": [["$bytes", "not base64 at all"]]}
-    assert _values.loads(_values.dumps(_values.to_json(value, "x"))) == value
+    assert json_values.to_json(value, "x") == {"$map": [["$bytes", "not base64 at all"]]}
+    assert json_values.loads(json_values.dumps(json_values.to_json(value, "x"))) == value
 
 
 @pytest.mark.parametrize(
@@ -65,4 +65,4 @@ def test_lookalike_tags_stay_user_data() -> None:
 )
 def test_unfit_values_are_named_with_their_place(value: Any, message: str) -> None:
     with pytest.raises(TypeError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        _values.to_json(value, "result")
+        json_values.to_json(value, "result")

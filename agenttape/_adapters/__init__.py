@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from .._core import runtime
+
 # library module -> adapter module; an adapter exposes ``install(library_module)``.
 ADAPTERS: dict[str, str] = {
     "httpx": "agenttape._adapters.httpx",
@@ -24,7 +26,7 @@ ADAPTERS: dict[str, str] = {
     "urllib3": "agenttape._adapters.urllib3",
     "botocore.endpoint": "agenttape._adapters.botocore",
     "aiohttp": "agenttape._adapters.aiohttp",
-    "socket": "agenttape._adapters.socket",
+    "socket": "agenttape._adapters.network_guard",
 }
 
 _installed: set[str] = set()
@@ -101,3 +103,6 @@ class _PatchingLoader(importlib.abc.Loader):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
+
+
+runtime.on_activation(install_adapters)

@@ -15,15 +15,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .. import _runtime
-from .._cassette import Recording
-from .._models import Failure, Interaction, Request
-from . import _retries, _wire
+from .._core import runtime
+from .._core.exchange import Schedule, exchange_async
+from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.tape import Recording
+from . import wire
 
 _PATCHED = "__agenttape_original_connect__"
 
-# aiohttp exception name -> library-neutral kind (see Failure).
-KIND_BY_EXCEPTION = {
+# aiohttp exception name -> library-neutral kind.
+KIND_BY_EXCEPTION: dict[str, FailureKind] = {
     "ClientConnectorError": "connect_error",
     "ClientConnectorDNSError": "connect_error",
     "ClientConnectorSSLError": "connect_error",
@@ -55,30 +56,25 @@ def install(aiohttp: ModuleType) -> None:
 
 def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable[..., Any]:
     async def connect(self: Any, req: Any, traces: Any, timeout: Any) -> Any:
-        cassette = _runtime.active()
-        if cassette is None:
+        tape = runtime.active()
+        if tape is None:
             return await original(self, req, traces, timeout)
-        method = req.method
-        plan = cassette.begin(await _to_model(req))
-        if isinstance(plan, Interaction):
-            _retries.mark(True)
-            error = plan.error
-            if plan.response is None and error is not None and error.kind in _CONNECT_KINDS:
-                if cassette.realtime and plan.duration:
-                    await asyncio.sleep(plan.duration)  # the error comes when it came live
+
+        async def replay(interaction: Interaction, schedule: Schedule) -> Any:
+            error = interaction.error
+            if interaction.response is None and error is not None and error.kind in _CONNECT_KINDS:
+                await schedule.wait_async(schedule.head)  # the error comes when it came live
                 raise _connect_exception(aiohttp, error, req)
-            return _replay_connection(aiohttp, self, req, plan, cassette.realtime)
-        _retries.mark(False)
-        token = _runtime.enter_adapter()
-        try:
+            return _replay_connection(self, req, interaction, schedule)
+
+        async def record(recording: Recording) -> Any:
             conn = await original(self, req, traces, timeout)
-        except BaseException as exc:
-            plan.fail(*_failure_of(exc))
-            raise
-        finally:
-            _runtime.exit_adapter(token)
-        _Tap(conn.protocol, plan, method)
-        return conn
+            _Tap(conn.protocol, recording, req.method)
+            return conn
+
+        return await exchange_async(
+            tape, await _to_model(req), replay=replay, record=record, failure_of=failure_of
+        )
 
     return connect
 
@@ -112,11 +108,12 @@ async def _body_bytes(body: Any) -> bytes:
     return b""
 
 
-def _failure_of(exc: BaseException) -> tuple[str, str, str]:
+def failure_of(exc: BaseException) -> Failure:
+    """The failure an exception of aiohttp's connect (or read) stands for; a cancelled connect
+    is its timeout."""
     name = type(exc).__name__
-    kind = KIND_BY_EXCEPTION.get(name, "transport_error")
     message = getattr(exc, "strerror", None) or str(exc)
-    return kind, name, str(message)
+    return Failure(KIND_BY_EXCEPTION.get(name, "transport_error"), name, str(message))
 
 
 def _connect_exception(aiohttp: ModuleType, error: Failure, req: Any) -> BaseException:
@@ -143,7 +140,7 @@ class _Tap:
     def __init__(self, protocol: Any, recording: Recording, method: str) -> None:
         self._protocol = protocol
         self._recording = recording
-        self._parser = _wire.ResponseParser(head_only=method == "HEAD")
+        self._parser = wire.ResponseParser(head_only=method == "HEAD")
         self._detach()  # a tap left by an exchange the cassette closed before it ended
         self._data_received = protocol.data_received
         self._connection_lost = protocol.connection_lost
@@ -182,11 +179,13 @@ class _Tap:
             elif body is not None and body.runs_to_eof and exc is None:
                 recording.finish()
             elif exc is not None:
-                recording.fail("read_error", type(exc).__name__, str(exc))
+                recording.fail_as("read_error", type(exc).__name__, str(exc))
             elif body is None:
-                recording.fail("protocol_error", "ServerDisconnectedError", "Server disconnected")
+                recording.fail_as(
+                    "protocol_error", "ServerDisconnectedError", "Server disconnected"
+                )
             else:
-                recording.fail(
+                recording.fail_as(
                     "protocol_error",
                     "ClientPayloadError",
                     "connection closed before the whole response body arrived",
@@ -196,7 +195,7 @@ class _Tap:
 
     def set_exception(self, exc: BaseException, *args: Any) -> None:
         if not self._recording.finished:
-            self._recording.fail(*_failure_of(exc))
+            self._recording.fail(failure_of(exc))
             self._detach()
         self._set_exception(exc, *args)
 
@@ -205,14 +204,14 @@ class _Tap:
 
 
 def _replay_connection(
-    aiohttp: ModuleType, connector: Any, req: Any, interaction: Interaction, realtime: bool
+    connector: Any, req: Any, interaction: Interaction, schedule: Schedule
 ) -> Any:
     from aiohttp.client_proto import ResponseHandler
     from aiohttp.connector import Connection
 
     loop = asyncio.get_running_loop()
     protocol = ResponseHandler(loop)
-    transport = _ReplayTransport(protocol, interaction, req.method, realtime, loop)
+    transport = _ReplayTransport(protocol, interaction, req.method, schedule, loop)
     protocol.connection_made(transport)
     connection_class = _connection_class(Connection)
     return connection_class(connector, req.connection_key, protocol, loop)
@@ -246,7 +245,7 @@ class _ReplayTransport(asyncio.Transport):
         protocol: Any,
         interaction: Interaction,
         method: str,
-        realtime: bool,
+        schedule: Schedule,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         super().__init__()
@@ -255,24 +254,19 @@ class _ReplayTransport(asyncio.Transport):
         self._error = interaction.error
         response = interaction.response
         self._pieces: list[bytes] = []
-        self._offsets: list[float] = []
         self._eof = True
         if response is not None:
             complete = interaction.error is None and not response.truncated
-            self._pieces = [_wire.render_head(response), *_wire.render_body(response, complete)]
-            self._offsets = [interaction.ttfb or 0.0] + [o for _s, o in response.chunks]
-            self._eof = not complete or _wire.runs_to_eof(response, method)
-        self._realtime = realtime
-        self._end = _wire.end_offset(interaction) if realtime else None
-        if realtime and response is None and interaction.duration:
-            self._end = interaction.duration
-        self._t0 = loop.time()
+            self._pieces = [wire.render_head(response), *wire.render_body(response, complete)]
+            self._eof = not complete or wire.runs_to_eof(response, method)
+        self._schedule = schedule
+        self._end = schedule.end
         self._index = 0
         self._paused = False
         self._closing = False
         self._handle: asyncio.Handle | None = loop.call_soon(self._step)
 
-    def _schedule(self, delay: float) -> None:
+    def _step_later(self, delay: float) -> None:
         if delay > 0:
             self._handle = self._loop.call_later(delay, self._step)
         else:
@@ -285,24 +279,27 @@ class _ReplayTransport(asyncio.Transport):
         if self._index < len(self._pieces):
             payload = self._protocol._payload
             if self._index and payload is not None and getattr(payload, "_buffer", None):
-                self._schedule(0.001)  # the caller has not taken the previous read yet
+                self._step_later(0.001)  # the caller has not taken the previous read yet
                 return
-            if self._realtime and self._index < len(self._offsets):
-                due = self._t0 + self._offsets[self._index] - self._loop.time()
+            schedule = self._schedule
+            if schedule.paced:
+                due = schedule.delay(
+                    schedule.chunk(self._index - 1) if self._index else schedule.head
+                )
                 if due > 0:
-                    self._schedule(due)
+                    self._step_later(due)
                     return
             piece = self._pieces[self._index]
             self._index += 1
             self._protocol.data_received(piece)
-            self._schedule(0)
+            self._step_later(0)
             return
         if self._index > len(self._pieces):
             return  # already ended
         if self._end is not None:
-            due, self._end = self._t0 + self._end - self._loop.time(), None
+            due, self._end = self._schedule.delay(self._end), None
             if due > 0:
-                self._schedule(due)
+                self._step_later(due)
                 return
         self._index += 1
         error = self._error
@@ -343,7 +340,7 @@ class _ReplayTransport(asyncio.Transport):
         if self._paused:
             self._paused = False
             if self._handle is None and not self._closing:
-                self._schedule(0)
+                self._step_later(0)
 
     def is_reading(self) -> bool:
         return not self._paused and not self._closing

@@ -11,7 +11,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from . import _retries
+from .._core.exchange import skip_retry_wait
 
 
 class _RetryClock:
@@ -26,7 +26,7 @@ class _RetryClock:
         return getattr(self._clock, name)
 
     def sleep(self, seconds: float) -> None:
-        if _retries.skip_wait():
+        if skip_retry_wait():
             return
         self._clock.sleep(seconds)
 

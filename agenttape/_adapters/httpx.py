@@ -7,24 +7,21 @@ still-encoded body stream, chunk by chunk.
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
-from .. import _runtime
-from .._cassette import Recording
-from .._models import Interaction, Request
-from ._headers import decode_header_set, decode_headers, decode_text
+from .._core import runtime
+from .._core.exchange import Schedule, exchange, exchange_async
+from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.tape import Recording
+from .header_tables import decode_header_set, decode_headers, decode_text
 
 _PATCHED = "__agenttape_original_transport_for_url__"
-# Response extension marking a response served from a cassette (read by fast_retries).
-REPLAYED = "agenttape_replayed"
 
-# httpx exception name -> library-neutral kind (see Failure).
-KIND_BY_EXCEPTION = {
+# httpx exception name -> library-neutral kind.
+KIND_BY_EXCEPTION: dict[str, FailureKind] = {
     "ConnectError": "connect_error",
     "ConnectTimeout": "connect_timeout",
     "ReadTimeout": "read_timeout",
@@ -38,7 +35,7 @@ KIND_BY_EXCEPTION = {
     "ProxyError": "proxy_error",
     "UnsupportedProtocol": "unsupported_protocol",
 }
-EXCEPTION_BY_KIND = {
+EXCEPTION_BY_KIND: dict[str, str] = {
     "connect_error": "ConnectError",
     "connect_timeout": "ConnectTimeout",
     "read_timeout": "ReadTimeout",
@@ -64,6 +61,13 @@ class _Library:
             "ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
         )
 
+    def failure_of(self, exc: BaseException) -> Failure | None:
+        """The failure an httpx transport error stands for; None for any other exception."""
+        if not isinstance(exc, self.hx.TransportError):
+            return None
+        name = type(exc).__name__
+        return Failure(KIND_BY_EXCEPTION.get(name, "transport_error"), name, str(exc))
+
 
 def install(hx: ModuleType) -> None:
     library = _Library(hx)
@@ -79,7 +83,7 @@ def install(hx: ModuleType) -> None:
 def _make_transport_for_url(original: Any, wrapper: type, library: _Library) -> Any:
     def _transport_for_url(self: Any, url: Any) -> Any:
         transport = original(self, url)
-        if _runtime.active() is None:
+        if runtime.active() is None:
             return transport
         return wrapper(transport, library)
 
@@ -93,12 +97,6 @@ def _to_model(request: Any) -> Request:
         decode_header_set(request.headers.raw),
         request.content,
     )
-
-
-def is_replayed(response: Any) -> bool:
-    """True when ``response`` was served from a cassette rather than the network."""
-    extensions = getattr(response, "extensions", None)
-    return isinstance(extensions, dict) and extensions.get(REPLAYED) is True
 
 
 def _respx_serves(hx: ModuleType, request: Any) -> bool:
@@ -119,11 +117,6 @@ def _respx_serves(hx: ModuleType, request: Any) -> bool:
     return False
 
 
-def _failure_of(exc: Exception) -> tuple[str, str, str]:
-    name = type(exc).__name__
-    return KIND_BY_EXCEPTION.get(name, "transport_error"), name, str(exc)
-
-
 def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Exception:
     error = interaction.error
     assert error is not None
@@ -132,13 +125,6 @@ def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Ex
         exception_class = getattr(hx, EXCEPTION_BY_KIND.get(error.kind, "TransportError"))
     exception: Exception = exception_class(error.message, request=request)
     return exception
-
-
-def _head_delay(interaction: Interaction) -> float:
-    """With ``realtime``, seconds until the recorded head arrived (or the error without one)."""
-    if interaction.response is None:
-        return interaction.duration or 0.0
-    return interaction.ttfb or 0.0
 
 
 def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, stream: Any) -> Any:
@@ -152,7 +138,6 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
         extensions={
             "http_version": response.http_version.encode("ascii"),
             "reason_phrase": response.reason.encode("latin-1"),
-            REPLAYED: True,
         },
     )
 
@@ -184,74 +169,73 @@ class _TapeTransport:
 
     def handle_request(self, request: Any) -> Any:
         library = self._library
-        hx = library.hx
-        cassette = _runtime.active()
-        if cassette is None or _respx_serves(hx, request):
+        tape = runtime.active()
+        if tape is None or _respx_serves(library.hx, request):
             return self._transport.handle_request(request)
         request.read()
-        plan = cassette.begin(_to_model(request))
-        if isinstance(plan, Interaction):
-            stream = library.replay(hx, plan, request, cassette.realtime)
-            if cassette.realtime and _head_delay(plan) > 0:
-                time.sleep(_head_delay(plan))
-            return _replay_response(hx, plan, request, stream)
-        token = _runtime.enter_adapter()
-        try:
+
+        def replay(interaction: Interaction, schedule: Schedule) -> Any:
+            stream = library.replay(library.hx, interaction, request, schedule)
+            schedule.wait(schedule.head)
+            return _replay_response(library.hx, interaction, request, stream)
+
+        def record(recording: Recording) -> Any:
             response = self._transport.handle_request(request)
-        except hx.TransportError as exc:
-            plan.fail(*_failure_of(exc))
-            raise
-        finally:
-            _runtime.exit_adapter(token)
-        _record_head(plan, response)
-        if hasattr(response, "_content"):
-            plan.chunk(response.content)
-            plan.finish()
-            return response
-        response.stream = library.tee(hx, response.stream, plan)
-        return response
+            return _recorded(library, response, recording, library.tee)
+
+        return exchange(
+            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
+        )
 
 
 class _AsyncTapeTransport(_TapeTransport):
     async def handle_async_request(self, request: Any) -> Any:
         library = self._library
-        hx = library.hx
-        cassette = _runtime.active()
-        if cassette is None or _respx_serves(hx, request):
+        tape = runtime.active()
+        if tape is None or _respx_serves(library.hx, request):
             return await self._transport.handle_async_request(request)
         await request.aread()
-        plan = cassette.begin(_to_model(request))
-        if isinstance(plan, Interaction):
-            stream = library.replay(hx, plan, request, cassette.realtime)
-            if cassette.realtime and _head_delay(plan) > 0:
-                await asyncio.sleep(_head_delay(plan))
-            return _replay_response(hx, plan, request, stream)
-        token = _runtime.enter_adapter()
-        try:
+
+        async def replay(interaction: Interaction, schedule: Schedule) -> Any:
+            stream = library.replay(library.hx, interaction, request, schedule)
+            await schedule.wait_async(schedule.head)
+            return _replay_response(library.hx, interaction, request, stream)
+
+        async def record(recording: Recording) -> Any:
             response = await self._transport.handle_async_request(request)
-        except hx.TransportError as exc:
-            plan.fail(*_failure_of(exc))
-            raise
-        finally:
-            _runtime.exit_adapter(token)
-        _record_head(plan, response)
-        if hasattr(response, "_content"):
-            plan.chunk(response.content)
-            plan.finish()
-            return response
-        response.stream = library.async_tee(hx, response.stream, plan)
+            return _recorded(library, response, recording, library.async_tee)
+
+        return await exchange_async(
+            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
+        )
+
+
+def _recorded(library: _Library, response: Any, recording: Recording, tee: type) -> Any:
+    """The live response, its head recorded and its body teed into ``recording``."""
+    _record_head(recording, response)
+    if hasattr(response, "_content"):
+        # Already read (MockTransport and other in-memory transports).
+        recording.chunk(response.content)
+        recording.finish()
         return response
+    response.stream = tee(library, response.stream, recording)
+    return response
 
 
 class _TeeStream:
     """Hands each raw chunk to the caller the moment it arrives, and to the recording."""
 
-    def __init__(self, hx: ModuleType, stream: Any, recording: Recording) -> None:
-        self._hx = hx
+    def __init__(self, library: _Library, stream: Any, recording: Recording) -> None:
+        self._library = library
         self._stream = stream
         # Let go of once finished: httpx keeps a read response in a reference cycle until the
         # garbage collector runs, which would keep the recorded exchange alive as long.
         self._recording: Recording | None = recording
+
+    def _failed(self, exc: BaseException) -> None:
+        failure = self._library.failure_of(exc)
+        if failure is not None and self._recording is not None:
+            self._recording.fail(failure)
 
     def __iter__(self) -> Iterator[bytes]:
         recording = self._recording
@@ -260,8 +244,8 @@ class _TeeStream:
             for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
-        except self._hx.TransportError as exc:
-            recording.fail(*_failure_of(exc))
+        except Exception as exc:
+            self._failed(exc)
             raise
         recording.finish()
         self._recording = None
@@ -283,8 +267,8 @@ class _AsyncTeeStream(_TeeStream):
             async for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
-        except self._hx.TransportError as exc:
-            recording.fail(*_failure_of(exc))
+        except Exception as exc:
+            self._failed(exc)
             raise
         recording.finish()
         self._recording = None
@@ -299,43 +283,15 @@ class _AsyncTeeStream(_TeeStream):
 
 
 class _ReplayStream:
-    """Serves the recorded chunks; with ``realtime`` at their recorded offsets."""
+    """Serves the recorded chunks when the schedule says, then the recorded ending."""
 
     def __init__(
-        self, hx: ModuleType, interaction: Interaction, request: Any, realtime: bool
+        self, hx: ModuleType, interaction: Interaction, request: Any, schedule: Schedule
     ) -> None:
         self._hx = hx
         self._interaction = interaction
         self._request = request
-        self._realtime = realtime
-        self._t0 = time.perf_counter()
-
-    def _delays(self) -> Iterator[tuple[bytes, float]]:
-        response = self._interaction.response
-        assert response is not None
-        offsets = [offset for _size, offset in response.chunks]
-        for index, chunk in enumerate(response.iter_chunks()):
-            due = offsets[index] if self._realtime and index < len(offsets) else 0.0
-            yield chunk, due - (time.perf_counter() - self._t0)
-
-    def _tail_delay(self) -> float:
-        """With ``realtime``, what ended the recorded body ends the replay at the same moment.
-
-        A recorded error (a read timeout) fires when it did. A body the reader cut short
-        (truncated) sends nothing more for as long as it did live and as long again before it
-        ends, so a reader's own timeout fires as it did instead of meeting an early end.
-        """
-        interaction = self._interaction
-        response = interaction.response
-        if not self._realtime or interaction.duration is None or response is None:
-            return 0.0
-        if interaction.error is not None:
-            due = interaction.duration
-        elif response.truncated:
-            due = 2 * interaction.duration
-        else:
-            return 0.0
-        return due - (time.perf_counter() - self._t0)
+        self._schedule = schedule
 
     def _end(self) -> None:
         if self._interaction.error is not None:
@@ -347,27 +303,23 @@ class _ReplayStream:
         return response.iter_chunks()
 
     def __iter__(self) -> Iterator[bytes]:
-        if self._realtime:
-            for chunk, delay in self._delays():
-                if delay > 0:
-                    time.sleep(delay)
+        schedule = self._schedule
+        if schedule.paced:
+            for index, chunk in enumerate(self._chunks()):
+                schedule.wait(schedule.chunk(index))
                 yield chunk
-            delay = self._tail_delay()
-            if delay > 0:
-                time.sleep(delay)
+            schedule.wait(schedule.end)
         else:
             yield from self._chunks()
         self._end()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._realtime:
-            for chunk, delay in self._delays():
-                if delay > 0:
-                    await asyncio.sleep(delay)
+        schedule = self._schedule
+        if schedule.paced:
+            for index, chunk in enumerate(self._chunks()):
+                await schedule.wait_async(schedule.chunk(index))
                 yield chunk
-            delay = self._tail_delay()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await schedule.wait_async(schedule.end)
         else:
             for chunk in self._chunks():
                 yield chunk

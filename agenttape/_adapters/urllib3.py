@@ -18,20 +18,20 @@ import inspect
 import io
 import socket
 import threading
-import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .. import _runtime
-from .._cassette import Cassette, Recording
-from .._models import Failure, Interaction, Request
-from . import _retries, _wire
+from .._core import runtime
+from .._core.exchange import Schedule, exchange, skip_retry_wait
+from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.tape import Recording, Tape
+from . import wire
 
 _PATCHED = "__agenttape_original__"
 
-# urllib3 / http.client / builtin exception name -> library-neutral kind (see Failure).
-KIND_BY_EXCEPTION = {
+# urllib3 / http.client / builtin exception name -> library-neutral kind.
+KIND_BY_EXCEPTION: dict[str, FailureKind] = {
     "NewConnectionError": "connect_error",
     "NameResolutionError": "connect_error",
     "ConnectionRefusedError": "connect_error",
@@ -73,7 +73,7 @@ def install(urllib3: ModuleType) -> None:
 
 def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
     def sleep(self: Any, response: Any = None) -> None:
-        if _retries.skip_wait():
+        if skip_retry_wait():
             return
         original(self, response)
 
@@ -84,10 +84,10 @@ def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Cal
     bind = _binder(inspect.signature(original))
 
     def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        cassette = _runtime.active()
-        if cassette is None:
+        tape = runtime.active()
+        if tape is None:
             return original(self, *args, **kwargs)
-        return _exchange(original, urllib3, cassette, bind(self, *args, **kwargs))
+        return _exchange(original, urllib3, tape, bind(self, *args, **kwargs))
 
     return _make_request
 
@@ -114,37 +114,30 @@ def _binder(signature: inspect.Signature) -> Callable[..., dict[str, Any]]:
 
 
 def _exchange(
-    original: Callable[..., Any], urllib3: ModuleType, cassette: Cassette, arguments: dict[str, Any]
+    original: Callable[..., Any], urllib3: ModuleType, tape: Tape, arguments: dict[str, Any]
 ) -> Any:
     pool, conn = arguments["self"], arguments["conn"]
     scratch, raw = _render(conn, arguments)
-    method, target, headers, body = _wire.parse_request(raw)
+    method, target, headers, body = wire.parse_request(raw)
     model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
-    plan = cassette.begin(model)
-    if isinstance(plan, Interaction):
-        _retries.mark(True)
-        if plan.response is None:
-            if cassette.realtime and plan.duration:
-                time.sleep(plan.duration)  # the error comes when it came live
-            raise _exception_for(urllib3, plan.error, pool, conn, arguments["url"])
-        return _replay(pool, scratch, plan, cassette.realtime, arguments)
-    _retries.mark(False)
-    if arguments.get("body") is not None:
-        arguments["body"] = body  # an iterator or file was used up by the rendering
-    arguments["chunked"] = _wire.is_chunked(headers)
-    token = _runtime.enter_adapter()
-    hooked = _hook_response(conn, plan, method)
-    try:
-        return original(**arguments)
-    except Exception as exc:
-        if plan.interaction.response is None:
-            plan.fail(*_failure_of(exc))
-        else:
-            plan.finish(truncated=True)  # the body's own transport errors were taken by the tee
-        raise
-    finally:
-        hooked()
-        _runtime.exit_adapter(token)
+
+    def replay(interaction: Interaction, schedule: Schedule) -> Any:
+        if interaction.response is None:
+            schedule.wait(schedule.head)  # the error comes when it came live
+            raise _exception_for(urllib3, interaction.error, pool, conn, arguments["url"])
+        return _replay(pool, scratch, interaction, schedule, arguments)
+
+    def record(recording: Recording) -> Any:
+        if arguments.get("body") is not None:
+            arguments["body"] = body  # an iterator or file was used up by the rendering
+        arguments["chunked"] = wire.is_chunked(headers)
+        undo = _hook_response(conn, recording, method)
+        try:
+            return original(**arguments)
+        finally:
+            undo()
+
+    return exchange(tape, model, replay=replay, record=record, failure_of=failure_of)
 
 
 # -- the request, rendered in memory ----------------------------------------------------
@@ -246,36 +239,28 @@ class _ReplayRaw(io.RawIOBase):
     piece per read, each piece at its recorded offset with ``realtime``, then EOF or the
     recorded transport error. ``head`` False leaves the head out: it is handed over parsed."""
 
-    def __init__(self, interaction: Interaction, realtime: bool, head: bool) -> None:
+    def __init__(self, interaction: Interaction, schedule: Schedule, head: bool) -> None:
         super().__init__()
         response = interaction.response
         assert response is not None
         error = interaction.error
         complete = error is None and not response.truncated
-        pieces = _wire.render_body(response, complete)
+        pieces = wire.render_body(response, complete)
         if head:
-            pieces.insert(0, _wire.render_head(response))
+            pieces.insert(0, wire.render_head(response))
         self._pieces = pieces
-        self._offsets: list[float] = []
-        self._end: float | None = None
-        self._head_at: float | None = None
-        if realtime:
-            self._offsets = [offset for _size, offset in response.chunks]
-            if head:
-                self._offsets.insert(0, interaction.ttfb or 0.0)
-            else:
-                self._head_at = interaction.ttfb or 0.0
-            self._end = _wire.end_offset(interaction)
+        self._schedule = schedule
+        # Where the body's pieces start: the head, when it is read from here, comes first.
+        self._first_body = 1 if head else 0
+        self._end = schedule.end
         self._index = 0
         self._position = 0
         self._error = error
-        self._t0 = time.perf_counter()
 
     def head_arrives(self) -> None:
         """Returns when the head, handed over parsed, arrived live (at once but with
         ``realtime``)."""
-        if self._head_at is not None:
-            _sleep_until(self._t0 + self._head_at)
+        self._schedule.wait(self._schedule.head)
 
     def readable(self) -> bool:
         return True
@@ -284,15 +269,17 @@ class _ReplayRaw(io.RawIOBase):
         while self._index < len(self._pieces) and self._position >= len(self._pieces[self._index]):
             self._index += 1
             self._position = 0
+        schedule = self._schedule
         if self._index >= len(self._pieces):
             if self._end is not None:
-                _sleep_until(self._t0 + self._end)
+                schedule.wait(self._end)
                 self._end = None
             if self._error is not None and self._error.kind != "protocol_error":
                 raise _socket_error(self._error)
             return 0
-        if self._position == 0 and self._index < len(self._offsets):
-            _sleep_until(self._t0 + self._offsets[self._index])
+        if self._position == 0 and schedule.paced:
+            body_index = self._index - self._first_body
+            schedule.wait(schedule.head if body_index < 0 else schedule.chunk(body_index))
         piece = self._pieces[self._index]
         size = min(len(buffer), len(piece) - self._position)
         buffer[:size] = piece[self._position : self._position + size]
@@ -300,18 +287,12 @@ class _ReplayRaw(io.RawIOBase):
         return size
 
 
-def _sleep_until(moment: float) -> None:
-    delay = moment - time.perf_counter()
-    if delay > 0:
-        time.sleep(delay)
-
-
 class _ReplaySocket:
     """What ``getresponse()`` reads from: the recorded response, nothing sent to it."""
 
-    def __init__(self, interaction: Interaction, realtime: bool, head: bool) -> None:
+    def __init__(self, interaction: Interaction, schedule: Schedule, head: bool) -> None:
         self.response = interaction.response
-        self.source = _ReplayRaw(interaction, realtime, head)
+        self.source = _ReplayRaw(interaction, schedule, head)
 
     def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
         if buffering == 0:
@@ -329,14 +310,14 @@ class _ReplaySocket:
 
 
 def _replay(
-    pool: Any, scratch: Any, interaction: Interaction, realtime: bool, arguments: dict[str, Any]
+    pool: Any, scratch: Any, interaction: Interaction, schedule: Schedule, arguments: dict[str, Any]
 ) -> Any:
     """What ``_make_request`` returns, from the connection that rendered the request: its own
     ``getresponse()`` builds urllib3's response over the replay socket. With the plain
     ``http.client`` response class the head is handed over as recorded, not parsed again;
     any other class reads it from the socket as it would live."""
     parsed = scratch.response_class is http.client.HTTPResponse
-    scratch.sock = _ReplaySocket(interaction, realtime, head=not parsed)
+    scratch.sock = _ReplaySocket(interaction, schedule, head=not parsed)
     if parsed:
         scratch.response_class = _parsed_response
     pool.num_requests += 1
@@ -449,13 +430,17 @@ def _exception_for(
 # -- recording --------------------------------------------------------------------------
 
 
-def _failure_of(exc: BaseException) -> tuple[str, str, str]:
+def failure_of(exc: BaseException) -> Failure | None:
+    """The failure one of urllib3's (or the standard library's) exceptions stands for;
+    None for an exception that is not about the exchange (an interrupt)."""
+    if not isinstance(exc, Exception):
+        return None
     name = type(exc).__name__
     kind = KIND_BY_EXCEPTION.get(name)
     if kind is None:
         kind = "read_error" if isinstance(exc, OSError) else "transport_error"
     message = getattr(exc, "_message", None)
-    return kind, name, message if isinstance(message, str) else str(exc)
+    return Failure(kind, name, message if isinstance(message, str) else str(exc))
 
 
 def _hook_response(conn: Any, recording: Recording, method: str) -> Callable[[], None]:
@@ -502,7 +487,7 @@ def _tap(response: http.client.HTTPResponse, recording: Recording, method: str) 
     headers = [(str(name), str(value)) for name, value in raw_headers]
     recording.respond(response.status, response.reason, version, headers)
     length = response.length
-    decoder = _wire.BodyDecoder(chunked=bool(response.chunked), length=length)
+    decoder = wire.BodyDecoder(chunked=bool(response.chunked), length=length)
     if decoder.done or method == "HEAD":
         recording.finish()
         return
@@ -513,7 +498,7 @@ class _TeeFile:
     """The socket file under ``http.client``: every body byte read through it reaches the
     caller at once and the recording too, framing removed, one piece per read."""
 
-    def __init__(self, fp: Any, recording: Recording, decoder: _wire.BodyDecoder) -> None:
+    def __init__(self, fp: Any, recording: Recording, decoder: wire.BodyDecoder) -> None:
         self._fp = fp
         self._recording = recording
         self._decoder = decoder
@@ -534,7 +519,7 @@ class _TeeFile:
             if decoder.runs_to_eof:
                 recording.finish()
             else:
-                recording.fail(
+                recording.fail_as(
                     "protocol_error",
                     "IncompleteRead",
                     "connection closed before the whole response body arrived",
@@ -544,11 +529,11 @@ class _TeeFile:
         try:
             return getattr(self._fp, name)(*args)
         except Exception as exc:
-            if not self._recording.finished:
-                kind, type_name, message = _failure_of(exc)
+            failure = failure_of(exc)
+            if failure is not None and not self._recording.finished:
                 if isinstance(exc, TimeoutError):
-                    kind, type_name = "read_timeout", "ReadTimeoutError"
-                self._recording.fail(kind, type_name, message)
+                    failure = Failure("read_timeout", "ReadTimeoutError", failure.message)
+                self._recording.fail(failure)
             raise
 
     def read(self, size: int | None = -1) -> bytes:

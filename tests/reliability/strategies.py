@@ -7,8 +7,8 @@ from typing import Any
 import msgpack
 from hypothesis import strategies as st
 
-from agenttape import _format
-from agenttape._models import Failure, Interaction, Request, Response
+from agenttape._core import codec
+from agenttape._core.models import Failure, Interaction, Request, Response
 
 latin1 = st.text(st.characters(min_codepoint=0, max_codepoint=255), max_size=12)
 headers = st.lists(st.tuples(latin1, latin1), max_size=4)
@@ -79,7 +79,7 @@ def cassettes(draw: st.DrawFn) -> bytes:
         "agenttape_version": "0.1.0",
         "tags": draw(st.dictionaries(st.text(max_size=6), values, max_size=3)),
     }
-    return _format.encode(header, draw(st.lists(interactions(), max_size=4)))
+    return codec.encode(header, draw(st.lists(interactions(), max_size=4)))
 
 
 def document_of(data: bytes) -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import agenttape
-from agenttape._cassette import STALE_TEMPORARY
+from agenttape._core.files import STALE_TEMPORARY
 from tests.reliability.scale import scaled
 from tests.servers import Server, path_app, path_body
 

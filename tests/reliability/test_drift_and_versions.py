@@ -12,7 +12,7 @@ import msgpack
 import pytest
 
 import agenttape
-from agenttape import _format, _meta
+from agenttape._core import codec, meta
 from tests.servers import Server, path_app
 
 
@@ -92,20 +92,20 @@ def test_cassette_from_a_newer_format_names_the_version_that_reads_it(
     server = serve(path_app())
     with monkeypatch.context() as future:
         # This very code, after a format bump and a release.
-        future.setattr(_format, "FORMAT_VERSION", _format.FORMAT_VERSION + 1)
-        future.setattr(_meta, "__version__", "9.4.0")
+        future.setattr(codec, "FORMAT_VERSION", codec.FORMAT_VERSION + 1)
+        future.setattr(meta, "__version__", "9.4.0")
         with agenttape.use_cassette(cassette_path, mode="all"):
             httpx.get(f"{server.url}/x")
     written = cassette_path.read_bytes()
-    assert msgpack.unpackb(written, timestamp=3)["agenttape"] == _format.FORMAT_VERSION + 1
+    assert msgpack.unpackb(written, timestamp=3)["agenttape"] == codec.FORMAT_VERSION + 1
 
     with pytest.raises(agenttape.CassetteFormatError) as caught:
         agenttape.load(cassette_path)
     message = str(caught.value)
     assert str(cassette_path) in message
-    assert f"format {_format.FORMAT_VERSION + 1}" in message
+    assert f"format {codec.FORMAT_VERSION + 1}" in message
     assert "agenttape 9.4.0" in message
-    assert f"reads format {_format.FORMAT_VERSION}" in message
+    assert f"reads format {codec.FORMAT_VERSION}" in message
     assert 'pip install -U "agenttape>=9.4.0"' in message
     for mode in ("none", "once", "new_episodes", "all"):
         with (
@@ -119,12 +119,12 @@ def test_cassette_from_a_newer_format_names_the_version_that_reads_it(
 @pytest.mark.parametrize("writer", [None, 7, ""])
 def test_newer_format_without_a_usable_writer_version(cassette_path: Path, writer: object) -> None:
     header = {} if writer is None else {"agenttape_version": writer}
-    document = {"agenttape": _format.FORMAT_VERSION + 5, "header": header, "interactions": []}
+    document = {"agenttape": codec.FORMAT_VERSION + 5, "header": header, "interactions": []}
     cassette_path.parent.mkdir(parents=True)
     cassette_path.write_bytes(msgpack.packb(document))
     with pytest.raises(agenttape.CassetteFormatError) as caught:
         agenttape.load(cassette_path)
     message = str(caught.value)
-    assert f"format {_format.FORMAT_VERSION + 5}" in message
+    assert f"format {codec.FORMAT_VERSION + 5}" in message
     assert "pip install -U agenttape" in message
     assert ">=" not in message

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape import _format
+from agenttape._core import codec
 from tests.reliability.scale import properties
 from tests.reliability.strategies import cassettes, document_of, values
 
@@ -40,7 +40,7 @@ def read_bounded(data: bytes) -> BaseException | None:
     for _ in range(3):
         tracemalloc.start()
         try:
-            _format.decode(data, "hostile.msgpack")
+            codec.decode(data, "hostile.msgpack")
         except agenttape.CassetteFormatError as exc:
             error: BaseException | None = exc
         else:
@@ -336,14 +336,14 @@ def test_item_by_item_reading_gives_the_same_document(data: bytes, extra: list[A
     document["header"]["extra"] = extra
     data = msgpack.packb(document, use_bin_type=True, datetime=True)
     # Compared re-encoded: a NaN in the tags is not equal to itself.
-    assert msgpack.packb(_format._walk(data), use_bin_type=True, datetime=True) == data
+    assert msgpack.packb(codec._walk(data), use_bin_type=True, datetime=True) == data
 
 
 def test_many_chunks_in_a_small_file_load(tmp_path: Path) -> None:
     """More list items than a file of this size reads in one go: still a valid cassette."""
     response = agenttape.Response(200, body=b"x" * 5000, chunks=[(1, 0.0)] * 5000)
     interaction = agenttape.Interaction(agenttape.Request("GET", "http://h/"), response)
-    data = _format.encode({"agenttape_version": "0"}, [interaction])
+    data = codec.encode({"agenttape_version": "0"}, [interaction])
     assert len(response.chunks) > len(data) // 1024
     path = tmp_path / "chunks.msgpack"
     path.write_bytes(data)
@@ -361,7 +361,7 @@ def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
     interaction = agenttape.Interaction(
         agenttape.Request("GET", "http://h/"), response, started_at=1.0, ttfb=0.1, duration=0.2
     )
-    document = document_of(_format.encode({"agenttape_version": "0"}, [interaction]))
+    document = document_of(codec.encode({"agenttape_version": "0"}, [interaction]))
     raw = document["interactions"][0]
     if field == "offset":
         raw["response"]["chunks"][1][1] = number

@@ -17,7 +17,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._secrets import SECRET_HEADERS, SECRET_REGEX
+from agenttape._core.secrets import SECRET_HEADERS, SECRET_REGEX
 from tests.reliability.scale import properties
 from tests.servers import Reply, Seen, Server
 

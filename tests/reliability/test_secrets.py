@@ -17,7 +17,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._secrets import SECRET_HEADERS, SECRET_QUERY_NAMES
+from agenttape._core.secrets import SECRET_HEADERS, SECRET_QUERY_NAMES
 from tests.reliability.scale import properties
 from tests.servers import Reply, Seen, Server
 

@@ -15,7 +15,7 @@ import time
 import httpx
 
 import agenttape
-from agenttape._cli import main as agenttape_cli
+from agenttape._tools.cli import main as agenttape_cli
 
 T0 = time.perf_counter()
 

@@ -1,0 +1,97 @@
+"""The network guard (``block_network``): while a cassette that blocks the network is
+active, an outbound connection that no adapter serves raises ``NetworkBlockedError``.
+
+Adapters open their live connections inside ``runtime.enter_adapter`` (where no cassette is
+active), so only traffic that bypasses every adapter reaches the check: a library without an
+adapter, ``http.client``, a raw ``socket.create_connection``. Host names are remembered from
+``getaddrinfo`` so the error names the host, not only the address it resolved to.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import socket as _socket
+from collections import OrderedDict
+from types import ModuleType
+from typing import Any
+
+from .._core import runtime
+from .._core.errors import NetworkBlockedError
+
+_PATCHED = "__agenttape_original__"
+_INET = (_socket.AF_INET, _socket.AF_INET6)
+_names: OrderedDict[str, str] = OrderedDict()
+_NAMES_KEPT = 1024
+
+
+def install(socket: ModuleType) -> None:
+    socket_class = socket.socket
+    if _PATCHED in vars(socket_class):
+        return
+    setattr(socket_class, _PATCHED, True)
+    connect, connect_ex, getaddrinfo = (
+        socket_class.connect,
+        socket_class.connect_ex,
+        socket.getaddrinfo,
+    )
+
+    def guarded_connect(self: Any, address: Any) -> None:
+        _check(self, address)
+        connect(self, address)
+
+    def guarded_connect_ex(self: Any, address: Any) -> int:
+        _check(self, address)
+        result: int = connect_ex(self, address)
+        return result
+
+    def remembering_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        results = getaddrinfo(host, *args, **kwargs)
+        if isinstance(host, (str, bytes)):
+            name = host.decode("idna") if isinstance(host, bytes) else host
+            for *_ignored, sockaddr in results:
+                _remember(str(sockaddr[0]), name)
+        return results
+
+    socket_class.connect = guarded_connect
+    socket_class.connect_ex = guarded_connect_ex
+    socket.getaddrinfo = remembering_getaddrinfo  # type: ignore[attr-defined]
+
+
+def _remember(address: str, name: str) -> None:
+    """The latest name resolved to ``address`` wins; an address literal clears the name."""
+    if address == name:
+        _names.pop(address, None)
+        return
+    _names[address] = name
+    _names.move_to_end(address)
+    while len(_names) > _NAMES_KEPT:
+        _names.popitem(last=False)
+
+
+def allowed(host: str, patterns: tuple[str, ...]) -> bool:
+    """True when ``host`` (a name or an address) matches one of the allow-list patterns
+    (exact names, addresses, or globs such as ``*.internal``)."""
+    host = host.lower().strip("[]")
+    return any(fnmatch.fnmatchcase(host, pattern.lower().strip("[]")) for pattern in patterns)
+
+
+def _check(sock: Any, address: Any) -> None:
+    if sock.family not in _INET:
+        return
+    tape = runtime.active()
+    if tape is None or not tape.block_network:
+        return
+    ip, port = str(address[0]), address[1]
+    name = _names.get(ip, ip)
+    if allowed(ip, tape.allowed_hosts) or allowed(name, tape.allowed_hosts):
+        return
+    target = f"{name}:{port}" if name == ip else f"{name}:{port} ({ip})"
+    raise NetworkBlockedError(
+        f"agenttape blocked a connection to {target}: cassette {tape.path} "
+        f"(mode {tape.mode!r}) blocks the network and no recorded interaction serves this "
+        "connection (it comes from code agenttape does not intercept, or a raw socket). "
+        f"Let it through with allowed_hosts=({name!r},), or pass block_network=False.",
+        host=name,
+        port=port,
+        cassette_path=str(tape.path),
+    )

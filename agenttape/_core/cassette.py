@@ -1,0 +1,522 @@
+"""The cassette: decides per request whether to replay or record, and owns the file."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from contextvars import Token
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from . import codec, files, locking, provider_keys, runtime
+from .clock import freeze_clock
+from .errors import AgentTapeError, CassetteNotFoundError, UnmatchedInteractionError
+from .matching import Candidate, Matcher
+from .models import Headers, Interaction, Request
+from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused
+from .redaction import Redactor
+from .replay_queue import ReplayQueue, miss_error
+from .scope import Scope
+from .tape import Recording, Tape
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Cassette:
+    """A file of recorded interactions, active as a context manager or decorator (sync and
+    async). Built by ``use_cassette``; the options are described there.
+
+    While active it serves every request of the process: ``begin`` replays the next recorded
+    interaction that matches, or records the real exchange, as the mode says. ``interactions``,
+    ``play_count``, ``all_played``, ``unplayed`` and ``metadata`` tell what it holds and served.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: Mode = "none",
+        match_on: Iterable[str] | None = None,
+        ignore_json_fields: Iterable[str] = (),
+        allow_repeats: bool = False,
+        live: Iterable[str] = (),
+        frozen: Iterable[str] = (),
+        redact: Iterable[str] | None = None,
+        block_network: bool | None = None,
+        allowed_hosts: Iterable[str] = (),
+        realtime: bool = False,
+        fast_retries: bool = True,
+        freeze_time: bool = False,
+        tags: dict[str, Any] | None = None,
+        on_unused: OnUnused = "ignore",
+    ) -> None:
+        self._setup(
+            Path(path),
+            CassetteOptions.build(
+                mode=mode,
+                match_on=match_on,
+                ignore_json_fields=ignore_json_fields,
+                allow_repeats=allow_repeats,
+                live=live,
+                frozen=frozen,
+                redact=redact,
+                block_network=block_network,
+                allowed_hosts=allowed_hosts,
+                realtime=realtime,
+                fast_retries=fast_retries,
+                freeze_time=freeze_time,
+                tags=tags,
+                on_unused=on_unused,
+            ),
+        )
+
+    @classmethod
+    def from_options(cls, path: str | os.PathLike[str], options: CassetteOptions) -> Cassette:
+        cassette = cls.__new__(cls)
+        cassette._setup(Path(path), options)
+        return cassette
+
+    def _setup(self, path: Path, options: CassetteOptions) -> None:
+        self.path = path
+        self.options = options
+        self.mode: Mode = options.mode
+        self.block_network = self._blocks_network()
+        self.matcher = Matcher(options.match_on, options.ignore_json_fields)
+        self.redactor = Redactor.from_rules(options.redact)
+        self.queue = ReplayQueue(self.matcher, options.allow_repeats)
+        self.metadata: dict[str, Any] = {}
+        # Every miss raised while active, so code that swallows one cannot hide it.
+        self.misses: list[UnmatchedInteractionError] = []
+        self.is_active = False
+        self._live_scope = Scope(options.live)
+        self._frozen_scope = Scope(options.frozen)
+        self._recording = False
+        self._dirty = False
+        self._pending: set[Recording] = set()
+        # new_episodes: what the file held when last read or written (its digest and its
+        # interactions), and how many of ours it holds, so a save merges with other writers.
+        self._stored: list[Interaction] = []
+        self._digest: bytes | None = None
+        self._saved = 0
+        self._lock = threading.Lock()
+        self._token: Token[Tape | None] | None = None
+        self._frozen_pool: Cassette | None = None
+        self._derived: list[Interaction] | None = None
+        self._derived_dirty = False
+        self._unfreeze_clock: Callable[[], None] | None = None
+        self._placeholder_keys = False
+
+    def _blocks_network(self) -> bool:
+        option = self.options.block_network
+        return self.mode == "none" if option is None else option
+
+    def __repr__(self) -> str:
+        return f"<Cassette {str(self.path)!r} mode={self.mode!r} interactions={len(self.interactions)}>"
+
+    # -- options, as the adapters and tests read them ------------------------------------
+
+    @property
+    def allow_repeats(self) -> bool:
+        return self.options.allow_repeats
+
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]:
+        return self.options.allowed_hosts
+
+    @property
+    def realtime(self) -> bool:
+        return self.options.realtime
+
+    @property
+    def fast_retries(self) -> bool:
+        return self.options.fast_retries
+
+    @property
+    def tags(self) -> dict[str, Any]:
+        return self.options.tags
+
+    @property
+    def on_unused(self) -> OnUnused:
+        return self.options.on_unused
+
+    # -- public state ------------------------------------------------------------------
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        return self.queue.interactions
+
+    @property
+    def play_count(self) -> int:
+        return sum(self.queue.play_counts)
+
+    @property
+    def all_played(self) -> bool:
+        return all(self.queue.play_counts)
+
+    @property
+    def unplayed(self) -> list[Interaction]:
+        return self.queue.unplayed
+
+    @property
+    def derived_path(self) -> Path:
+        """Where a ``live=`` replay writes what its changed requests produced."""
+        stem = (
+            self.path.name[: -len(".msgpack")] if self.path.suffix == ".msgpack" else self.path.name
+        )
+        return self.path.with_name(f"{stem}.derived.msgpack")
+
+    @property
+    def is_recording(self) -> bool:
+        """True when misses reach the network and are written down."""
+        return self._recording or self.mode == "new_episodes"
+
+    # -- activation --------------------------------------------------------------------
+
+    def __enter__(self) -> Cassette:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop(failed=exc is not None)
+
+    async def __aenter__(self) -> Cassette:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, traceback)
+
+    def __call__(self, function: F) -> F:
+        """Decorate a function (sync or async): each call runs inside a fresh activation."""
+        path, options = self.path, self.options
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                async with Cassette.from_options(path, options):
+                    return await function(*args, **kwargs)
+
+            return run_async  # type: ignore[return-value]
+
+        @functools.wraps(function)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with Cassette.from_options(path, options):
+                return function(*args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+    def start(self) -> None:
+        """Activate: read the file as the mode says and serve every request from here on."""
+        if self.is_active:
+            raise AgentTapeError(f"cassette {self.path} is already active; open it once at a time")
+        self.mode = self.options.effective_mode()
+        self.block_network = self._blocks_network()
+        exists = self.path.exists()
+        if self.mode == "none" and not exists:
+            raise CassetteNotFoundError(
+                f"cassette {self.path} does not exist and mode is 'none' (replay only). "
+                f"Record it first: use_cassette({str(self.path)!r}, mode='once'), "
+                f"or run with {MODE_ENVIRONMENT_VARIABLE}=once"
+            )
+        self.queue = ReplayQueue(self.matcher, self.options.allow_repeats)
+        self.misses = []
+        self._pending, self._dirty = set(), False
+        self._digest = None
+        if exists:
+            # Also read in mode 'all': a damaged file must fail loudly, never be overwritten.
+            if self.mode == "new_episodes":
+                data = files.read_bytes(self.path)
+                self.metadata, loaded = codec.decode(data, self.path)
+                self._digest = files.digest(data)
+            else:
+                self.metadata, loaded = files.read(self.path)
+        else:
+            loaded = []
+        self._frozen_pool, self._derived, self._derived_dirty = None, None, False
+        if self.mode == "all" or not exists:
+            if loaded and self._frozen_scope:
+                # Re-recording keeps serving frozen calls from the previous recording.
+                self._frozen_pool = Cassette.from_options(self.path, self.options)
+                for interaction in loaded:
+                    if self._frozen_scope.matches(interaction.boundary, interaction.request):
+                        self._frozen_pool.queue.add(interaction, played=False)
+            from .meta import new_header  # platform, git and package metadata: only to record
+
+            self.metadata = new_header(self.tags)
+            loaded = []
+        for interaction in loaded:
+            self.queue.add(interaction, played=False)
+        self._recording = self.mode == "all" or (self.mode == "once" and not exists)
+        if not self._recording:
+            self.queue.build_index()  # activation pays for the index, not the first request
+        self._stored, self._saved = loaded, len(loaded)
+        self._dirty = self._recording
+        if self._live_scope and not self.is_recording:
+            self._derived = []
+        if self.options.freeze_time and not self.is_recording:
+            self._unfreeze_clock = freeze_clock(self._recorded_start())
+        # Replay only ('none', or 'once' over an existing file): SDKs get placeholder keys.
+        self._placeholder_keys = not self.is_recording
+        if self._placeholder_keys:
+            provider_keys.acquire()
+        self.is_active = True
+        self._token = runtime.activate(self)
+
+    def _recorded_start(self) -> Any:
+        created = self.metadata.get("created_at")
+        if created is None and self.interactions:
+            created = self.interactions[0].started_at
+        return created
+
+    def stop(self, *, failed: bool = False) -> None:
+        """Deactivate and save what was recorded; ``failed`` (the block raised) skips the
+        check for interactions never played."""
+        if not self.is_active:
+            return
+        self.is_active = False
+        assert self._token is not None
+        runtime.deactivate(self, self._token)
+        self._token = None
+        if self._unfreeze_clock is not None:
+            self._unfreeze_clock()
+            self._unfreeze_clock = None
+        if self._placeholder_keys:
+            self._placeholder_keys = False
+            provider_keys.release()
+        for recording in list(self._pending):
+            recording.finish(truncated=True)
+        if self._dirty:
+            self.save()
+        if self._derived_dirty:
+            self._save_derived()
+        if not failed and not self.is_recording and self.on_unused != "ignore":
+            self._report_unused()
+
+    def _report_unused(self) -> None:
+        unplayed = self.unplayed
+        if not unplayed:
+            return
+        lines = "\n".join(f"  {i.request.method} {i.request.url}" for i in unplayed[:10]) + (
+            "\n  ..." if len(unplayed) > 10 else ""
+        )
+        message = (
+            f"{len(unplayed)} recorded interaction(s) of cassette {self.path} were never played "
+            f"(the code no longer makes these requests; re-record to drop them):\n{lines}"
+        )
+        if self.on_unused == "fail":
+            raise AgentTapeError(message)
+        warnings.warn(message, stacklevel=3)
+
+    # -- the decision per request (the Tape) -------------------------------------------
+
+    def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
+        """Replay or record ``request`` (already in the library-neutral model) made through
+        ``boundary`` (``"http"`` or a function boundary such as ``"tool:lookup_order"``).
+
+        Returns the interaction to replay, or a Recording the adapter feeds while the real
+        exchange runs. Raises UnmatchedInteractionError when replay is the only option.
+        """
+        request = self.redactor.request(request)
+        frozen = bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request)
+        if self._recording:
+            if frozen:
+                return self._serve_frozen(request, boundary)
+            return Recording(self, request, boundary)
+        key = self.queue.key(request, boundary)
+        with self._lock:
+            found = self.queue.take(key)
+            if found is not None and self._derived is not None:
+                self._derived.append(found)
+        if found is not None:
+            return found
+        if frozen:
+            raise self._miss(request, boundary, frozen=True)
+        if self.mode == "new_episodes":
+            return Recording(self, request, boundary)
+        if self._derived is not None and self._live_scope.matches(boundary, request):
+            return Recording(self, request, boundary, derived=True)
+        raise self._miss(request, boundary)
+
+    def _serve_frozen(self, request: Request, boundary: str) -> Interaction:
+        """While recording, a frozen call is served from the previous recording, never run."""
+        pool = self._frozen_pool
+        found = None
+        if pool is not None:
+            with pool._lock:
+                found = pool.queue.take(pool.queue.key(request, boundary))
+        if found is None:
+            raise (pool or self)._miss(request, boundary, frozen=True)
+        with self._lock:
+            self.queue.add(found, played=True)
+            self._dirty = True
+        return found
+
+    def response_headers(self, headers: Headers) -> Headers:
+        return self.redactor.response_headers(headers)
+
+    def responded(self, recording: Recording) -> None:
+        with self._lock:
+            if recording.derived:
+                assert self._derived is not None
+                self._derived.append(recording.interaction)
+                self._derived_dirty = True
+            else:
+                self.queue.add(recording.interaction, played=True)
+                self._dirty = True
+            self._pending.add(recording)
+
+    def sealed(self, recording: Recording) -> None:
+        with self._lock:
+            self._pending.discard(recording)
+
+    def _miss(
+        self, request: Request, boundary: str = "http", frozen: bool = False
+    ) -> UnmatchedInteractionError:
+        error = miss_error(
+            request,
+            boundary=boundary,
+            candidates=self.nearest(request, boundary=boundary),
+            path=str(self.path),
+            mode=self.mode,
+            count=len(self.interactions),
+            frozen=frozen,
+        )
+        with self._lock:
+            self.misses.append(error)
+        return error
+
+    def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
+        """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;
+        unplayed ones rank before played ones that differ equally."""
+        return self.queue.nearest(request, limit, boundary)
+
+    # -- persistence -------------------------------------------------------------------
+
+    def save(self) -> None:
+        if self.mode == "new_episodes":
+            self._save_merged()
+            return
+        with self._lock:
+            interactions = list(self.interactions)
+        files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
+        self._dirty = False
+
+    def _save_derived(self) -> None:
+        """The run as it happened (replayed and live calls, in order) beside the original,
+        which is never modified."""
+        with self._lock:
+            interactions = list(self._derived or [])
+        from .meta import new_header
+
+        original_tags = self.metadata.get("tags")
+        tags = {**(original_tags if isinstance(original_tags, dict) else {}), **self.tags}
+        header = new_header(tags)
+        header["derived_from"] = {"path": str(self.path), "run_id": self.metadata.get("run_id")}
+        files.write_atomic(self.derived_path, codec.encode_pieces(header, interactions))
+        self._derived_dirty = False
+
+    def _save_merged(self) -> None:
+        """Appends what this run recorded to the file as it is now, under the cassette lock:
+        another process that appended since this one read the file loses nothing."""
+        with locking.locked(self.path):
+            with self._lock:
+                interactions = list(self.interactions)
+            header, stored = self.metadata, self._stored
+            try:
+                current = files.read_bytes(self.path)
+            except CassetteNotFoundError:
+                current = None
+            if current is not None and files.digest(current) != self._digest:
+                header, stored = codec.decode(current, self.path)
+            merged = stored + interactions[self._saved :]
+            data = codec.encode(header, merged)
+            files.write_atomic(self.path, data)
+            self._stored, self._digest, self._saved = merged, files.digest(data), len(interactions)
+            self._dirty = False
+
+
+def use_cassette(
+    path: str | os.PathLike[str],
+    *,
+    mode: Mode = "none",
+    match_on: Iterable[str] | None = None,
+    ignore_json_fields: Iterable[str] = (),
+    allow_repeats: bool = False,
+    live: Iterable[str] = (),
+    frozen: Iterable[str] = (),
+    redact: Iterable[str] | None = None,
+    block_network: bool | None = None,
+    allowed_hosts: Iterable[str] = (),
+    realtime: bool = False,
+    fast_retries: bool = True,
+    freeze_time: bool = False,
+    tags: dict[str, Any] | None = None,
+    on_unused: OnUnused = "ignore",
+) -> Cassette:
+    """Activate the cassette at ``path`` for a block (``with``/``async with``) or a function
+    (as a decorator on ``def`` and ``async def``).
+
+    Args:
+        path: the cassette file.
+        mode: ``"none"`` replays only; ``"once"`` records when the file does not exist, else
+            replays; ``"new_episodes"`` replays and records what misses; ``"all"`` records
+            everything anew. ``AGENTTAPE_MODE`` overrides it for the process.
+        match_on: what a request is matched on (default method, URL with query as a
+            multiset, body); ``"headers:x-name"`` adds a header.
+        ignore_json_fields: JSON paths left out of body matching (``"messages[*].id"``).
+        allow_repeats: serve the last matching interaction again once all are played.
+        live: boundary names and host patterns that run for real in mode ``none`` when their
+            request changed; what they produce goes to a derived cassette.
+        frozen: boundary names and host patterns always served from the cassette, in every
+            mode.
+        redact: more header names, query names, JSON paths and regexes to redact.
+        block_network: refuse connections that no cassette serves (default: in mode
+            ``none``).
+        allowed_hosts: hosts let through the network guard (names, addresses, globs).
+        realtime: serve chunks at their recorded offsets.
+        fast_retries: SDK and urllib3 retry waits after a replayed response take no time.
+        freeze_time: while replaying, the clock starts at the recorded run's start.
+        tags: anything msgpack-serialisable, written into the cassette's header.
+        on_unused: ``"warn"`` or ``"fail"`` when recorded interactions were never played.
+    """
+    return Cassette(
+        path,
+        mode=mode,
+        match_on=match_on,
+        ignore_json_fields=ignore_json_fields,
+        allow_repeats=allow_repeats,
+        live=live,
+        frozen=frozen,
+        redact=redact,
+        block_network=block_network,
+        allowed_hosts=allowed_hosts,
+        realtime=realtime,
+        fast_retries=fast_retries,
+        freeze_time=freeze_time,
+        tags=tags,
+        on_unused=on_unused,
+    )
+
+
+def load(path: str | os.PathLike[str]) -> Cassette:
+    """Read a cassette without activating it."""
+    cassette = Cassette(path)
+    metadata, interactions = files.read(path)
+    cassette.metadata = metadata
+    for interaction in interactions:
+        cassette.queue.add(interaction, played=False)
+    return cassette

@@ -1,0 +1,630 @@
+"""Cassette format v1: one msgpack map, bodies as bin, read without ever running code.
+
+Layout::
+
+    {"agenttape": 1, "header": {...}, "interactions": [{...}, ...]}
+
+Every read error becomes ``CassetteFormatError`` naming the file, so a damaged cassette is
+reported, never replayed as empty, and never overwritten.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, TypeVar, cast
+
+import msgpack
+
+from .._version import __version__
+from .errors import CassetteFormatError
+from .models import Failure, FailureKind, Headers, Interaction, Request, Response
+
+FORMAT_VERSION = 1
+MAGIC_KEY = "agenttape"
+_READ_SIZE = 1 << 16
+
+# msgpack sizes a list by its declared length before reading its items, and nests up to 1024
+# deep: declared lengths are capped so that pre-allocation stays within a few times the file
+# size (a larger list is then read item by item), and a file may hold at most one list, map
+# or extension value per few bytes, so a hostile file cannot make its reader use more than a
+# small multiple of its own size.
+_NESTING = 1024
+_BYTES_PER_CONTAINER = 4
+_CONTAINER_SLACK = 1024
+_BYTES_PER_SHARED_PAIR = 64
+_MAX_WALK_DEPTH = 128
+_ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
+_MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+_EARLIEST, _LATEST = -62135596800.0, 253402300799.0  # 0001-01-01 and 9999-12-31, UTC
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:[+-][0-9A-Za-z.]+)?")
+
+
+class _Invalid(Exception):
+    """Raised inside the decoder; turned into CassetteFormatError with the file name."""
+
+
+def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
+    return b"".join(encode_pieces(header, interactions))
+
+
+def encode_pieces(header: dict[str, Any], interactions: list[Interaction]) -> Iterator[bytes]:
+    """The cassette as consecutive pieces: the map up to the interactions' array header, then
+    one piece per interaction. A writer hands them to the file as they come, so saving never
+    builds the whole file in memory (for a few MB, building it costs more than writing it)."""
+    packer = msgpack.Packer(use_bin_type=True, datetime=True)
+    try:
+        yield b"".join(
+            (
+                packer.pack_map_header(3),
+                packer.pack(MAGIC_KEY),
+                packer.pack(FORMAT_VERSION),
+                packer.pack("header"),
+                packer.pack(header),
+                packer.pack("interactions"),
+                packer.pack_array_header(len(interactions)),
+            )
+        )
+        pack = packer.pack
+        for interaction in interactions:
+            yield pack(_encode_interaction(interaction))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"cassette content is not msgpack-serialisable: {exc}") from exc
+
+
+def check_tags(tags: dict[str, Any]) -> None:
+    """Tags go into the header: refuse what cannot be written before anything is recorded,
+    not at exit when the run is over."""
+    try:
+        msgpack.packb(tags, use_bin_type=True, datetime=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(
+            f"tags must be msgpack-serialisable (str, int, float, bool, None, bytes, "
+            f"lists, dicts, timezone-aware datetimes): {exc}"
+        ) from None
+
+
+def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
+    request = interaction.request
+    encoded: dict[str, Any] = {
+        "boundary": interaction.boundary,
+        "started_at": interaction.started_at,
+        "ttfb": interaction.ttfb,
+        "duration": interaction.duration,
+        "request": {
+            "method": request.method,
+            "url": request.url,
+            "headers": request.headers,
+            "body": request.body,
+        },
+    }
+    response = interaction.response
+    if response is not None:
+        encoded["response"] = {
+            "status": response.status,
+            "reason": response.reason,
+            "http_version": response.http_version,
+            "headers": response.headers,
+            "body": response.body,
+            "chunks": response.chunks,
+            "truncated": response.truncated,
+        }
+    if interaction.error is not None:
+        error = interaction.error
+        encoded["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
+    return encoded
+
+
+def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    name = os.fspath(path)
+    if not data:
+        raise CassetteFormatError(
+            f"{name}: the file is empty, not a cassette (delete it to record again)"
+        )
+    try:
+        document = _unpack(data)
+    except _Invalid as exc:
+        raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
+    except Exception as exc:
+        raise CassetteFormatError(
+            f"{name}: not a readable agenttape cassette ({_describe(exc)}); "
+            "the file was left as it is"
+        ) from None
+    try:
+        return _decode_document(document, name, len(data))
+    except _Invalid as exc:
+        raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
+
+
+_T = TypeVar("_T")
+
+
+def _budget(size: int) -> Callable[[_T], _T]:
+    """A hook for every list, map and extension value read: it hands the value back, and
+    stops a file that holds more of them than a cassette of its size can. A closure, since
+    it runs for every container of a file and a cell is the cheapest counter to reach."""
+    left = size // _BYTES_PER_CONTAINER + _CONTAINER_SLACK
+
+    def count(value: _T) -> _T:
+        nonlocal left
+        left -= 1
+        if left < 0:
+            raise _Invalid("holds more lists and maps than a cassette of its size can")
+        return value
+
+    return count
+
+
+def _extensions(count: Callable[[msgpack.ExtType], msgpack.ExtType]) -> Any:
+    return lambda code, data: count(msgpack.ExtType(code, data))
+
+
+def _unpack(data: bytes) -> Any:
+    """The msgpack document in ``data``, read within bounded memory (see _NESTING)."""
+    limit = max(len(data) // _NESTING, 16)
+    count = _budget(len(data))
+    try:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            use_list=False,
+            strict_map_key=True,
+            timestamp=3,
+            max_array_len=limit,
+            max_map_len=limit,
+            list_hook=count,
+            object_hook=count,
+            ext_hook=_extensions(count),
+        )
+    except ValueError as exc:
+        if "exceeds max_" not in str(exc):
+            raise
+    return _walk(data)
+
+
+def _walk(data: bytes) -> Any:
+    """Reads lists and maps item by item from their headers, so a declared length costs
+    nothing until the items are really there; only scalars go through msgpack whole."""
+    count = _budget(len(data))
+    unpacker = msgpack.Unpacker(
+        raw=False,
+        timestamp=3,
+        max_buffer_size=max(len(data), 1),
+        max_array_len=0,
+        max_map_len=0,
+        ext_hook=_extensions(count),
+    )
+    unpacker.feed(data)
+
+    def value(depth: int) -> Any:
+        position = unpacker.tell()
+        kind = data[position] if position < len(data) else None
+        if kind not in _ARRAY_TYPES and kind not in _MAP_TYPES:
+            return unpacker.unpack()
+        if depth >= _MAX_WALK_DEPTH:
+            raise _Invalid(f"values nested deeper than {_MAX_WALK_DEPTH} levels")
+        count(None)
+        if kind in _ARRAY_TYPES:
+            items = []
+            for _ in range(unpacker.read_array_header()):
+                items.append(value(depth + 1))
+            return items
+        mapping = {}
+        for _ in range(unpacker.read_map_header()):
+            key = value(depth + 1)
+            if not isinstance(key, (str, bytes)):
+                raise _Invalid(f"a map key is {type(key).__name__}, expected str")
+            mapping[key] = value(depth + 1)
+        return mapping
+
+    document = value(0)
+    if unpacker.tell() != len(data):
+        raise _Invalid("unexpected data after the end of the cassette")
+    return document
+
+
+def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
+    """A well-formed cassette read straight from its open file, one interaction at a time.
+
+    Memory stays near the size of the bodies (the file is never held whole beside them), and
+    each entry as msgpack gives it is dropped as soon as it is decoded, so loading does not
+    leave the garbage collector a large young heap to walk. Anything unusual returns None:
+    the caller then reads the file whole with ``decode``, which names what is wrong.
+    """
+    try:
+        return _stream(handle)
+    except Exception:  # truncated, malformed, over a limit: ``decode`` says which
+        return None
+
+
+def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
+    size = os.fstat(handle.fileno()).st_size
+    if not size:
+        return None
+    limit = max(size // _NESTING, 16)
+    count = _budget(size)  # the same bounds as ``_unpack``: see _NESTING
+    # Arrays come back as tuples: a header pair or a chunk entry is kept as read.
+    unpacker = msgpack.Unpacker(
+        handle,
+        raw=False,
+        use_list=False,
+        strict_map_key=True,
+        timestamp=3,
+        max_buffer_size=size,
+        read_size=min(size, _READ_SIZE),
+        max_array_len=limit,
+        max_map_len=limit,
+        list_hook=count,
+        object_hook=count,
+        ext_hook=_extensions(count),
+    )
+    if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
+        return None
+    version = unpacker.unpack()
+    if type(version) is not int or version != FORMAT_VERSION:
+        return None
+    if unpacker.unpack() != "header":
+        return None
+    header = _as_lists(unpacker.unpack())
+    if type(header) is not dict or unpacker.unpack() != "interactions":
+        return None
+    interactions: list[Interaction] = []
+    append, unpack = interactions.append, unpacker.unpack
+    seen = _SharedPairs(size)
+    for _ in range(unpacker.read_array_header()):
+        interaction = _decode_plain(unpack(), seen)
+        if interaction is None:
+            return None
+        append(interaction)
+    if unpacker.tell() != size:
+        return None
+    return header, interactions
+
+
+def _as_lists(value: Any) -> Any:
+    """The header as ``decode`` gives it: arrays as lists."""
+    if type(value) is tuple:
+        return [_as_lists(item) for item in value]
+    if type(value) is dict:
+        return {key: _as_lists(item) for key, item in value.items()}
+    return value
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, msgpack.ExtraData):
+        return "unexpected data after the end of the cassette"
+    if isinstance(exc, msgpack.OutOfData) or (
+        isinstance(exc, ValueError) and "incomplete" in str(exc).lower()
+    ):
+        return "the file is truncated"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _decode_document(
+    document: Any, name: str, size: int
+) -> tuple[dict[str, Any], list[Interaction]]:
+    if not isinstance(document, dict) or MAGIC_KEY not in document:
+        raise _Invalid("not an agenttape cassette (no format marker)")
+    version = document[MAGIC_KEY]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _Invalid(f"format marker is {version!r}, expected a whole number")
+    if version > FORMAT_VERSION:
+        # Checked before anything else: a newer format may lay out everything differently.
+        header = document.get("header")
+        writer = header.get("agenttape_version") if isinstance(header, dict) else None
+        if isinstance(writer, str) and _VERSION.fullmatch(writer):
+            who, command = f"agenttape {writer}", f'pip install -U "agenttape>={writer}"'
+        else:
+            who, command = "a newer agenttape", "pip install -U agenttape"
+        raise _Invalid(
+            f"written in cassette format {version} by {who}; this agenttape {__version__} "
+            f"reads format {FORMAT_VERSION}: upgrade with '{command}'"
+        )
+    header = _as_lists(_expect(document.get("header"), dict, "header"))
+    if version < 1:
+        raise _Invalid(f"unknown cassette format {version}")
+    raw_interactions = _expect(document.get("interactions"), _ARRAYS, "interactions")
+    interactions = []
+    seen = _SharedPairs(size)
+    for index, raw in enumerate(raw_interactions):
+        interaction = _decode_plain(raw, seen)
+        if interaction is None:
+            try:
+                interaction = _decode_interaction(raw)
+            except _Invalid as exc:
+                raise _Invalid(f"interaction {index}: {exc}") from None
+        interactions.append(interaction)
+    return header, interactions
+
+
+_NUMBERS = (int, float)
+_ARRAYS = (list, tuple)
+Header = tuple[str, str]
+
+
+class _SharedPairs(dict[Header, Header]):
+    """The header pairs met so far in a file, each to be kept once. Most pairs repeat from one
+    entry to the next; the copies freed at once leave fewer objects and pages to the allocator
+    and the garbage collector. At most one pair is kept per _BYTES_PER_SHARED_PAIR bytes of
+    the file, so a file of all-different pairs cannot make the table break the memory bound."""
+
+    __slots__ = ("room",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.room = size // _BYTES_PER_SHARED_PAIR
+
+
+def _plain_headers(value: Any, seen: _SharedPairs) -> Headers | None:
+    """Header pairs with the checks inlined; None sends the caller to the checks that name
+    what is wrong. A pair read as a tuple (the streaming reader) is replaced by the equal
+    pair in ``seen``, if any; pairs read as lists (the whole-file reader) become tuples."""
+    kind = type(value)
+    if kind is tuple:
+        try:
+            pairs: list[Any] = list(map(seen.get, value))
+        except TypeError:  # an item that cannot be hashed is no header pair
+            return None
+        if None in pairs:
+            for index, known in enumerate(pairs):
+                if known is None:
+                    pair = value[index]
+                    if type(pair) is not tuple or len(pair) != 2:
+                        return None
+                    name, text = pair
+                    if type(name) is not str or type(text) is not str:
+                        return None
+                    if seen.room:
+                        seen.room -= 1
+                        seen[pair] = pair
+                    pairs[index] = pair
+        return pairs
+    if kind is not list:
+        return None
+    for pair in value:
+        if type(pair) is not list or len(pair) != 2:
+            return None
+        name, text = pair
+        if type(name) is not str or type(text) is not str:
+            return None
+    return [(name, text) for name, text in value]
+
+
+def _plain_seconds(value: Any) -> float | None:
+    """What ``_duration`` accepts, as a float; None for anything else."""
+    if type(value) not in _NUMBERS:
+        return None
+    number = float(value)
+    return number if 0 <= number < math.inf else None
+
+
+def _plain_chunks(value: Any, body_size: int) -> list[tuple[int, float]] | None:
+    """(size, offset) pairs whose sizes add up to no more than the body; pairs read as
+    tuples that already hold a float offset are kept as they are."""
+    if type(value) not in _ARRAYS:
+        return None
+    chunks = []
+    total = 0
+    for chunk in value:
+        if type(chunk) not in _ARRAYS or len(chunk) != 2:
+            return None
+        size, offset = chunk
+        if type(size) is not int or size < 0:
+            return None
+        if type(offset) is float and type(chunk) is tuple and 0 <= offset < math.inf:
+            chunks.append(chunk)
+        else:
+            seconds = _plain_seconds(offset)
+            if seconds is None:
+                return None
+            chunks.append((size, seconds))
+        total += size
+    return chunks if total <= body_size else None
+
+
+def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
+    """The common, well-formed interaction decoded with the fewest checks that still accept
+    exactly what ``_decode_interaction`` accepts, and build the same result; anything unusual
+    returns None and goes through ``_decode_interaction``, which says what is wrong."""
+    if type(raw) is not dict:
+        return None
+    req = raw.get("request")
+    if type(req) is not dict:
+        return None
+    method, url, body = req.get("method"), req.get("url"), req.get("body")
+    request_headers = _plain_headers(req.get("headers"), seen)
+    if (
+        type(method) is not str
+        or type(url) is not str
+        or type(body) is not bytes
+        or request_headers is None
+    ):
+        return None
+    request = Request(method, url, request_headers, body)
+    response = None
+    res = raw.get("response")
+    if res is not None:
+        if type(res) is not dict:
+            return None
+        status = res.get("status")
+        reason = res.get("reason", "")
+        http_version = res.get("http_version", "HTTP/1.1")
+        response_body = res.get("body")
+        response_headers = _plain_headers(res.get("headers"), seen)
+        if (
+            type(status) is not int
+            or type(reason) is not str
+            or type(http_version) is not str
+            or type(response_body) is not bytes
+            or response_headers is None
+        ):
+            return None
+        raw_chunks = res.get("chunks", ())
+        # The common body, read in one piece, without a call: the same checks as below.
+        if type(raw_chunks) is tuple and len(raw_chunks) == 1:
+            (only,) = raw_chunks
+            if (
+                type(only) is tuple
+                and len(only) == 2
+                and type(only[0]) is int
+                and type(only[1]) is float
+                and 0 <= only[0] <= len(response_body)
+                and 0 <= only[1] < math.inf
+            ):
+                chunks: list[tuple[int, float]] | None = [only]
+            else:
+                chunks = _plain_chunks(raw_chunks, len(response_body))
+        else:
+            chunks = _plain_chunks(raw_chunks, len(response_body))
+        if chunks is None:
+            return None
+        response = Response(
+            status,
+            reason,
+            http_version,
+            response_headers,
+            response_body,
+            chunks,
+            bool(res.get("truncated", False)),
+        )
+    error = None
+    err = raw.get("error")
+    if err is not None:
+        if type(err) is not dict:
+            return None
+        kind, type_name, message = err.get("kind"), err.get("type"), err.get("message", "")
+        if type(kind) is not str or type(type_name) is not str or type(message) is not str:
+            return None
+        # A kind this version does not know replays as the library's generic transport error.
+        error = Failure(kind=cast(FailureKind, kind), type=type_name, message=message)
+    boundary = raw.get("boundary", "http")
+    started, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
+    started_at = 0.0 if started is None else float(started) if type(started) in _NUMBERS else None
+    ttfb_seconds = ttfb if type(ttfb) is float and 0 <= ttfb < math.inf else None
+    if ttfb_seconds is None and ttfb is not None:
+        ttfb_seconds = _plain_seconds(ttfb)
+    duration_seconds = duration if type(duration) is float and 0 <= duration < math.inf else None
+    if duration_seconds is None and duration is not None:
+        duration_seconds = _plain_seconds(duration)
+    if (
+        (response is None and error is None)
+        or type(boundary) is not str
+        or started_at is None
+        or not _EARLIEST <= started_at <= _LATEST
+        or (ttfb is not None and ttfb_seconds is None)
+        or (duration is not None and duration_seconds is None)
+    ):
+        return None
+    return Interaction(
+        request, response, error, boundary, started_at, ttfb_seconds, duration_seconds
+    )
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        if kind == _ARRAYS:
+            expected = "array"
+        elif isinstance(kind, type):
+            expected = kind.__name__
+        else:
+            expected = "/".join(k.__name__ for k in kind)
+        raise _Invalid(f"{what} is {type(value).__name__}, expected {expected}")
+    return value
+
+
+def _optional_number(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    return _duration(_expect(value, (int, float), what), what)
+
+
+def _duration(value: int | float, what: str) -> float:
+    """Seconds that replay may wait for: a finite, non-negative number."""
+    number = float(value)
+    if not 0 <= number < math.inf:
+        raise _Invalid(f"{what} is {number!r}, expected a number of seconds")
+    return number
+
+
+def _moment(value: Any) -> float:
+    """A Unix time that converts to a datetime (years 1 to 9999)."""
+    if value is None:
+        return 0.0
+    number = float(_expect(value, (int, float), "started_at"))
+    if not _EARLIEST <= number <= _LATEST:
+        raise _Invalid(f"started_at is {number!r}, not a time")
+    return number
+
+
+def _headers(value: Any, what: str) -> Headers:
+    headers = []
+    for pair in _expect(value, _ARRAYS, what):
+        if (
+            not isinstance(pair, _ARRAYS)
+            or len(pair) != 2
+            or not isinstance(pair[0], str)
+            or not isinstance(pair[1], str)
+        ):
+            raise _Invalid(f"{what} holds {pair!r}, expected [name, value] strings")
+        headers.append((pair[0], pair[1]))
+    return headers
+
+
+def _decode_interaction(raw: Any) -> Interaction:
+    raw = _expect(raw, dict, "interaction")
+    req = _expect(raw.get("request"), dict, "request")
+    request = Request(
+        method=_expect(req.get("method"), str, "request.method"),
+        url=_expect(req.get("url"), str, "request.url"),
+        headers=_headers(req.get("headers"), "request.headers"),
+        body=_expect(req.get("body"), bytes, "request.body"),
+    )
+    response = None
+    if raw.get("response") is not None:
+        res = _expect(raw["response"], dict, "response")
+        body = _expect(res.get("body"), bytes, "response.body")
+        chunks = []
+        total = 0
+        for chunk in _expect(res.get("chunks", []), _ARRAYS, "response.chunks"):
+            if (
+                not isinstance(chunk, _ARRAYS)
+                or len(chunk) != 2
+                or not isinstance(chunk[0], int)
+                or not isinstance(chunk[1], (int, float))
+                or chunk[0] < 0
+            ):
+                raise _Invalid(f"response.chunks holds {chunk!r}, expected [size, offset]")
+            total += chunk[0]
+            chunks.append((chunk[0], _duration(chunk[1], "response.chunks offset")))
+        if total > len(body):
+            raise _Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
+        response = Response(
+            status=_expect(res.get("status"), int, "response.status"),
+            reason=_expect(res.get("reason", ""), str, "response.reason"),
+            http_version=_expect(res.get("http_version", "HTTP/1.1"), str, "response.http_version"),
+            headers=_headers(res.get("headers"), "response.headers"),
+            body=body,
+            chunks=chunks,
+            truncated=bool(res.get("truncated", False)),
+        )
+    error = None
+    if raw.get("error") is not None:
+        err = _expect(raw["error"], dict, "error")
+        error = Failure(
+            kind=cast(FailureKind, _expect(err.get("kind"), str, "error.kind")),
+            type=_expect(err.get("type"), str, "error.type"),
+            message=_expect(err.get("message", ""), str, "error.message"),
+        )
+    if response is None and error is None:
+        raise _Invalid("has neither a response nor an error")
+    return Interaction(
+        request=request,
+        response=response,
+        error=error,
+        boundary=_expect(raw.get("boundary", "http"), str, "boundary"),
+        started_at=_moment(raw.get("started_at")),
+        ttfb=_optional_number(raw.get("ttfb"), "ttfb"),
+        duration=_optional_number(raw.get("duration"), "duration"),
+    )

@@ -1,0 +1,58 @@
+"""The exceptions agenttape raises; each message names the cassette and the next step."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import Request
+
+
+class AgentTapeError(Exception):
+    """Base of every error agenttape raises on purpose."""
+
+
+class CassetteNotFoundError(AgentTapeError, FileNotFoundError):
+    """Replay was asked for a cassette that is not on disk."""
+
+
+class CassetteFormatError(AgentTapeError, ValueError):
+    """A file is not a cassette this version can read; the file is left untouched."""
+
+
+class CassetteWriteError(AgentTapeError, OSError):
+    """A cassette could not be written; the previous file, if any, is intact."""
+
+
+class NetworkBlockedError(AgentTapeError, ConnectionError):
+    """An outbound connection was attempted that no cassette serves."""
+
+    def __init__(
+        self, message: str, *, host: str = "", port: int | None = None, cassette_path: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+        self.cassette_path = cassette_path
+
+
+class UnmatchedInteractionError(AgentTapeError, AssertionError):
+    """A request has no recorded interaction left to serve it.
+
+    Subclasses AssertionError so that test runners report it as a failed expectation.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request: Request,
+        candidates: list[Any],
+        cassette_path: str,
+        mode: str,
+    ) -> None:
+        super().__init__(message)
+        self.request = request
+        self.candidates = candidates
+        self.cassette_path = cassette_path
+        self.mode = mode

@@ -1,0 +1,166 @@
+"""The one seam every adapter calls: an HTTP library's request, in the library-neutral model,
+goes in; the tape decides whether it is replayed or recorded; the adapter gets back what its
+library expects.
+
+An adapter translates and nothing more. It hands ``exchange`` (or ``exchange_async``) the
+request and three translations of its own: how to build its library's answer from a recorded
+interaction (``replay``), how to run the real exchange while feeding a recording
+(``record``), and what failure one of its library's exceptions stands for (``failure_of``).
+What happens in between is decided here, once for every library: which branch runs, how a
+failure is written down, that live traffic inside it is never recorded twice, the signal
+that lets retry waits after a replayed response take no time, and when each replayed part is
+due (``Schedule``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TypeVar
+
+from . import runtime
+from .models import Failure, Interaction, Request
+from .tape import Recording, Tape
+
+R = TypeVar("R")
+
+FailureOf = Callable[[BaseException], Failure | None]
+"""An adapter's reading of one of its library's exceptions; None for one that is not a
+transport failure (it propagates and is not written down)."""
+
+_replayed: ContextVar[bool] = ContextVar("agenttape_replayed", default=False)
+
+
+def skip_retry_wait() -> bool:
+    """True when a retry wait should take no time: the exchange just made here was replayed
+    and the tape asks for ``fast_retries``. Retry loops (urllib3, botocore, the OpenAI and
+    Anthropic SDKs) ask this before sleeping; ``time.sleep`` itself is never touched."""
+    if not _replayed.get():
+        return False
+    tape = runtime.active()
+    return tape is not None and tape.fast_retries
+
+
+def exchange(
+    tape: Tape,
+    request: Request,
+    *,
+    replay: Callable[[Interaction, Schedule], R],
+    record: Callable[[Recording], R],
+    failure_of: FailureOf,
+    boundary: str = "http",
+) -> R:
+    """Serve ``request`` from ``tape``: ``replay`` the recorded interaction, or ``record``
+    the real exchange into a recording."""
+    plan = tape.begin(request, boundary)
+    if isinstance(plan, Interaction):
+        _replayed.set(True)
+        return replay(plan, Schedule.of(plan, tape.realtime))
+    _replayed.set(False)
+    token = runtime.enter_adapter()
+    try:
+        return record(plan)
+    except BaseException as exc:
+        _failed(plan, exc, failure_of)
+        raise
+    finally:
+        runtime.exit_adapter(token)
+
+
+async def exchange_async(
+    tape: Tape,
+    request: Request,
+    *,
+    replay: Callable[[Interaction, Schedule], Awaitable[R]],
+    record: Callable[[Recording], Awaitable[R]],
+    failure_of: FailureOf,
+    boundary: str = "http",
+) -> R:
+    """``exchange`` for ``async`` libraries."""
+    plan = tape.begin(request, boundary)
+    if isinstance(plan, Interaction):
+        _replayed.set(True)
+        return await replay(plan, Schedule.of(plan, tape.realtime))
+    _replayed.set(False)
+    token = runtime.enter_adapter()
+    try:
+        return await record(plan)
+    except BaseException as exc:
+        _failed(plan, exc, failure_of)
+        raise
+    finally:
+        runtime.exit_adapter(token)
+
+
+def _failed(recording: Recording, exc: BaseException, failure_of: FailureOf) -> None:
+    """Writes down an exception that escaped the live exchange: the failure in place of a
+    response; a body already under way is marked cut (its own errors were taken where it was
+    read)."""
+    if recording.finished:
+        return
+    if recording.interaction.response is not None:
+        recording.finish(truncated=True)
+        return
+    failure = failure_of(exc)
+    if failure is not None:
+        recording.fail(failure)
+
+
+@dataclass(slots=True)
+class Schedule:
+    """When each part of a replayed exchange is due, in seconds after the request was made:
+    everything at once, unless the tape replays in ``realtime`` (then ``paced``).
+
+    ``head`` is when the response head arrived (or, with no response, when the recorded error
+    came); ``chunks`` when each body piece did; ``end``, when set, when the recorded body
+    ended otherwise than by its last piece: a recorded error fires when it did, and a body the
+    reader cut short sends nothing more for as long as it ran and as long again, so a
+    reader's own timeout fires as it did instead of meeting an early end.
+    """
+
+    paced: bool
+    head: float
+    chunks: tuple[float, ...]
+    end: float | None
+    started: float
+
+    @classmethod
+    def of(cls, interaction: Interaction, realtime: bool) -> Schedule:
+        started = time.perf_counter()
+        if not realtime:
+            return cls(False, 0.0, (), None, started)
+        response = interaction.response
+        duration = interaction.duration
+        if response is None:
+            return cls(True, duration or 0.0, (), duration, started)
+        end = None
+        if duration is not None:
+            if interaction.error is not None:
+                end = duration
+            elif response.truncated:
+                end = 2 * duration
+        chunks = tuple(offset for _size, offset in response.chunks)
+        return cls(True, interaction.ttfb or 0.0, chunks, end, started)
+
+    def chunk(self, index: int) -> float:
+        """When body piece ``index`` is due (at once past the recorded offsets)."""
+        return self.chunks[index] if index < len(self.chunks) else 0.0
+
+    def delay(self, due: float) -> float:
+        """Seconds from now until ``due``; zero or less when it is already due."""
+        return due - (time.perf_counter() - self.started)
+
+    def wait(self, due: float | None) -> None:
+        if self.paced and due is not None:
+            delay = self.delay(due)
+            if delay > 0:
+                time.sleep(delay)
+
+    async def wait_async(self, due: float | None) -> None:
+        if self.paced and due is not None:
+            delay = self.delay(due)
+            if delay > 0:
+                await asyncio.sleep(delay)

@@ -1,0 +1,122 @@
+"""Cassette files on disk: written atomically, read without ever running code.
+
+A write goes to a temporary file that is fsynced and renamed over the old one, so a reader
+sees the old file or the new one, never half of either; temporaries a killed writer left
+behind are swept once they are old.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from . import codec
+from .errors import CassetteFormatError, CassetteNotFoundError, CassetteWriteError
+from .models import Interaction
+
+STALE_TEMPORARY = 3600.0  # seconds: no write of a cassette takes this long
+
+
+def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Temporary file, fsync, rename: readers see the old file or the new one, never half.
+
+    ``data`` may come in pieces (``codec.encode_pieces``); an error while producing them
+    leaves the file it would replace untouched, as any other failed write does.
+    """
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=directory
+        )
+    except OSError as exc:
+        raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
+    try:
+        # mkstemp creates the file 0600; a cassette is a shared artefact, so it keeps the mode
+        # of the file it replaces, or gets the one the umask gives any new file.
+        os.fchmod(descriptor, _file_mode(path))
+        with os.fdopen(descriptor, "wb", buffering=_WRITE_BUFFER) as handle:
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
+        raise
+    with contextlib.suppress(OSError):
+        directory_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
+    _sweep_temporaries(path)
+
+
+# Pieces are gathered into writes of this size: few system calls, and a buffer small
+# enough for the allocator to reuse rather than map fresh pages for on every save.
+_WRITE_BUFFER = 1 << 17
+
+
+def _file_mode(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_UMASK
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def _sweep_temporaries(path: Path) -> None:
+    """Deletes temporary files of ``path`` that a writer killed mid-write left behind; only
+    old ones, so another process's write in progress is never touched."""
+    prefix, cutoff = f".{path.name}.", time.time() - STALE_TEMPORARY
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise CassetteNotFoundError(f"cassette {os.fspath(path)} does not exist") from None
+    except IsADirectoryError:
+        raise CassetteFormatError(f"{os.fspath(path)}: is a directory, not a cassette") from None
+
+
+def digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    try:
+        with open(path, "rb") as handle:
+            streamed = codec.decode_stream(handle)
+    except (FileNotFoundError, IsADirectoryError):
+        streamed = None  # reading the bytes below raises the error that says so
+    if streamed is not None:
+        return streamed
+    return codec.decode(read_bytes(path), path)

@@ -1,0 +1,303 @@
+"""Which recorded interaction serves a request: a hashable key per request, and a readable
+field-by-field difference for the error raised when no key matches."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from operator import attrgetter
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from . import jsonpath
+from .models import Interaction, Request
+
+URL_FIELDS = ("scheme", "host", "port", "path", "query")
+DEFAULT_MATCH_ON = ("method", *URL_FIELDS, "body")
+_ALIASES = {"url": URL_FIELDS, "uri": URL_FIELDS}
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+JsonValue = Any
+
+
+@dataclass(slots=True, frozen=True)
+class ParsedURL:
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+    query: tuple[tuple[str, str], ...]
+
+
+# The shape nearly every recorded URL has: lower-case http(s), a plain host, a port, and a path
+# and query free of escapes, '+', ';', fragments and whitespace. For it urlsplit and parse_qsl
+# reduce to plain splits (tests check both ways agree); everything else takes the general path.
+_URL_CHARS = r"[A-Za-z0-9._~!$&'()*,=:@/\-]"
+_SIMPLE_URL = re.compile(
+    rf"(https?)://([a-z0-9.\-]+)(?::([0-9]{{1,5}}))?(/{_URL_CHARS}*)?(?:\?({_URL_CHARS}*))?"
+)
+
+
+def _parse_simple(url: str) -> ParsedURL | None:
+    simple = _SIMPLE_URL.fullmatch(url)
+    if simple is None:
+        return None
+    scheme, host, port_text, path, query = simple.groups()
+    if port_text is None:
+        port = _DEFAULT_PORTS[scheme]
+    else:
+        port = int(port_text)
+        if port > 65535:
+            return None
+    pairs = []
+    if query:
+        for piece in query.split("&"):
+            if piece:
+                name, _equals, value = piece.partition("=")
+                pairs.append((name, value))
+    return ParsedURL(
+        scheme=scheme, host=host, port=port, path=path or "/", query=tuple(sorted(pairs))
+    )
+
+
+@lru_cache(maxsize=8192)
+def parse_url(url: str) -> ParsedURL:
+    simple = _parse_simple(url)
+    if simple is not None:
+        return simple
+    return _parse_general(url)
+
+
+def _parse_general(url: str) -> ParsedURL:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        # Unparseable (a cassette edited by hand, an unbalanced IPv6 bracket): it can still
+        # match the same text, compared whole.
+        return ParsedURL(scheme="", host="", port=None, path=url, query=())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return ParsedURL(
+        scheme=scheme,
+        host=(parts.hostname or "").lower(),
+        port=port if port is not None else _DEFAULT_PORTS.get(scheme),
+        path=parts.path or "/",
+        query=tuple(sorted(parse_qsl(parts.query, keep_blank_values=True))),
+    )
+
+
+def _parts_getter(names: tuple[str, ...]) -> Callable[[ParsedURL], tuple[Any, ...]]:
+    """The named URL parts as a tuple, in one C call when there are several."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda url: tuple(getattr(url, name) for name in names)
+
+
+def _looks_like_json(body: bytes) -> bool:
+    return body.lstrip()[:1] in (b"{", b"[")
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A recorded interaction close to a request that missed, and how it differs."""
+
+    index: int
+    interaction: Interaction
+    differences: list[str]
+    played: bool
+
+    def __str__(self) -> str:
+        request = self.interaction.request
+        state = " (already played)" if self.played else ""
+        lines = [f"#{self.index} {request.method} {request.url}{state}"]
+        lines += [f"    {line}" for line in self.differences] or ["    identical request"]
+        return "\n".join(lines)
+
+
+class Matcher:
+    """Turns a request into the key the index is built on.
+
+    Bodies compare as canonical JSON when they parse as JSON, else as bytes; the canonical form
+    of each recorded body is remembered by its raw bytes, so a replayed request whose bytes equal
+    the recording's costs one dict lookup instead of a JSON parse.
+    """
+
+    def __init__(
+        self,
+        match_on: Iterable[str] | None = None,
+        ignore_json_fields: Iterable[str] = (),
+    ) -> None:
+        fields: list[str] = []
+        for name in DEFAULT_MATCH_ON if match_on is None else match_on:
+            if isinstance(name, str) and name in _ALIASES:
+                fields.extend(_ALIASES[name])
+            elif name in (*DEFAULT_MATCH_ON, "headers") or (
+                isinstance(name, str) and name.startswith("headers:") and len(name) > 8
+            ):
+                if name == "headers":
+                    raise ValueError("match_on 'headers' needs a name: 'headers:x-foo'")
+                fields.append(name)
+            else:
+                raise ValueError(
+                    f"unknown match_on field {name!r}; use method, url, scheme, host, port, "
+                    "path, query, body or 'headers:NAME'"
+                )
+        self.fields = tuple(dict.fromkeys(fields))
+        self.ignore_json_fields = tuple(ignore_json_fields)
+        for path in self.ignore_json_fields:
+            jsonpath.parse(path)
+        self._url_fields = tuple(f for f in self.fields if f in URL_FIELDS)
+        self._url_parts = _parts_getter(self._url_fields)
+        self._header_fields = tuple(f[8:].lower() for f in self.fields if f.startswith("headers:"))
+        self._match_body = "body" in self.fields
+        self._match_method = "method" in self.fields
+        self._body_keys: dict[bytes, Hashable] = {}
+
+    def _canonical_json(self, document: JsonValue) -> str:
+        for path in self.ignore_json_fields:
+            jsonpath.delete(document, path)
+        return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def body_key(self, body: bytes, remember: bool = False) -> Hashable:
+        if not body:
+            return b""
+        known = self._body_keys.get(body)
+        if known is not None:
+            return known
+        key: Hashable = body
+        if _looks_like_json(body):
+            try:
+                key = ("json", self._canonical_json(json.loads(body)))
+            except (ValueError, RecursionError):
+                key = body
+        if remember:
+            self._body_keys[body] = key
+        return key
+
+    def key(self, request: Request, remember: bool = False) -> Hashable:
+        parts: list[Hashable] = []
+        if self._match_method:
+            parts.append(request.method.upper())
+        if self._url_fields:
+            url = parse_url(request.url)
+            parts.extend(self._url_parts(url))
+        for header in self._header_fields:
+            parts.append(tuple(v for k, v in request.headers if k.lower() == header))
+        if self._match_body:
+            parts.append(self.body_key(request.body, remember))
+        return tuple(parts)
+
+    def differences(self, recorded: Request, request: Request) -> list[str]:
+        """What stops ``recorded`` from matching ``request``, in the user's terms."""
+        diffs: list[str] = []
+        if self._match_method and recorded.method.upper() != request.method.upper():
+            diffs.append(f"method: expected {recorded.method!r}, got {request.method!r}")
+        if self._url_fields:
+            want, got = parse_url(recorded.url), parse_url(request.url)
+            for name in self._url_fields:
+                if name == "query":
+                    diffs.extend(_query_differences(want.query, got.query))
+                elif getattr(want, name) != getattr(got, name):
+                    diffs.append(
+                        f"url.{name}: expected {getattr(want, name)!r}, got {getattr(got, name)!r}"
+                    )
+        for header in self._header_fields:
+            want_h = [v for k, v in recorded.headers if k.lower() == header]
+            got_h = [v for k, v in request.headers if k.lower() == header]
+            if want_h != got_h:
+                diffs.append(f"headers.{header}: expected {_show(want_h)}, got {_show(got_h)}")
+        if self._match_body and self.body_key(recorded.body) != self.body_key(request.body):
+            diffs.extend(self._body_differences(recorded.body, request.body))
+        return diffs
+
+    def _body_differences(self, want: bytes, got: bytes) -> list[str]:
+        try:
+            want_doc, got_doc = json.loads(want), json.loads(got)
+        except (ValueError, RecursionError):
+            return [f"body: expected {_show_bytes(want)}, got {_show_bytes(got)}"]
+        for path in self.ignore_json_fields:
+            jsonpath.delete(want_doc, path)
+            jsonpath.delete(got_doc, path)
+        diffs: list[str] = []
+        _json_differences("body", want_doc, got_doc, diffs)
+        return diffs
+
+
+def _query_differences(
+    want: tuple[tuple[str, str], ...], got: tuple[tuple[str, str], ...]
+) -> list[str]:
+    diffs = []
+    names = dict.fromkeys(name for name, _ in (*want, *got))
+    for name in names:
+        want_v = [v for k, v in want if k == name]
+        got_v = [v for k, v in got if k == name]
+        if want_v == got_v:
+            continue
+        if not want_v:
+            diffs.append(f"url.query.{name}: not recorded, got {_show(got_v)}")
+        elif not got_v:
+            diffs.append(f"url.query.{name}: expected {_show(want_v)}, missing")
+        else:
+            diffs.append(f"url.query.{name}: expected {_show(want_v)}, got {_show(got_v)}")
+    return diffs
+
+
+def _json_differences(path: str, want: JsonValue, got: JsonValue, out: list[str]) -> None:
+    if len(out) >= 8:
+        return
+    if isinstance(want, dict) and isinstance(got, dict):
+        for key in dict.fromkeys([*want, *got]):
+            child = f"{path}.{key}"
+            if key not in got:
+                out.append(f"{child}: expected {_show(want[key])}, missing")
+            elif key not in want:
+                out.append(f"{child}: not recorded, got {_show(got[key])}")
+            else:
+                _json_differences(child, want[key], got[key], out)
+    elif isinstance(want, list) and isinstance(got, list):
+        for index in range(max(len(want), len(got))):
+            child = f"{path}[{index}]"
+            if index >= len(got):
+                out.append(f"{child}: expected {_show(want[index])}, missing")
+            elif index >= len(want):
+                out.append(f"{child}: not recorded, got {_show(got[index])}")
+            else:
+                _json_differences(child, want[index], got[index], out)
+    elif isinstance(want, str) and isinstance(got, str) and want != got:
+        start = max(0, _common_prefix(want, got) - 24)
+        out.append(f"{path}: expected {_show_from(want, start)}, got {_show_from(got, start)}")
+    elif want != got or type(want) is not type(got):
+        out.append(f"{path}: expected {_show(want)}, got {_show(got)}")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _show_from(text: str, start: int, limit: int = 60) -> str:
+    """A string shown from near the first difference, so long prompts point at the change."""
+    piece = text[start : start + limit]
+    return ("..." if start else "") + repr(piece) + ("..." if start + limit < len(text) else "")
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        value = value[0]
+    text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _show_bytes(body: bytes, limit: int = 80) -> str:
+    if not body:
+        return "empty"
+    text = repr(body[:limit]) + ("..." if len(body) > limit else "")
+    return f"{len(body)} bytes {text}"

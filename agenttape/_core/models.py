@@ -1,0 +1,130 @@
+"""The one model every adapter speaks, so the cassette and the matcher never know the library.
+
+Header names and values are ``str`` decoded as latin-1: every byte maps to one character, so
+odd bytes survive the round trip and adapters re-encode with latin-1 to get the exact bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .llm import LLMCall
+
+Headers = list[tuple[str, str]]
+
+FailureKind = Literal[
+    "connect_error",
+    "connect_timeout",
+    "read_timeout",
+    "write_timeout",
+    "pool_timeout",
+    "read_error",
+    "write_error",
+    "protocol_error",
+    "proxy_error",
+    "unsupported_protocol",
+    "transport_error",
+    "raised",
+]
+"""What went wrong instead of (or in the middle of) a response, in words every library shares:
+an error recorded through one library replays as the matching exception of another.
+``raised`` is a function boundary's exception."""
+
+
+def first_header(headers: Headers, name: str) -> str | None:
+    """First value of a header, names compared case-insensitively."""
+    lowered = name.lower()
+    for key, value in headers:
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    url: str
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        return first_header(self.headers, name)
+
+
+@dataclass(slots=True)
+class Response:
+    """A response as it crossed the wire: the body undecoded, with its chunk boundaries.
+
+    ``chunks`` holds ``(size, offset)`` per chunk, ``offset`` being seconds since the request
+    started, so replay can hand the caller the same pieces at the same moments.
+    """
+
+    status: int
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+    chunks: list[tuple[int, float]] = field(default_factory=list)
+    truncated: bool = False
+
+    def header(self, name: str) -> str | None:
+        return first_header(self.headers, name)
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """The body cut at the recorded boundaries; one chunk when none were recorded."""
+        if not self.chunks:
+            if self.body:
+                yield self.body
+            return
+        if len(self.chunks) == 1 and self.chunks[0][0] == len(self.body):
+            yield self.body  # the whole body in one piece: no copy
+            return
+        view = memoryview(self.body)
+        start = 0
+        for size, _offset in self.chunks:
+            yield bytes(view[start : start + size])
+            start += size
+        if start < len(self.body):
+            yield bytes(view[start:])
+
+
+@dataclass(slots=True)
+class Failure:
+    """A transport error in place of (or in the middle of) a response.
+
+    ``kind`` is library-neutral (``connect_error``, ``read_timeout``, …) so an error recorded
+    through one library replays as the matching exception of another; ``type`` keeps the
+    original class name so the same library gets back exactly the same class.
+    """
+
+    kind: FailureKind
+    type: str
+    message: str = ""
+
+
+@dataclass(slots=True)
+class Interaction:
+    request: Request
+    response: Response | None = None
+    error: Failure | None = None
+    boundary: str = "http"
+    started_at: float = 0.0
+    ttfb: float | None = None
+    duration: float | None = None
+
+    @property
+    def started(self) -> _dt.datetime:
+        return _dt.datetime.fromtimestamp(self.started_at, tz=_dt.timezone.utc)
+
+    @property
+    def llm(self) -> LLMCall | None:
+        """Model and sampling parameters when this is a call to a known LLM API, else None."""
+        if self.boundary != "http":
+            return None
+        from .llm import summarize
+
+        return summarize(self.request)

@@ -1,0 +1,153 @@
+"""The recorded interactions a replay serves, and what a miss tells the user.
+
+Identical requests are served in recorded order, each recorded response once (the last one
+again with ``allow_repeats``): a recorded 429 then 200 replays as 429 then 200. The index from
+match key to positions is built on the first lookup, so reading a cassette never pays for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from .errors import UnmatchedInteractionError
+from .matching import Candidate, Matcher
+from .models import Interaction, Request
+from .options import MODE_ENVIRONMENT_VARIABLE
+
+Key = tuple[str, Hashable]
+"""A boundary and a request's match key."""
+
+
+class ReplayQueue:
+    """Interactions with their play counts; not thread-safe (the cassette holds a lock)."""
+
+    __slots__ = ("_cursors", "_index", "allow_repeats", "interactions", "matcher", "play_counts")
+
+    def __init__(self, matcher: Matcher, allow_repeats: bool = False) -> None:
+        self.matcher = matcher
+        self.allow_repeats = allow_repeats
+        self.interactions: list[Interaction] = []
+        self.play_counts: list[int] = []
+        self._index: dict[Key, list[int]] | None = None
+        self._cursors: dict[Key, int] = {}
+
+    def key(self, request: Request, boundary: str = "http") -> Key:
+        return boundary, self.matcher.key(request)
+
+    def add(self, interaction: Interaction, played: bool) -> None:
+        """Appends one; keeps a built index in step."""
+        self.interactions.append(interaction)
+        self.play_counts.append(1 if played else 0)
+        if self._index is not None:
+            self._index_one(self._index, len(self.interactions) - 1)
+
+    def _index_one(self, index: dict[Key, list[int]], position: int) -> None:
+        interaction = self.interactions[position]
+        key = (interaction.boundary, self.matcher.key(interaction.request, remember=True))
+        index.setdefault(key, []).append(position)
+
+    def build_index(self) -> dict[Key, list[int]]:
+        """The index, built now if this is the first lookup."""
+        if self._index is None:
+            index: dict[Key, list[int]] = {}
+            for position in range(len(self.interactions)):
+                self._index_one(index, position)
+            self._index = index
+        return self._index
+
+    def take(self, key: Key) -> Interaction | None:
+        """The next unplayed interaction recorded for ``key``, counted as played."""
+        position = self.next_position(key)
+        if position is None:
+            return None
+        self.play_counts[position] += 1
+        return self.interactions[position]
+
+    def next_position(self, key: Key) -> int | None:
+        """Where the interaction ``take`` would serve stands, without playing it."""
+        positions = self.build_index().get(key)
+        if not positions:
+            return None
+        cursor = self._cursors.get(key, 0)
+        counts = self.play_counts
+        while cursor < len(positions) and counts[positions[cursor]]:
+            cursor += 1
+        self._cursors[key] = cursor
+        if cursor < len(positions):
+            return positions[cursor]
+        if self.allow_repeats:
+            return positions[-1]
+        return None
+
+    @property
+    def unplayed(self) -> list[Interaction]:
+        return [
+            i for i, count in zip(self.interactions, self.play_counts, strict=False) if not count
+        ]
+
+    def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
+        """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;
+        unplayed ones rank before played ones that differ equally."""
+        scored = []
+        for position, interaction in enumerate(self.interactions):
+            if interaction.boundary != boundary:
+                continue
+            differences = self.matcher.differences(interaction.request, request)
+            weight = sum(
+                10 if d.split(":", 1)[0] in ("method", "url.host", "url.path", "url.scheme") else 1
+                for d in differences
+            )
+            played = bool(self.play_counts[position])
+            scored.append((weight, played, position, differences))
+        scored.sort(key=lambda item: item[:3])
+        return [
+            Candidate(position, self.interactions[position], differences, played)
+            for _weight, played, position, differences in scored[:limit]
+        ]
+
+
+def miss_error(
+    request: Request,
+    *,
+    boundary: str,
+    candidates: list[Candidate],
+    path: str,
+    mode: str,
+    count: int,
+    frozen: bool = False,
+) -> UnmatchedInteractionError:
+    """The error for a request nothing recorded serves: what was asked, what comes nearest
+    and how it differs, and how to record it."""
+    lines = [
+        f"No recorded interaction matches {request.method} {request.url}",
+        f"cassette: {path} (mode {mode!r}, {count} interactions)",
+    ]
+    if frozen:
+        lines.append(
+            "This call is frozen (frozen=...): it is only ever served from the cassette "
+            "and never runs for real, in any mode."
+        )
+    exact = [c for c in candidates if not c.differences]
+    if exact and all(c.played for c in exact):
+        lines.append(
+            f"Every matching interaction was already played ({len(exact)}); the code now "
+            "makes this request more often than when it was recorded "
+            "(allow_repeats=True serves the last one again)."
+        )
+    if candidates:
+        lines.append("Nearest recorded requests:")
+        lines.extend(str(c) for c in candidates)
+    else:
+        what = "HTTP interactions" if boundary == "http" else f"calls of {boundary}"
+        lines.append(f"The cassette holds no {what}.")
+    lines.append(
+        f"To re-record: set {MODE_ENVIRONMENT_VARIABLE}=all (or mode='all', or pytest "
+        f"--agenttape-record), or mode='new_episodes' to add only the missing requests."
+    )
+    return UnmatchedInteractionError(
+        "\n".join(lines),
+        request=request,
+        candidates=candidates,
+        cassette_path=path,
+        mode=mode,
+    )

@@ -1,0 +1,71 @@
+"""Which cassette a request belongs to, from any thread or task.
+
+The thread or task that opened a cassette finds it through a context variable, so nested
+blocks resolve to the innermost one; every other thread (a ThreadPoolExecutor worker has no
+copy of the opener's context) falls back to the most recently opened cassette still active.
+A recorder's run is not process-wide: only its own context and contexts copied from it (tasks
+it starts, ``asyncio.to_thread``, ``contextvars.copy_context().run``) see it, so concurrent
+runs never mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+
+from .tape import Tape
+
+_current: ContextVar[Tape | None] = ContextVar("agenttape_current", default=None)
+_inside_adapter: ContextVar[bool] = ContextVar("agenttape_inside_adapter", default=False)
+_active: list[Tape] = []
+_lock = threading.Lock()
+_installers: list[Callable[[], None]] = []
+
+
+def on_activation(installer: Callable[[], None]) -> None:
+    """Runs ``installer`` whenever a tape is activated: the adapters layer patches the
+    libraries it finds imported, without the core importing it."""
+    _installers.append(installer)
+
+
+def active() -> Tape | None:
+    """The tape that serves a request made here, or None (then nothing is intercepted)."""
+    if _inside_adapter.get():
+        return None
+    tape = _current.get()
+    if tape is not None and tape.is_active:
+        return tape
+    return _active[-1] if _active else None
+
+
+def activate(tape: Tape, *, process_wide: bool = True) -> Token[Tape | None]:
+    for installer in _installers:
+        installer()
+    if process_wide:
+        with _lock:
+            _active.append(tape)
+    return _current.set(tape)
+
+
+def deactivate(tape: Tape, token: Token[Tape | None]) -> None:
+    # Runs are never process-wide: their exit checks without taking the lock.
+    if tape in _active:
+        with _lock:
+            if tape in _active:
+                _active.remove(tape)
+    # Exited from another context than the one that entered (a generator-based fixture
+    # finalised elsewhere): the variable is then left to that context.
+    with contextlib.suppress(ValueError):
+        _current.reset(token)
+
+
+def enter_adapter() -> Token[bool]:
+    """Marks the rest of this call as owned by an outer adapter, so inner layers
+    (requests over urllib3, httpx over aiohttp) never record a second copy."""
+    return _inside_adapter.set(True)
+
+
+def exit_adapter(token: Token[bool]) -> None:
+    _inside_adapter.reset(token)

@@ -1,0 +1,127 @@
+"""What adapters see of an active cassette or run (the ``Tape``), and the ``Recording`` an
+adapter feeds while a live exchange runs.
+
+A cassette and a production run are different things to their users (one replays, the other
+never does), but adapters must not know which one serves them: both answer ``begin`` with an
+interaction to replay or a recording to feed, and take finished recordings back.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Protocol
+
+from .models import Failure, FailureKind, Headers, Interaction, Request, Response
+
+
+class Tape(Protocol):
+    """The members adapters, recordings and the network guard use."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def is_active(self) -> bool: ...
+
+    @property
+    def realtime(self) -> bool: ...
+
+    @property
+    def fast_retries(self) -> bool: ...
+
+    @property
+    def block_network(self) -> bool: ...
+
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]: ...
+
+    def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
+        """Replay or record ``request``: the interaction to replay, or a Recording to feed
+        while the real exchange runs. Raises UnmatchedInteractionError when replay is the
+        only option and nothing matches."""
+        ...
+
+    def response_headers(self, headers: Headers) -> Headers:
+        """Response headers as they may be kept (secrets redacted)."""
+        ...
+
+    def responded(self, recording: Recording) -> None:
+        """The recording's response head (or its failure) arrived: it joins the tape now, so
+        recorded order is the order responses started."""
+        ...
+
+    def sealed(self, recording: Recording) -> None:
+        """The recording is sealed: its body is whole (or cut, and marked so)."""
+        ...
+
+
+class Recording:
+    """One live exchange being written down while the caller reads it.
+
+    The body fills in chunk by chunk and is sealed by ``finish``; ``fail`` records a transport
+    error instead of a response, or one that cut the body short.
+    """
+
+    __slots__ = ("_parts", "_t0", "_tape", "derived", "finished", "interaction")
+
+    def __init__(
+        self, tape: Tape, request: Request, boundary: str = "http", derived: bool = False
+    ) -> None:
+        self._tape: Tape | None = tape
+        self._parts: list[bytes] = []
+        self._t0 = time.perf_counter()
+        self.finished = False
+        self.derived = derived
+        self.interaction = Interaction(request, None, None, boundary, time.time())
+
+    def respond(self, status: int, reason: str, http_version: str, headers: Headers) -> None:
+        tape = self._tape
+        assert tape is not None
+        self.interaction.ttfb = time.perf_counter() - self._t0
+        self.interaction.response = Response(
+            status, reason, http_version, tape.response_headers(headers)
+        )
+        tape.responded(self)
+
+    def chunk(self, data: bytes) -> None:
+        if data and not self.finished:
+            response = self.interaction.response
+            assert response is not None
+            self._parts.append(data)
+            response.chunks.append((len(data), time.perf_counter() - self._t0))
+
+    def finish(self, truncated: bool = False) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.interaction.duration = time.perf_counter() - self._t0
+        response = self.interaction.response
+        if response is not None:
+            response.body = b"".join(self._parts)
+            response.truncated = truncated
+            self._parts = []
+        tape = self._tape
+        # A client may keep a read response in a reference cycle until the garbage collector
+        # runs (httpx does); letting go of the tape here keeps it and its recordings from
+        # living on through such cycles, making every collection until then walk them.
+        self._tape = None
+        if tape is not None:
+            tape.sealed(self)
+
+    def fail(self, failure: Failure) -> None:
+        """A transport error: instead of a response, or cutting a body short."""
+        if self.finished:
+            return
+        self.interaction.error = failure
+        if self.interaction.response is None:
+            self.interaction.ttfb = None
+            assert self._tape is not None
+            self._tape.responded(self)
+        self.finish(truncated=self.interaction.response is not None)
+
+    def fail_as(self, kind: FailureKind, type_name: str, message: str) -> None:
+        self.fail(Failure(kind, type_name, message))

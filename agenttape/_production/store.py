@@ -1,0 +1,196 @@
+"""Where a recorder keeps its runs: a local folder, or any fsspec URL (s3://, gs://, memory://).
+
+A store holds plain cassette files named ``<run_id>.msgpack``, at its top level or one dated
+folder down, so a fleet of services can write to shared object storage and anyone can list
+and copy runs out with ordinary tools.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._core.errors import AgentTapeError, CassetteNotFoundError
+
+SUFFIX = ".msgpack"
+
+
+@dataclass(slots=True, frozen=True)
+class StoredFile:
+    """One cassette in a store: its name relative to the store, and its size in bytes."""
+
+    name: str
+    size: int
+
+
+class Store(ABC):
+    """The few operations the recorder and the run listing need."""
+
+    url: str
+
+    @abstractmethod
+    def write(self, name: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def read(self, name: str) -> bytes: ...
+
+    @abstractmethod
+    def read_prefix(self, name: str, size: int) -> bytes: ...
+
+    @abstractmethod
+    def files(self) -> list[StoredFile]:
+        """Cassettes at the top level and one folder down."""
+
+    @abstractmethod
+    def find(self, run_id: str) -> str | None:
+        """The name of the run's cassette, or None."""
+
+
+class LocalStore(Store):
+    """A folder; each file appears whole (temporary file, then rename), so a reader never sees
+    half a run. There is no fsync: it would cap a busy service at a few hundred runs a second,
+    and a power cut then loses the newest runs, which the listing shows as unreadable."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.url = str(self.root)
+        self._folders: set[str] = set()
+
+    def write(self, name: str, data: bytes) -> None:
+        folder, _slash, file_name = name.rpartition("/")
+        directory = os.path.join(self.url, folder)
+        path = os.path.join(directory, file_name)
+        # Hidden, and unique per process and writer thread, so writers never collide.
+        temporary = os.path.join(
+            directory, f".{file_name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        )
+        try:
+            descriptor = self._create(directory, temporary)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(descriptor, view) :]
+            finally:
+                os.close(descriptor)
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+    def _create(self, directory: str, temporary: str) -> int:
+        """Open ``temporary`` for writing, making its folder once (again if it was removed)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)
+        if directory in self._folders:
+            try:
+                return os.open(temporary, flags, 0o666)
+            except FileNotFoundError:
+                self._folders.discard(directory)
+        os.makedirs(directory, exist_ok=True)
+        self._folders.add(directory)
+        return os.open(temporary, flags, 0o666)
+
+    def read(self, name: str) -> bytes:
+        return (self.root / name).read_bytes()
+
+    def read_prefix(self, name: str, size: int) -> bytes:
+        with open(self.root / name, "rb") as handle:
+            return handle.read(size)
+
+    def files(self) -> list[StoredFile]:
+        if not self.root.is_dir():
+            raise CassetteNotFoundError(f"store {self.url} does not exist or is not a folder")
+        found = []
+        for pattern in (f"*{SUFFIX}", f"*/*{SUFFIX}"):
+            for path in self.root.glob(pattern):
+                if path.is_file() and not path.name.startswith("."):
+                    found.append(
+                        StoredFile(path.relative_to(self.root).as_posix(), path.stat().st_size)
+                    )
+        return found
+
+    def find(self, run_id: str) -> str | None:
+        file_name = run_id + SUFFIX
+        if (self.root / file_name).is_file():
+            return file_name
+        for path in sorted(self.root.glob(f"*/{file_name}"), reverse=True):
+            if path.is_file():
+                return path.relative_to(self.root).as_posix()
+        return None
+
+
+class FsspecStore(Store):
+    """Any fsspec filesystem; object stores make each put whole, so readers never see half."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        try:
+            import fsspec
+        except ImportError:
+            raise AgentTapeError(
+                f"store {url!r} is a URL, which needs fsspec: pip install 'agenttape[store]' "
+                "(plus the filesystem's own package, such as s3fs or gcsfs)"
+            ) from None
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        except (ImportError, ValueError) as exc:
+            raise AgentTapeError(f"store {url!r} cannot be opened: {exc}") from None
+        self.root = root.rstrip("/")
+        self.url = url
+
+    def _path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def _name(self, path: str) -> str:
+        return path.strip("/")[len(self.root.strip("/")) :].lstrip("/")
+
+    def write(self, name: str, data: bytes) -> None:
+        path = self._path(name)
+        try:
+            self.fs.pipe_file(path, data)
+        except FileNotFoundError:
+            # Filesystems with real folders (local, sftp) want the dated folder first.
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            self.fs.pipe_file(path, data)
+
+    def read(self, name: str) -> bytes:
+        data: bytes = self.fs.cat_file(self._path(name))
+        return data
+
+    def read_prefix(self, name: str, size: int) -> bytes:
+        data: bytes = self.fs.cat_file(self._path(name), start=0, end=size)
+        return data
+
+    def files(self) -> list[StoredFile]:
+        # Other processes write here too: never answer from a cached listing.
+        self.fs.invalidate_cache(self.root)
+        found = self.fs.find(self.root, maxdepth=2, detail=True)
+        return [
+            StoredFile(self._name(path), int(info.get("size") or 0))
+            for path, info in found.items()
+            if path.endswith(SUFFIX) and not path.rsplit("/", 1)[-1].startswith(".")
+        ]
+
+    def find(self, run_id: str) -> str | None:
+        file_name = run_id + SUFFIX
+        self.fs.invalidate_cache(self.root)
+        if self.fs.isfile(self._path(file_name)):
+            return file_name
+        matches = sorted(self.fs.glob(self._path(f"*/{file_name}")), reverse=True)
+        return self._name(matches[0]) if matches else None
+
+
+def open_store(
+    location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
+) -> Store:
+    """A folder path (or ``file://`` URL) is a LocalStore; any other URL goes through fsspec."""
+    text = os.fspath(location)
+    if text.startswith("file://"):
+        return LocalStore(text[len("file://") :])
+    if "://" in text:
+        return FsspecStore(text, storage_options)
+    return LocalStore(text)

@@ -1,0 +1,170 @@
+"""Writing kept runs behind the request path: one daemon thread, a queue bounded in bytes.
+
+A full queue or a failing store loses that run (logged and counted), never the agent's
+request.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from .._core import codec, runtime
+from .._core.models import Interaction
+from .._core.redaction import Redactor
+from .store import Store
+
+logger = logging.getLogger("agenttape.recorder")
+
+# A loss is logged at most once per this many seconds per kind, with the count in between.
+LOSS_LOG_INTERVAL = 10.0
+
+
+@dataclass(slots=True)
+class Job:
+    run_id: str
+    name: str
+    started: _dt.datetime
+    tags: dict[str, Any]
+    summary: dict[str, Any]
+    interactions: list[Interaction]
+    size: int
+
+
+class LossLog:
+    """Logs each kind of loss at most once per interval, with the count it kept quiet about."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._quiet: dict[str, int] = {}
+
+    def warn(self, kind: str, message: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(kind)
+            if last is not None and now - last < LOSS_LOG_INTERVAL:
+                self._quiet[kind] = self._quiet.get(kind, 0) + 1
+                return
+            self._last[kind] = now
+            quiet = self._quiet.pop(kind, 0)
+        if quiet:
+            message += f" ({quiet} more run(s) lost the same way since the last report)"
+        logger.warning("agenttape recorder: %s", message)
+
+
+class Writer:
+    """One daemon thread writing finished runs; its queue is bounded in bytes (past the limit
+    a run is refused, never waited for)."""
+
+    def __init__(self, store: Store, redactor: Redactor, limit: int, losses: LossLog) -> None:
+        self._store = store
+        self._redactor = redactor
+        self._limit = limit
+        self._losses = losses
+        self._cond = threading.Condition()
+        self._jobs: deque[Job] = deque()
+        self._queued_bytes = 0
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._base: dict[str, Any] | None = None
+        self.dropped = 0
+        self.failed = 0
+        self.written = 0
+        self.bytes_written = 0
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def submit(self, job: Job) -> bool:
+        with self._cond:
+            if self._closed:
+                refused = "the recorder is closed"
+            elif self._jobs and self._queued_bytes + job.size > self._limit:
+                # An idle writer always takes the run, even one bigger than the whole queue.
+                refused = (
+                    f"the write queue is full ({self._queued_bytes} bytes waiting for the store)"
+                )
+            else:
+                self._jobs.append(job)
+                self._queued_bytes += job.size
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._loop, name="agenttape-recorder", daemon=True
+                    )
+                    self._thread.start()
+                self._cond.notify()
+                return True
+            self.dropped += 1
+        self._losses.warn("dropped", f"run {job.run_id} not kept: {refused}")
+        return False
+
+    def flush(self, timeout: float | None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._jobs, timeout)
+
+    def close(self, timeout: float | None) -> bool:
+        """Stop taking runs; what is queued still gets written while the process lives."""
+        flushed = self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if flushed and thread is not None:
+            thread.join(timeout)
+        return flushed
+
+    def _loop(self) -> None:
+        # The store's own traffic (s3, gcs over HTTP) is never recorded into any cassette.
+        runtime.enter_adapter()
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closed:
+                    self._cond.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs[0]
+            written = self._write(job)
+            with self._cond:
+                self._jobs.popleft()
+                self._queued_bytes -= job.size
+                if written is None:
+                    self.failed += 1
+                else:
+                    self.written += 1
+                    self.bytes_written += written
+                self._cond.notify_all()
+
+    def _write(self, job: Job) -> int | None:
+        """Encode and store one run; the size written, or None after logging the loss."""
+        try:
+            if self._base is None:
+                from .._core.meta import new_header
+
+                self._base = new_header()
+            header = {
+                **self._base,
+                "run_id": job.run_id,
+                "created_at": job.started,
+                "tags": job.tags,
+                "run": job.summary,
+            }
+            # Response headers were redacted as they arrived; requests are redacted here.
+            redactor = self._redactor
+            for interaction in job.interactions:
+                interaction.request = redactor.request(interaction.request)
+            data = codec.encode(header, job.interactions)
+            self._store.write(job.name, data)
+        except Exception as exc:
+            self._losses.warn(
+                "failed",
+                f"run {job.run_id} lost: writing {job.name} to {self._store.url} failed: {exc}",
+            )
+            return None
+        return len(data)

@@ -1,0 +1,618 @@
+"""The ``agenttape`` command: look into cassettes, compare runs, convert, clean and audit
+them, run any Python program under a cassette, and find the runs a Recorder kept.
+
+Exit status: 0 success; 1 the answer is "yes, there is something" (``diff``: the runs differ,
+``audit``: a secret was found); 2 bad usage or an input that cannot be read, always with one
+line saying why and never a traceback. Tables use rich when it is installed and the output is a
+terminal (``pip install 'agenttape[cli]'``), plain aligned text otherwise, so pipes and CI logs
+get stable text either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as _dt
+import json
+import os
+import stat
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+from urllib.parse import urlsplit
+
+from .._core import codec
+from .._core.errors import AgentTapeError
+from .._core.files import read, write_atomic
+from .._core.models import Headers, Interaction, Request
+from .._core.options import MODES
+from .._version import __version__
+from .export import exchange_json, jsonable
+from .reading import LLM_FIELDS, llm_fields, model_of, readable
+
+PROG = "agenttape"
+
+
+class UsageError(Exception):
+    """Bad usage: exit 2 with the one-line message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line, not the usage block and a traceback-like dump."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+# -- show --------------------------------------------------------------------------------------
+
+COLUMNS = ("n", "boundary", "method", "host+path", "status", "model", "bytes", "ms", "chunks")
+NUMERIC = {"n", "bytes", "ms", "chunks"}
+
+
+def _where(request: Request) -> str:
+    parts = urlsplit(request.url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{host}{parts.path or '/'}"
+
+
+def _status(interaction: Interaction) -> str:
+    response, error = interaction.response, interaction.error
+    if response is None:
+        return error.kind if error is not None else "?"
+    if error is not None or response.truncated:
+        return f"{response.status}, cut"
+    return str(response.status)
+
+
+def row(index: int, interaction: Interaction) -> dict[str, Any]:
+    response = interaction.response
+    return {
+        "n": index,
+        "boundary": interaction.boundary,
+        "method": interaction.request.method,
+        "host+path": _where(interaction.request),
+        "status": _status(interaction),
+        "model": model_of(interaction),
+        "bytes": len(response.body) if response is not None else 0,
+        "ms": round(interaction.duration * 1000, 1) if interaction.duration is not None else None,
+        "chunks": len(response.chunks) if response is not None else 0,
+    }
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_plain(rows: list[dict[str, Any]], out: TextIO) -> None:
+    cells = [[_shorten(_cell(r[c]), 60) for c in COLUMNS] for r in rows]
+    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(COLUMNS)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if c in NUMERIC else v.ljust(w)
+            for c, v, w in zip(COLUMNS, values, widths, strict=True)
+        ).rstrip()
+
+    out.write(line(COLUMNS) + "\n")
+    for values in cells:
+        out.write(line(values) + "\n")
+
+
+def render_rich(rows: list[dict[str, Any]], title: str, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in COLUMNS:
+        table.add_column(
+            column,
+            justify="right" if column in NUMERIC else "left",
+            no_wrap=column != "host+path",  # a narrow terminal folds the path, not the numbers
+        )
+    for r in rows:
+        table.add_row(*(_cell(r[c]) for c in COLUMNS))
+    Console(file=out).print(table)
+
+
+def _use_rich(out: TextIO) -> bool:
+    if not out.isatty():
+        return False
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _describe_header(path: str, header: dict[str, Any], count: int) -> str:
+    created = header.get("created_at")
+    when = created.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(created, _dt.datetime) else "?"
+    parts = [f"{path}: {count} interaction(s), recorded {when}"]
+    parts.append(f"by agenttape {header.get('agenttape_version', '?')}")
+    if header.get("run_id"):
+        parts.append(f"run {str(header['run_id'])[:12]}")
+    git = header.get("git")
+    if isinstance(git, dict) and git.get("commit"):
+        parts.append(f"git {str(git['commit'])[:10]}{' (dirty)' if git.get('dirty') else ''}")
+    if header.get("tags"):
+        parts.append("tags " + json.dumps(jsonable(header["tags"]), sort_keys=True))
+    return ", ".join(parts)
+
+
+def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -> list[str]:
+    kind, value, note = readable(headers, body)
+    facts = [f"{len(body)} bytes stored"]
+    if chunks is not None:
+        facts.append(f"{chunks} chunk(s)")
+    if note:
+        facts.append(note)
+    lines = [f"{label} ({kind}; {', '.join(facts)})"]
+    if kind == "json":
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    elif kind == "sse":
+        blocks = []
+        for number, event in enumerate(value):
+            data = event.pop("data")
+            head = " ".join(f"{k}={v}" for k, v in event.items())
+            shown = json.dumps(data, ensure_ascii=False) if not isinstance(data, str) else data
+            blocks.append(f"[{number}] {head + ' ' if head else ''}{shown}")
+        text = "\n".join(blocks)
+    elif kind == "text":
+        text = value
+    elif kind == "binary":
+        text = f"<binary> {value[:48].hex(' ')}{' …' if len(value) > 48 else ''}"
+    else:
+        return lines
+    lines += [f"  {line}" for line in text.splitlines()]
+    return lines
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def detail(index: int, interaction: Interaction) -> str:
+    request, response, error = interaction.request, interaction.response, interaction.error
+    started = (
+        interaction.started.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+        if interaction.started_at
+        else "-"
+    )
+    lines = [
+        f"#{index} {request.method} {request.url}",
+        f"boundary {interaction.boundary}, started {started}, first byte {_ms(interaction.ttfb)}, "
+        f"total {_ms(interaction.duration)}",
+    ]
+    fields = llm_fields(request)
+    if fields:
+        lines.append(
+            "llm "
+            + ", ".join(f"{k} {json.dumps(fields[k])}" for k in LLM_FIELDS if fields[k] is not None)
+        )
+    lines += ["", "Request headers"] + [f"  {k}: {v}" for k, v in request.headers]
+    if request.body:
+        lines += _body_lines("Request body", request.headers, request.body, None)
+    lines.append("")
+    if response is not None:
+        cut = " (body cut short)" if response.truncated else ""
+        lines.append(f"Response {response.http_version} {response.status} {response.reason}{cut}")
+        lines += [f"  {k}: {v}" for k, v in response.headers]
+        lines += _body_lines("Response body", response.headers, response.body, len(response.chunks))
+    if error is not None:
+        lines.append(f"Transport error {error.kind}: {error.type}: {error.message}")
+    return "\n".join(lines) + "\n"
+
+
+def _readable_json(headers: Headers, body: bytes) -> dict[str, Any]:
+    kind, value, note = readable(headers, body)
+    if kind == "binary":
+        value = base64.b64encode(value).decode("ascii")
+    out = {"kind": kind, "value": value, "size": len(body)}
+    if note:
+        out["note"] = note
+    return out
+
+
+def _detail_json(index: int, interaction: Interaction) -> dict[str, Any]:
+    return {
+        **row(index, interaction),
+        "url": interaction.request.url,
+        **exchange_json(interaction, _readable_json),
+    }
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    header, interactions = read(args.cassette)
+    if args.index is not None:
+        index = args.index + len(interactions) if args.index < 0 else args.index
+        if not 0 <= index < len(interactions):
+            raise UsageError(
+                f"{PROG} show: -i {args.index} is out of range; {args.cassette} holds "
+                f"{len(interactions)} interaction(s) (0 to {len(interactions) - 1})"
+            )
+        if args.json:
+            json.dump(_detail_json(index, interactions[index]), out, indent=2, ensure_ascii=False)
+            out.write("\n")
+        else:
+            out.write(detail(index, interactions[index]))
+        return 0
+    rows = [row(i, interaction) for i, interaction in enumerate(interactions)]
+    if args.json:
+        document = {"header": jsonable(header), "interactions": rows}
+        json.dump(document, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+        return 0
+    title = _describe_header(args.cassette, header, len(interactions))
+    if _use_rich(out):
+        render_rich(rows, title, out)
+    else:
+        out.write(title + "\n")
+        render_plain(rows, out)
+    return 0
+
+
+# -- diff --------------------------------------------------------------------------------------
+
+
+def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
+    from .._core.jsonpath import parse
+    from .diff import compare
+
+    for path in args.ignore:
+        try:
+            parse(path)
+        except ValueError as exc:
+            raise UsageError(f"{PROG} diff: --ignore {exc}") from None
+    _, a = read(args.a)
+    _, b = read(args.b)
+    pairs = compare(a, b, args.ignore)
+    out.write(f"A {args.a} ({len(a)} interactions)\nB {args.b} ({len(b)} interactions)\n")
+    out.write("each line reads: expected <A>, got <B>\n")
+    differing = 0
+    for pair in pairs:
+        if pair.differences:
+            differing += 1
+            out.write(f"{pair.label}\n")
+            out.write("".join(f"    {line}\n" for line in pair.differences))
+        elif args.all:
+            out.write(f"{pair.label}: same\n")
+    if differing:
+        out.write(f"{differing} of {len(pairs)} interaction(s) differ\n")
+        return 1
+    out.write(f"no differences in {len(pairs)} interaction(s)\n")
+    return 0
+
+
+# -- export / import-vcr -----------------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    from .export import to_har, to_json
+
+    header, interactions = read(args.cassette)
+    if args.format == "har":
+        document = to_har(header, interactions, os.path.basename(args.cassette))
+    else:
+        document = to_json(header, interactions)
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        sys.stderr.write(f"wrote {args.output}\n")
+    else:
+        out.write(text)
+    return 0
+
+
+def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
+    from .._core import meta
+    from .vcr import read_vcr
+
+    interactions, decoded = read_vcr(args.source)
+    target = Path(args.output)
+    if target.exists() and not args.force:
+        raise UsageError(f"{PROG} import-vcr: {target} exists; pass --force to overwrite it")
+    header = meta.new_header()
+    header["imported_from"] = {"format": "vcrpy", "path": os.path.basename(args.source)}
+    write_atomic(target, codec.encode_pieces(header, interactions))
+    out.write(f"converted {len(interactions)} interaction(s) from {args.source} to {target}\n")
+    if decoded:
+        out.write(
+            f"note: vcrpy had stored {decoded} compressed response body(ies) already "
+            "decompressed; their Content-Encoding header was dropped so clients read them as is\n"
+        )
+    return 0
+
+
+# -- redact ------------------------------------------------------------------------------------
+
+
+def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
+    from .._core.redaction import Redactor
+    from .redact import redact
+
+    rules = [f"header:{h}" for h in args.header]
+    rules += [f"query:{q}" for q in args.query]
+    rules += [f"json:{p}" for p in args.json_path]
+    rules += [f"regex:{r}" for r in args.regex]
+    try:
+        redactor = Redactor.from_rules(rules)
+    except ValueError as exc:
+        raise UsageError(f"{PROG} redact: {exc}") from None
+    header, interactions = read(args.cassette)
+    changed = sum(redact(interaction, redactor) for interaction in interactions)
+    if changed:
+        path = Path(args.cassette)
+        mode = stat.S_IMODE(path.stat().st_mode)
+        write_atomic(path, codec.encode_pieces(header, interactions))
+        os.chmod(path, mode)  # the rewritten file keeps the permissions it had
+        out.write(f"redacted {changed} of {len(interactions)} interaction(s) in {args.cassette}\n")
+    else:
+        out.write(f"nothing to redact in {args.cassette} ({len(interactions)} interaction(s))\n")
+    return 0
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+
+def _cassette_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.msgpack") if p.is_file())
+        elif path.exists():
+            files.append(path)
+        else:
+            raise UsageError(f"{PROG} audit: {name}: no such file or directory")
+    return files
+
+
+def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
+    from .audit import audit
+
+    files = _cassette_files(args.paths)
+    found, unreadable = 0, 0
+    for file in files:
+        try:
+            header, interactions = read(file)
+        except AgentTapeError as exc:
+            unreadable += 1
+            sys.stderr.write(f"{PROG} audit: {exc}\n")
+            continue
+        for finding in audit(header, interactions):
+            found += 1
+            out.write(f"{file}: {finding.describe()}\n")
+    summary = f"{found} secret(s) found in {len(files)} cassette(s)"
+    if unreadable:
+        summary += f"; {unreadable} could not be read"
+    if found:
+        summary += "; remove them with 'agenttape redact' (or re-record with redact= rules)"
+    (sys.stderr if found or unreadable else out).write(summary + "\n")
+    if unreadable:
+        return 2
+    return 1 if found else 0
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    from . import run_command
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError(
+            f"{PROG} run: give the command after '--', e.g. agenttape run -- python app.py"
+        )
+    mode = args.mode or os.environ.get("AGENTTAPE_MODE") or "none"
+    if mode not in MODES:
+        raise UsageError(f"{PROG} run: mode {mode!r} is not one of {', '.join(MODES)}")
+    cassette = Path(args.cassette) if args.cassette else run_command.default_cassette(command)
+
+    def report(message: str) -> None:
+        sys.stderr.write(f"agenttape: {message}\n")
+
+    return run_command.run(command, cassette, mode, report)
+
+
+# -- runs / fetch ------------------------------------------------------------------------------
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.stored_runs import format_runs, list_runs, parse_since, parse_tags
+
+    try:
+        tags = parse_tags(args.tag)
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError as exc:
+        raise UsageError(f"{PROG} runs: {exc}") from None
+    runs = list_runs(args.store, tags=tags, since=since, errors=args.errors)
+    if args.json:
+        json.dump([info.to_dict() for info in runs], out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.write(format_runs(runs) + "\n")
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.run import RUN_ID
+    from .._production.stored_runs import fetch_run
+
+    if not RUN_ID.fullmatch(args.run_id):
+        raise UsageError(f"{PROG} fetch: {args.run_id!r} is not a run id")
+    target = fetch_run(args.store, args.run_id, args.output)
+    out.write(
+        f"copied run {args.run_id} to {target}; replay it with use_cassette({str(target)!r})\n"
+    )
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Record every HTTP exchange an AI agent makes, byte-exact, and replay it offline.",
+    )
+    parser.add_argument("--version", action="version", version=f"agenttape {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    show = commands.add_parser("show", help="table of a cassette's interactions, or one in full")
+    show.add_argument("cassette", metavar="CASSETTE")
+    show.add_argument(
+        "-i",
+        "--index",
+        type=int,
+        metavar="N",
+        help="show interaction N (negative counts from the end) with headers and readable bodies",
+    )
+    show.add_argument("--json", action="store_true", help="JSON for machines")
+    show.set_defaults(handler=cmd_show)
+
+    diff = commands.add_parser(
+        "diff", help="compare two runs interaction by interaction (exit 1 when they differ)"
+    )
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B")
+    diff.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="JSON_PATH",
+        help="leave a JSON path out of body comparisons (repeatable), e.g. id or choices[*].message.refusal",
+    )
+    diff.add_argument(
+        "--all", action="store_true", help="also list the interactions that are the same"
+    )
+    diff.set_defaults(handler=cmd_diff)
+
+    export = commands.add_parser(
+        "export", help="JSON for reading, or HAR 1.2 for devtools and HAR viewers"
+    )
+    export.add_argument("cassette", metavar="CASSETTE")
+    export.add_argument("--format", choices=("json", "har"), default="json")
+    export.add_argument(
+        "-o", "--output", metavar="FILE", help="write here instead of standard output"
+    )
+    export.set_defaults(handler=cmd_export)
+
+    vcr = commands.add_parser(
+        "import-vcr", help="convert a vcrpy cassette (YAML, or JSON by .json name)"
+    )
+    vcr.add_argument("source", metavar="VCR.yaml")
+    vcr.add_argument("output", metavar="OUT.msgpack")
+    vcr.add_argument("--force", action="store_true", help="overwrite OUT.msgpack if it exists")
+    vcr.set_defaults(handler=cmd_import_vcr)
+
+    redact = commands.add_parser(
+        "redact",
+        help="redact secrets in place, atomically (the default rules always apply)",
+        description=(
+            "Redact CASSETTE in place, atomically. The default rules always apply: secret "
+            "headers and query parameters, and credential-shaped values in URLs, headers and "
+            "bodies, response bodies included (compressed ones are decompressed, redacted and "
+            "compressed again)."
+        ),
+    )
+    redact.add_argument("cassette", metavar="CASSETTE")
+    for flag, metavar, what in (
+        ("--header", "H", "header name to redact"),
+        ("--query", "Q", "query parameter to redact"),
+        ("--json-path", "P", "JSON path in request and response bodies, e.g. user.email"),
+        ("--regex", "R", "regular expression to redact in URLs, headers and bodies"),
+    ):
+        redact.add_argument(
+            flag, action="append", default=[], metavar=metavar, help=f"{what} (repeatable)"
+        )
+    redact.set_defaults(handler=cmd_redact)
+
+    audit = commands.add_parser(
+        "audit", help="scan cassettes for secrets; exit 1 when one is found"
+    )
+    audit.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="cassette files or directories (searched for *.msgpack)",
+    )
+    audit.set_defaults(handler=cmd_audit)
+
+    run = commands.add_parser(
+        "run",
+        help="run a Python program (and its Python subprocesses) under a cassette",
+        description=(
+            "Run COMMAND with every Python process it starts recording to or replaying from "
+            "one cassette, with no change to its code. A bare 'python' means this interpreter."
+        ),
+    )
+    run.add_argument("--cassette", metavar="P", help="default: cassettes/<script name>.msgpack")
+    run.add_argument(
+        "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
+    )
+    run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    run.set_defaults(handler=cmd_run)
+
+    runs = commands.add_parser(
+        "runs", help="list the runs a Recorder kept in STORE, newest first, with tags and status"
+    )
+    runs.add_argument("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
+    runs.add_argument(
+        "--tag", action="append", default=[], metavar="K=V", help="only runs tagged so (repeatable)"
+    )
+    runs.add_argument(
+        "--since", metavar="T", help="only runs since T: 30m, 2h, 7d or 1w ago, or an ISO date/time"
+    )
+    runs.add_argument(
+        "--errors", action="store_true", help="only runs that raised, failed a call or were flagged"
+    )
+    runs.add_argument("--json", action="store_true", help="JSON for machines")
+    runs.set_defaults(handler=cmd_runs)
+
+    fetch = commands.add_parser("fetch", help="copy one run out of STORE to replay it as a test")
+    fetch.add_argument("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
+    fetch.add_argument("run_id", metavar="RUN_ID")
+    fetch.add_argument("output", metavar="OUT.msgpack")
+    fetch.set_defaults(handler=cmd_fetch)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    stream = out if out is not None else sys.stdout
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        handler: Callable[[argparse.Namespace, TextIO], int] | None = getattr(args, "handler", None)
+        if handler is None:
+            raise UsageError(
+                f"{PROG}: give a command: show, diff, export, import-vcr, redact, audit, run, "
+                "runs or fetch "
+                f"(see '{PROG} --help')"
+            )
+        return handler(args, stream)
+    except UsageError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 2
+    except BrokenPipeError:
+        # The reader went away (``agenttape show x | head``): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except AgentTapeError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"{PROG}: error: {exc.strerror or exc}{where}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130

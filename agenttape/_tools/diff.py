@@ -1,0 +1,102 @@
+"""Interaction-by-interaction difference of two runs, in the terms a person compares them:
+the request as the matcher sees it, the status, and the body as read (JSON by field, a stream
+of events by the text it spelled out)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .._core import jsonpath
+from .._core.matching import Matcher, _json_differences, _show
+from .._core.models import Interaction, Response
+from .reading import decode_body, is_sse, parse_json, parse_sse, sse_text
+
+
+@dataclass(slots=True)
+class Pair:
+    index: int
+    a: Interaction | None
+    b: Interaction | None
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        request = (self.a or self.b).request  # type: ignore[union-attr]
+        return f"#{self.index} {request.method} {request.url}"
+
+
+def _outcome(interaction: Interaction) -> str:
+    if interaction.response is not None:
+        status = interaction.response.status
+        if interaction.error is not None:
+            return f"{status}, then {interaction.error.kind} ({interaction.error.type})"
+        return str(status)
+    assert interaction.error is not None
+    return f"{interaction.error.kind} ({interaction.error.type})"
+
+
+def _text_difference(where: str, want: str, got: str) -> str:
+    position = next(
+        (i for i, (x, y) in enumerate(zip(want, got, strict=False)) if x != y),
+        min(len(want), len(got)),
+    )
+    start = max(0, position - 20)
+    return (
+        f"{where}: differs at character {position}: "
+        f"expected {_show(want[start : position + 40])}, got {_show(got[start : position + 40])}"
+    )
+
+
+def _body_differences(a: Response, b: Response, ignore: tuple[str, ...]) -> list[str]:
+    want, got = decode_body(a.headers, a.body).data, decode_body(b.headers, b.body).data
+    if want == got:
+        return []
+    if is_sse(a.headers) and is_sse(b.headers):
+        want_text, got_text = sse_text(parse_sse(want)), sse_text(parse_sse(got))
+        if want_text == got_text:
+            return []
+        return [_text_difference("response stream text", want_text, got_text)]
+    (want_json, want_doc), (got_json, got_doc) = parse_json(want), parse_json(got)
+    if want_json and got_json:
+        for path in ignore:
+            jsonpath.delete(want_doc, path)
+            jsonpath.delete(got_doc, path)
+        differences: list[str] = []
+        _json_differences("response body", want_doc, got_doc, differences)
+        return differences
+    try:
+        return [_text_difference("response body", want.decode(), got.decode())]
+    except UnicodeDecodeError:
+        digest_a = hashlib.sha256(want).hexdigest()[:12]
+        digest_b = hashlib.sha256(got).hexdigest()[:12]
+        return [
+            f"response body: expected {len(want)} bytes (sha256 {digest_a}), "
+            f"got {len(got)} bytes (sha256 {digest_b})"
+        ]
+
+
+def compare(a: list[Interaction], b: list[Interaction], ignore: Iterable[str] = ()) -> list[Pair]:
+    """One Pair per position; ``ignore`` drops JSON paths from request and response bodies."""
+    ignored = tuple(ignore)
+    matcher = Matcher(ignore_json_fields=ignored)
+    pairs = []
+    for index in range(max(len(a), len(b))):
+        left = a[index] if index < len(a) else None
+        right = b[index] if index < len(b) else None
+        pair = Pair(index, left, right)
+        pairs.append(pair)
+        if left is None or right is None:
+            pair.differences.append("only in B" if left is None else "only in A")
+            continue
+        if left.boundary != right.boundary:
+            pair.differences.append(f"boundary: expected {left.boundary!r}, got {right.boundary!r}")
+        pair.differences += [
+            f"request {line}" for line in matcher.differences(left.request, right.request)
+        ]
+        if _outcome(left) != _outcome(right):
+            pair.differences.append(f"status: expected {_outcome(left)}, got {_outcome(right)}")
+        if left.response is not None and right.response is not None:
+            pair.differences += _body_differences(left.response, right.response, ignored)
+    return pairs

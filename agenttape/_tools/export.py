@@ -1,0 +1,247 @@
+"""Cassettes as JSON for reading and as HAR 1.2 for browser devtools and HAR viewers."""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+from collections.abc import Callable
+from http.cookies import CookieError, SimpleCookie
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from .._core.models import Headers, Interaction, first_header
+from .._version import __version__
+from .reading import decode_body, llm_fields, readable
+
+
+def jsonable(value: Any) -> Any:
+    """Header metadata made JSON-safe: datetimes as ISO 8601, bytes as base64."""
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if isinstance(value, _dt.datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return {"base64": base64.b64encode(value).decode("ascii")}
+    return value
+
+
+def _iso(timestamp: float) -> str:
+    moment = _dt.datetime.fromtimestamp(timestamp, tz=_dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _body(headers: Headers, body: bytes) -> dict[str, Any]:
+    """The stored bytes losslessly (text when they are UTF-8), plus a readable form when the
+    body is compressed, JSON or a stream of events."""
+    out: dict[str, Any] = {"size": len(body)}
+    try:
+        out["text"] = body.decode("utf-8")
+    except UnicodeDecodeError:
+        out["base64"] = base64.b64encode(body).decode("ascii")
+    kind, value, note = readable(headers, body)
+    if kind in ("json", "sse") or (kind == "text" and "text" not in out):
+        out["decoded"] = {"kind": kind, "value": value}
+    if note:
+        out["note"] = note
+    return out
+
+
+def exchange_json(
+    interaction: Interaction, body: Callable[[Headers, bytes], dict[str, Any]]
+) -> dict[str, Any]:
+    """What was sent and what came back, each body rendered by ``body``; shared by the JSON
+    export and ``agenttape show -i N --json``."""
+    request, response, error = interaction.request, interaction.response, interaction.error
+    out: dict[str, Any] = {
+        "llm": llm_fields(request),
+        "request": {
+            "headers": [list(pair) for pair in request.headers],
+            "body": body(request.headers, request.body),
+        },
+        "response": None,
+        "error": None,
+    }
+    if response is not None:
+        out["response"] = {
+            "status": response.status,
+            "reason": response.reason,
+            "http_version": response.http_version,
+            "headers": [list(pair) for pair in response.headers],
+            "body": body(response.headers, response.body),
+            "chunks": [list(chunk) for chunk in response.chunks],
+            "truncated": response.truncated,
+        }
+    if error is not None:
+        out["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
+    return out
+
+
+def to_json(header: dict[str, Any], interactions: list[Interaction]) -> dict[str, Any]:
+    entries = []
+    for index, interaction in enumerate(interactions):
+        request = interaction.request
+        exchange = exchange_json(interaction, _body)
+        exchange["request"] = {"method": request.method, "url": request.url, **exchange["request"]}
+        entries.append(
+            {
+                "index": index,
+                "boundary": interaction.boundary,
+                "started_at": _iso(interaction.started_at),
+                "ttfb": interaction.ttfb,
+                "duration": interaction.duration,
+                **exchange,
+            }
+        )
+    return {"header": jsonable(header), "interactions": entries}
+
+
+# -- HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/) --------------------------------
+
+
+def _har_headers(headers: Headers) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in headers]
+
+
+def _request_cookies(headers: Headers) -> list[dict[str, str]]:
+    cookies = []
+    for name, value in headers:
+        if name.lower() == "cookie":
+            for part in value.split(";"):
+                key, equals, item = part.strip().partition("=")
+                if equals:
+                    cookies.append({"name": key, "value": item})
+    return cookies
+
+
+def _response_cookies(headers: Headers) -> list[dict[str, Any]]:
+    cookies: list[dict[str, Any]] = []
+    for name, value in headers:
+        if name.lower() != "set-cookie":
+            continue
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(value)
+        except CookieError:
+            continue
+        for morsel in jar.values():
+            cookie: dict[str, Any] = {"name": morsel.key, "value": morsel.value}
+            for attribute in ("path", "domain", "expires"):
+                if morsel[attribute]:
+                    cookie[attribute] = morsel[attribute]
+            cookie["httpOnly"] = bool(morsel["httponly"])
+            cookie["secure"] = bool(morsel["secure"])
+            cookies.append(cookie)
+    return cookies
+
+
+def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
+    request, response, error = interaction.request, interaction.response, interaction.error
+    http_version = response.http_version if response is not None else "HTTP/1.1"
+    har_request: dict[str, Any] = {
+        "method": request.method,
+        "url": request.url,
+        "httpVersion": http_version,
+        "cookies": _request_cookies(request.headers),
+        "headers": _har_headers(request.headers),
+        "queryString": [
+            {"name": name, "value": value}
+            for name, value in parse_qsl(urlsplit(request.url).query, keep_blank_values=True)
+        ],
+        "headersSize": -1,
+        "bodySize": len(request.body),
+    }
+    if request.body:
+        post: dict[str, Any] = {"mimeType": first_header(request.headers, "content-type") or ""}
+        try:
+            post["text"] = request.body.decode("utf-8")
+        except UnicodeDecodeError:
+            post["text"] = base64.b64encode(request.body).decode("ascii")
+            post["_encoding"] = "base64"
+        har_request["postData"] = post
+    if response is not None:
+        decoded = decode_body(response.headers, response.body).data
+        content: dict[str, Any] = {
+            "size": len(decoded),
+            "mimeType": first_header(response.headers, "content-type") or "x-unknown",
+        }
+        if len(decoded) != len(response.body):
+            content["compression"] = len(decoded) - len(response.body)
+        if decoded:
+            try:
+                content["text"] = decoded.decode("utf-8")
+            except UnicodeDecodeError:
+                content["text"] = base64.b64encode(decoded).decode("ascii")
+                content["encoding"] = "base64"
+        har_response: dict[str, Any] = {
+            "status": response.status,
+            "statusText": response.reason,
+            "httpVersion": response.http_version,
+            "cookies": _response_cookies(response.headers),
+            "headers": _har_headers(response.headers),
+            "content": content,
+            "redirectURL": first_header(response.headers, "location") or "",
+            "headersSize": -1,
+            "bodySize": len(response.body),
+        }
+        if response.truncated:
+            har_response["_truncated"] = True
+    else:
+        har_response = {
+            "status": 0,
+            "statusText": "",
+            "httpVersion": http_version,
+            "cookies": [],
+            "headers": [],
+            "content": {"size": 0, "mimeType": "x-unknown"},
+            "redirectURL": "",
+            "headersSize": -1,
+            "bodySize": -1,
+        }
+    if error is not None:
+        har_response["_error"] = f"{error.kind}: {error.type}: {error.message}"
+    wait = max(0.0, (interaction.ttfb or 0.0) * 1000)
+    receive = max(0.0, (interaction.duration or 0.0) * 1000 - wait)
+    entry: dict[str, Any] = {
+        "startedDateTime": _iso(interaction.started_at),
+        "time": wait + receive,
+        "request": har_request,
+        "response": har_response,
+        "cache": {},
+        "timings": {
+            "blocked": -1,
+            "dns": -1,
+            "connect": -1,
+            "ssl": -1,
+            "send": 0,
+            "wait": wait,
+            "receive": receive,
+        },
+        "_index": index,
+    }
+    if response is not None and response.chunks:
+        entry["_chunks"] = [list(chunk) for chunk in response.chunks]
+    return entry
+
+
+def to_har(header: dict[str, Any], interactions: list[Interaction], name: str) -> dict[str, Any]:
+    """HAR 1.2; only ``http`` interactions become entries (a function boundary has no HTTP
+    request to show), each keeping its cassette index in ``_index``."""
+    entries = [
+        _har_entry(index, interaction)
+        for index, interaction in enumerate(interactions)
+        if interaction.boundary == "http"
+    ]
+    skipped = len(interactions) - len(entries)
+    comment = f"agenttape cassette {name}, run {header.get('run_id', '?')}"
+    if skipped:
+        comment += f"; {skipped} function-boundary interaction(s) not shown"
+    return {
+        "log": {
+            "version": "1.2",
+            "creator": {"name": "agenttape", "version": __version__},
+            "entries": entries,
+            "comment": comment,
+        }
+    }

@@ -1,0 +1,240 @@
+"""pytest plugin: ``@pytest.mark.agenttape`` gives a test its own cassette.
+
+Options: ``--agenttape-mode`` (default ``none``: replay only, CI never records unless told),
+``--agenttape-record`` (mode ``all`` for the tests that run) and ``--agenttape-on-unused``.
+A test that fails because a request had no recording shows the request and the nearest
+recorded candidates with their differences, not a traceback through HTTP library internals.
+
+Under pytest-xdist every test runs in one worker and, by default, has a cassette of its own;
+tests that name the same cassette take an exclusive lock on it while they record, so two
+workers never read-modify-write one file at the same time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._core.cassette import Cassette
+from .._core.errors import AgentTapeError, CassetteNotFoundError
+from .._core.options import MODE_ENVIRONMENT_VARIABLE, MODES, ON_UNUSED
+
+_CASSETTE = pytest.StashKey[Cassette]()
+_FAILED = pytest.StashKey[bool]()
+_RUN_ID = pytest.StashKey[str]()
+_SAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
+_MAX_NAME = 120
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agenttape", "agenttape cassettes")
+    group.addoption(
+        "--agenttape-mode",
+        choices=MODES,
+        default=None,
+        help="mode of @pytest.mark.agenttape cassettes (default: the marker's, else none)",
+    )
+    group.addoption(
+        "--agenttape-record",
+        action="store_true",
+        default=False,
+        help="re-record the cassettes of the tests that run (mode all)",
+    )
+    group.addoption(
+        "--agenttape-on-unused",
+        choices=ON_UNUSED,
+        default=None,
+        help="what a recorded interaction the test never played does (default: ignore)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_RUN_ID] = uuid.uuid4().hex
+    config.addinivalue_line(
+        "markers",
+        "agenttape(path=None, **options): run the test under a cassette "
+        "(default cassettes/<test module>/<test name>.msgpack beside the test file); "
+        "options are those of agenttape.use_cassette",
+    )
+
+
+def cassette_name(item: pytest.Item) -> str:
+    """A file name for a test: readable, distinct per parametrization, safe on every OS."""
+    name = ".".join(item.nodeid.split("::")[1:]) or item.name
+    safe = _SAFE.sub("_", name).rstrip(". ")
+    if safe != name or len(safe) > _MAX_NAME:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        safe = f"{safe[:_MAX_NAME]}-{digest}"
+    return safe
+
+
+def default_path(item: pytest.Item) -> Path:
+    return item.path.parent / "cassettes" / item.path.stem / f"{cassette_name(item)}.msgpack"
+
+
+def _lock_directory() -> Path:
+    user = f"-{os.getuid()}" if hasattr(os, "getuid") else ""
+    directory = Path(tempfile.gettempdir()) / f"agenttape-locks{user}"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path, run_id: str) -> Iterator[bool]:
+    """Hold an inter-process lock on one cassette path; yields True for the first test of
+    this run (across xdist workers) to hold it. The lock file remembers the last run id.
+    Where fcntl does not exist there is no lock and every test counts as first."""
+    try:
+        import fcntl
+    except ImportError:
+        yield True
+        return
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    with open(_lock_directory() / f"{digest}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            first = handle.read() != run_id
+            if first:
+                handle.seek(0)
+                handle.truncate()
+                handle.write(run_id)
+                handle.flush()
+            yield first
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _options(item: pytest.Item) -> tuple[Path, dict[str, Any]]:
+    marker = item.get_closest_marker("agenttape")
+    args: tuple[Any, ...] = marker.args if marker is not None else ()
+    options = dict(marker.kwargs) if marker is not None else {}
+    if len(args) > 1:
+        pytest.fail("@pytest.mark.agenttape takes one positional argument, the path", pytrace=False)
+    given = args[0] if args else options.pop("path", None)
+    if given is None:
+        path = default_path(item)
+    else:
+        path = Path(os.fspath(given))
+        path = path if path.is_absolute() else item.path.parent / path
+    config = item.config
+    if config.getoption("agenttape_record"):
+        options["mode"] = "all"
+    elif config.getoption("agenttape_mode"):
+        options["mode"] = config.getoption("agenttape_mode")
+    if config.getoption("agenttape_on_unused"):
+        options["on_unused"] = config.getoption("agenttape_on_unused")
+    return path, options
+
+
+def _run_id(config: pytest.Config) -> str:
+    """One id for this test run, the same in every xdist worker. Read from the worker's own
+    input, not the environment, which a pytest started from inside a worker inherits."""
+    workerinput = getattr(config, "workerinput", None)
+    if isinstance(workerinput, dict) and workerinput.get("testrunuid"):
+        return str(workerinput["testrunuid"])
+    return config.stash[_RUN_ID]
+
+
+@pytest.fixture
+def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
+    """The cassette active for this test (from its ``agenttape`` marker, or the defaults)."""
+    item = request.node
+    assert isinstance(item, pytest.Item)
+    path, options = _options(item)
+    try:
+        cassette = Cassette(path, **options)
+    except (TypeError, ValueError) as exc:
+        pytest.fail(f"@pytest.mark.agenttape: {exc}", pytrace=False)
+    mode = os.environ.get(MODE_ENVIRONMENT_VARIABLE) or cassette.mode
+    if mode == "none":
+        lock: contextlib.AbstractContextManager[bool] = contextlib.nullcontext(True)
+    else:
+        lock = _exclusive(path, _run_id(item.config))
+    with lock as first:
+        if mode == "all" and not first and MODE_ENVIRONMENT_VARIABLE not in os.environ:
+            # Another test of this run re-recorded this shared cassette already: add to it
+            # rather than throw its recording away.
+            cassette = Cassette.from_options(
+                path, dataclasses.replace(cassette.options, mode="new_episodes")
+            )
+        cassette.__enter__()
+        item.stash[_CASSETTE] = cassette
+        try:
+            yield cassette
+        finally:
+            cassette.stop(failed=item.stash.get(_FAILED, False))
+
+
+@pytest.fixture(autouse=True)
+def _agenttape_marker(request: pytest.FixtureRequest) -> None:
+    """Autouse, so the cassette is active before the test's other fixtures set up."""
+    if request.node.get_closest_marker("agenttape") is not None:
+        request.getfixturevalue("agenttape_cassette")
+
+
+def _agenttape_error(error: BaseException | None) -> AgentTapeError | None:
+    """The agenttape error behind ``error``, also when a library re-raised it as its own
+    (an SDK turns it into a connection error)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, AgentTapeError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _where(item: pytest.Item, call: pytest.CallInfo[None]) -> str:
+    if call.excinfo is None:
+        return ""
+    for entry in reversed(call.excinfo.traceback):
+        if Path(str(entry.path)) == item.path:
+            return f"{item.path.name}:{entry.lineno + 1}: {str(entry.statement).strip()}"
+    return ""
+
+
+def _concise(item: pytest.Item, call: pytest.CallInfo[None], error: AgentTapeError) -> str:
+    lines = [str(error)]
+    if isinstance(error, CassetteNotFoundError):
+        lines.append(
+            "With pytest: --agenttape-mode=once records it (--agenttape-record re-records)."
+        )
+    assert call.excinfo is not None
+    raised = call.excinfo.value
+    where = _where(item, call)
+    surfaced = ""
+    if raised is not error:
+        summary = (str(raised).splitlines() or [""])[0][:120]
+        name = f"{type(raised).__module__}.{type(raised).__qualname__}"
+        surfaced = f" and surfaced as {name}" + (f" ({summary})" if summary else "")
+    lines.append(f"\n{type(error).__name__} raised{surfaced}" + (f" at {where}" if where else ""))
+    return "\n".join(lines)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed:
+        return
+    if call.when == "call":
+        item.stash[_FAILED] = True
+    error = _agenttape_error(call.excinfo.value if call.excinfo is not None else None)
+    if error is not None:
+        report.longrepr = _concise(item, call, error)
+        return
+    cassette = item.stash.get(_CASSETTE, None)
+    if cassette is not None and cassette.misses:
+        text = "\n\n".join(str(miss) for miss in cassette.misses)
+        report.sections.append(("agenttape: requests with no recording", text))

@@ -1,0 +1,273 @@
+"""Reading a cassette as a person would: bodies decoded, server-sent events split, and the
+LLM call parameters picked out of provider request bodies.
+
+Nothing here changes what is stored; every function works on copies of the recorded bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from .._core.models import Headers, Interaction, Request, first_header
+
+JsonValue = Any
+
+
+@dataclass(slots=True)
+class Decoded:
+    """A body made readable: ``data`` with content-encoding undone, and a note when it could
+    not be (fully) undone."""
+
+    data: bytes
+    note: str = ""
+
+
+def _inflate(data: bytes, wbits: int) -> tuple[bytes, bool]:
+    """Decompress as much as there is; True when the stream was complete."""
+    decompressor = zlib.decompressobj(wbits)
+    out = decompressor.decompress(data)
+    out += decompressor.flush()
+    return out, decompressor.eof
+
+
+def _undo(encoding: str, data: bytes) -> tuple[bytes, str]:
+    if encoding in ("gzip", "x-gzip"):
+        out, complete = _inflate(data, 16 + zlib.MAX_WBITS)
+        return out, "" if complete else "gzip stream is incomplete; showing what decodes"
+    if encoding == "deflate":
+        try:
+            out, complete = _inflate(data, zlib.MAX_WBITS)
+        except zlib.error:
+            out, complete = _inflate(data, -zlib.MAX_WBITS)
+        return out, "" if complete else "deflate stream is incomplete; showing what decodes"
+    if encoding == "br":
+        try:
+            import brotli  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            raise ValueError("br-encoded; install 'brotli' to read it") from None
+        return bytes(brotli.decompress(data)), ""
+    if encoding == "zstd":
+        try:
+            import zstandard  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            raise ValueError("zstd-encoded; install 'zstandard' to read it") from None
+        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data)), ""
+    if encoding in ("identity", ""):
+        return data, ""
+    raise ValueError(f"unknown content-encoding {encoding!r}")
+
+
+def decode_body(headers: Headers, body: bytes) -> Decoded:
+    """``body`` with its Content-Encoding undone (last applied first)."""
+    encodings = [
+        part.strip().lower()
+        for part in (first_header(headers, "content-encoding") or "").split(",")
+        if part.strip()
+    ]
+    data, notes = body, []
+    for encoding in reversed(encodings):
+        try:
+            data, note = _undo(encoding, data)
+        except (ValueError, zlib.error) as exc:
+            return Decoded(data, f"{exc}; shown as stored")
+        if note:
+            notes.append(note)
+    return Decoded(data, "; ".join(notes))
+
+
+def is_sse(headers: Headers) -> bool:
+    content_type = (first_header(headers, "content-type") or "").lower()
+    return content_type.startswith("text/event-stream")
+
+
+def parse_json(data: bytes | str) -> tuple[bool, JsonValue]:
+    """(True, document) when ``data`` is JSON; (False, None) otherwise."""
+    text = data.strip()
+    if not text or text[:1] not in ("{", "[", b"{", b"["):
+        return False, None
+    try:
+        return True, json.loads(text)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+@dataclass(slots=True)
+class Event:
+    """One server-sent event; ``data`` holds the JSON document when the data is JSON."""
+
+    data: JsonValue
+    event: str | None = None
+    id: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.event is not None:
+            out["event"] = self.event
+        if self.id is not None:
+            out["id"] = self.id
+        out.update(self.extra)
+        out["data"] = self.data
+        return out
+
+
+def parse_sse(data: bytes) -> list[Event]:
+    """Split a text/event-stream body into events, as the WHATWG parser does."""
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    events = []
+    for block in text.split("\n\n"):
+        lines: list[str] = []
+        event = Event(data=None)
+        seen = False
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            name, _colon, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            seen = True
+            if name == "data":
+                lines.append(value)
+            elif name == "event":
+                event.event = value
+            elif name == "id":
+                event.id = value
+            else:
+                event.extra[name] = value
+        if not seen:
+            continue
+        joined = "\n".join(lines)
+        is_json, document = parse_json(joined)
+        event.data = document if is_json else joined
+        events.append(event)
+    return events
+
+
+def _text_pieces(document: JsonValue) -> list[str]:
+    """The generated text an LLM streaming event carries (OpenAI, Anthropic, Gemini)."""
+    if not isinstance(document, dict):
+        return []
+    pieces: list[str] = []
+    for choice in document.get("choices") or []:
+        if isinstance(choice, dict):
+            delta = choice.get("delta") or choice.get("message") or {}
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str):
+                pieces.append(content)
+            elif isinstance(choice.get("text"), str):
+                pieces.append(choice["text"])
+    delta = document.get("delta")
+    if isinstance(delta, dict) and isinstance(delta.get("text"), str):
+        pieces.append(delta["text"])  # Anthropic content_block_delta
+    elif isinstance(delta, str) and str(document.get("type", "")).endswith("text.delta"):
+        pieces.append(delta)  # OpenAI Responses API
+    for candidate in document.get("candidates") or []:
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+    return pieces
+
+
+def sse_text(events: list[Event]) -> str:
+    """The text a stream spelled out: the LLM deltas joined, or else every data field."""
+    pieces = [piece for event in events for piece in _text_pieces(event.data)]
+    if pieces:
+        return "".join(pieces)
+    return "\n".join(
+        event.data if isinstance(event.data, str) else json.dumps(event.data, sort_keys=True)
+        for event in events
+        if event.data != "[DONE]"
+    )
+
+
+def readable(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
+    """(kind, value, note) for showing a body: kind is ``empty``, ``json``, ``sse``,
+    ``text`` or ``binary``; value is the document, the event dicts, the text or the bytes."""
+    decoded = decode_body(headers, body)
+    data = decoded.data
+    if not data:
+        return "empty", None, decoded.note
+    if is_sse(headers):
+        return "sse", [event.as_dict() for event in parse_sse(data)], decoded.note
+    is_json, document = parse_json(data)
+    if is_json:
+        return "json", document, decoded.note
+    try:
+        return "text", data.decode("utf-8"), decoded.note
+    except UnicodeDecodeError:
+        return "binary", data, decoded.note
+
+
+# -- LLM call parameters ----------------------------------------------------------------------
+
+_BEDROCK_ACTIONS = ("invoke", "invoke-with-response-stream", "converse", "converse-stream")
+LLM_FIELDS = ("provider", "model", "temperature", "top_p", "seed", "stream", "max_tokens")
+
+
+def _path_model(path: str, marker: str) -> str | None:
+    """The segment after ``marker`` in a path, up to ``:`` or ``/``."""
+    _before, found, rest = path.partition(marker)
+    if not found or not rest:
+        return None
+    return unquote(rest.split("/", 1)[0].split(":", 1)[0]) or None
+
+
+def llm_fields(request: Request) -> dict[str, Any] | None:
+    """Model and sampling parameters of an OpenAI, Anthropic, Gemini or Bedrock request, or
+    None when the request is not an LLM call agenttape recognises."""
+    parts = urlsplit(request.url)
+    host, path = (parts.hostname or "").lower(), parts.path
+    is_json, body = parse_json(request.body) if request.body else (False, None)
+    document: dict[str, Any] = body if is_json and isinstance(body, dict) else {}
+    out: dict[str, Any] = {}
+    gemini_model = _path_model(path, "/models/")
+    if ":generateContent" in path or ":streamGenerateContent" in path:
+        config = document.get("generationConfig") or document.get("generation_config") or {}
+        config = config if isinstance(config, dict) else {}
+        out = {
+            "provider": "gemini",
+            "model": gemini_model,
+            "temperature": config.get("temperature"),
+            "top_p": config.get("topP", config.get("top_p")),
+            "seed": config.get("seed"),
+            "stream": ":streamGenerateContent" in path,
+            "max_tokens": config.get("maxOutputTokens", config.get("max_output_tokens")),
+        }
+    elif "bedrock" in host or ("/model/" in path and path.rsplit("/", 1)[-1] in _BEDROCK_ACTIONS):
+        config = document.get("inferenceConfig") or {}
+        config = config if isinstance(config, dict) else {}
+        out = {
+            "provider": "bedrock",
+            "model": _path_model(path, "/model/"),
+            "temperature": document.get("temperature", config.get("temperature")),
+            "top_p": document.get("top_p", config.get("topP")),
+            "seed": None,
+            "stream": path.endswith(("-stream", "invoke-with-response-stream")),
+            "max_tokens": document.get("max_tokens", config.get("maxTokens")),
+        }
+    elif isinstance(document.get("model"), str):
+        anthropic = "anthropic" in host or path.endswith("/v1/messages")
+        out = {
+            "provider": "anthropic" if anthropic else "openai",
+            "model": document["model"],
+            "temperature": document.get("temperature"),
+            "top_p": document.get("top_p"),
+            "seed": document.get("seed"),
+            "stream": bool(document.get("stream", False)),
+            "max_tokens": document.get(
+                "max_tokens",
+                document.get("max_completion_tokens", document.get("max_output_tokens")),
+            ),
+        }
+    return out or None
+
+
+def model_of(interaction: Interaction) -> str:
+    fields = llm_fields(interaction.request)
+    model = fields.get("model") if fields else None
+    return str(model) if model else ""

@@ -1,0 +1,283 @@
+"""``agenttape run``: a program that never imports agenttape, and its Python subprocesses,
+recorded and replayed through one cassette.
+
+How: the command runs with ``agenttape/_tools/bootstrap`` first on PYTHONPATH; its
+``sitecustomize`` opens a cassette in each Python process before user code runs, as the
+environment variables below say.
+
+Why fragments: several processes writing one cassette at exit would overwrite each other
+(the last one wins, the others are lost). So while recording, each process writes only what it
+recorded to its own fragment file, atomically, at exit; when the command has finished, the
+parent merges the fragments into the cassette in one atomic write, ordered by start time. When
+replaying, every process reads the cassette and never writes it; the processes share one
+ledger of what has been played, so a request two processes both make gets the responses in
+recorded order, each once. A process forked without exec starts a fragment of its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import heapq
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .._core import codec, meta
+from .._core.cassette import Cassette
+from .._core.errors import AgentTapeError
+from .._core.files import read, write_atomic
+from .._core.matching import Matcher
+from .._core.models import Interaction
+from .._core.options import MODE_ENVIRONMENT_VARIABLE, Mode
+from .._core.replay_queue import Key, ReplayQueue
+
+CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"
+MODE_VARIABLE = "AGENTTAPE_RUN_MODE"
+FRAGMENTS_VARIABLE = "AGENTTAPE_RUN_FRAGMENTS"
+BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
+
+# What each process does, decided once by the parent: "replay" (read only), "record"
+# (everything to a fragment) or "new_episodes" (replay, misses to a fragment).
+PROCESS_MODES = ("replay", "record", "new_episodes")
+
+
+class _FragmentCassette(Cassette):
+    """A cassette that saves only what this process recorded, to its own fragment file."""
+
+    def __init__(self, path: Path, fragments: Path, mode: Mode) -> None:
+        super().__init__(path, mode=mode)
+        self.fragments = fragments
+        self.first_new = 0
+        self.fragment = self._fragment_name()
+
+    def _fragment_name(self) -> Path:
+        return (
+            self.fragments / f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.msgpack"
+        )
+
+    def open(self) -> None:
+        self.start()
+        self.first_new = len(self.interactions)
+
+    def forked(self) -> None:
+        """In a forked child: what the parent recorded is the parent's to save. A
+        multiprocessing child leaves through ``os._exit``, past atexit, so it saves from
+        multiprocessing's own exit hook."""
+        self.first_new = len(self.interactions)
+        self.fragment = self._fragment_name()
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:
+            util.register_after_fork(self, _save_at_multiprocessing_exit)
+
+    def save(self) -> None:
+        recorded = self.interactions[self.first_new :]
+        if recorded:
+            write_atomic(self.fragment, codec.encode_pieces(self.metadata, recorded))
+
+
+class _SharedReplayCassette(Cassette):
+    """Replay whose play counts every process of the run shares through a ledger file, so
+    identical requests made by different processes are served in recorded order, each
+    recorded response once, as within one process."""
+
+    def __init__(self, path: Path, ledger: Path) -> None:
+        super().__init__(path, mode="none")
+        self.ledger = ledger
+
+    def start(self) -> None:
+        super().start()
+        shared = _LedgerQueue(self.matcher, self.ledger)
+        for interaction in self.interactions:
+            shared.add(interaction, played=False)
+        self.queue = shared
+
+
+class _LedgerQueue(ReplayQueue):
+    """A replay queue whose plays are written to, and read from, a ledger file."""
+
+    __slots__ = ("ledger",)
+
+    def __init__(self, matcher: Matcher, ledger: Path) -> None:
+        super().__init__(matcher)
+        self.ledger = ledger
+
+    def take(self, key: Key) -> Interaction | None:
+        try:
+            import fcntl
+        except ImportError:
+            return super().take(key)
+        with open(self.ledger, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                handle.seek(0)
+                counts = self.play_counts
+                for word in handle.read().split():
+                    played = int(word)
+                    if played < len(counts) and not counts[played]:
+                        counts[played] = 1
+                position = self.next_position(key)
+                if position is None:
+                    return None
+                counts[position] += 1
+                handle.write(f"{position}\n")
+                handle.flush()
+                return self.interactions[position]
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def start_in_process() -> None:
+    """Called by the bootstrap: open the cassette for this process, close it at exit."""
+    path = Path(os.environ[CASSETTE_VARIABLE])
+    process_mode = os.environ.get(MODE_VARIABLE, "replay")
+    fragments = Path(os.environ.get(FRAGMENTS_VARIABLE) or path.parent)
+    cassette: Cassette
+    try:
+        if process_mode in ("record", "new_episodes"):
+            if process_mode == "record":
+                # Opened on a fresh fragment name: nothing on disk is read or overwritten.
+                recorder = _FragmentCassette(fragments / "recording", fragments, mode="all")
+                recorder.path = recorder.fragment
+            else:
+                recorder = _FragmentCassette(path, fragments, mode="new_episodes")
+            recorder.open()
+            if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
+                os.register_at_fork(after_in_child=recorder.forked)
+            cassette = recorder
+        else:
+            cassette = _SharedReplayCassette(path, fragments / "played")
+            cassette.__enter__()
+    except AgentTapeError as exc:
+        # Never run the program unprotected. SystemExit here would make the interpreter
+        # report a fatal error in site, with a traceback, so leave at once instead.
+        sys.stderr.write(f"agenttape run: {exc}\n")
+        sys.stderr.flush()
+        os._exit(2)
+    atexit.register(_close, cassette)
+
+
+def _save_at_multiprocessing_exit(cassette: Cassette) -> None:
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, _close, args=(cassette,), exitpriority=0)
+
+
+def _close(cassette: Cassette) -> None:
+    try:
+        cassette.__exit__(None, None, None)
+    except AgentTapeError as exc:
+        sys.stderr.write(f"agenttape run: {exc}\n")
+
+
+def process_mode(mode: str, cassette: Path) -> str:
+    """The per-process mode for a cassette mode, with the same rules as use_cassette."""
+    if mode == "all" or (mode in ("once", "new_episodes") and not cassette.exists()):
+        return "record"
+    if mode == "new_episodes":
+        return "new_episodes"
+    return "replay"
+
+
+def default_cassette(command: list[str]) -> Path:
+    """``cassettes/<script>.msgpack`` for ``python script.py``, else the program's name."""
+    name = Path(command[0]).name
+    if name.startswith("python") and len(command) > 1:
+        for argument in command[1:]:
+            if argument == "-m" or not argument.startswith("-"):
+                index = command.index(argument)
+                if argument == "-m" and index + 1 < len(command):
+                    name = command[index + 1].rsplit(".", 1)[-1]
+                else:
+                    name = Path(argument).stem
+                break
+    return Path("cassettes") / f"{name or 'run'}.msgpack"
+
+
+def _python(command: list[str]) -> list[str]:
+    """A bare ``python``/``python3`` means the interpreter agenttape runs in: the one that
+    can import it."""
+    first = command[0]
+    if first in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+        return [sys.executable, *command[1:]]
+    return command
+
+
+def _merge(fragments: Path) -> tuple[dict[str, Any] | None, list[Interaction], int]:
+    """Every fragment's interactions, interleaved by start time, each process's own order kept."""
+    files = sorted(fragments.glob("*.msgpack"))
+    header: dict[str, Any] | None = None
+    runs = []
+    for file in files:
+        file_header, interactions = read(file)
+        header = header if header is not None else file_header
+        runs.append(interactions)
+    merged = list(heapq.merge(*runs, key=lambda interaction: interaction.started_at))
+    return header, merged, len(files)
+
+
+def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
+    """Run ``command`` under ``cassette``; returns the command's exit status."""
+    cassette = cassette.resolve()
+    if cassette.exists():
+        read(cassette)  # a damaged cassette stops the run before anything touches it
+    each = process_mode(mode, cassette)
+    if each == "replay" and not cassette.exists():
+        raise AgentTapeError(
+            f"cassette {cassette} does not exist and mode is {mode!r} (replay only); "
+            "record it with --mode once or --mode all"
+        )
+    if each == "replay":
+        # Only the ledger lives here: replay works from a read-only checkout too.
+        fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
+    else:
+        cassette.parent.mkdir(parents=True, exist_ok=True)
+        fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
+    environment = dict(os.environ)
+    environment.pop(MODE_ENVIRONMENT_VARIABLE, None)
+    python_path = environment.get("PYTHONPATH")
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), python_path]))
+    environment[CASSETTE_VARIABLE] = str(cassette)
+    environment[MODE_VARIABLE] = each
+    environment[FRAGMENTS_VARIABLE] = str(fragments)
+    try:
+        try:
+            child = subprocess.Popen(_python(command), env=environment)
+        except FileNotFoundError:
+            raise AgentTapeError(f"command not found: {command[0]}") from None
+        except PermissionError:
+            raise AgentTapeError(f"command is not executable: {command[0]}") from None
+        interrupted = False
+        while True:
+            try:
+                status = child.wait()
+                break
+            except KeyboardInterrupt:
+                # The child got the same signal: wait while it saves what it recorded; a
+                # second interrupt stops it for good.
+                if interrupted:
+                    child.kill()
+                interrupted = True
+        if status < 0:
+            status = 128 - status
+        if each != "replay":
+            header, recorded, processes = _merge(fragments)
+            if each == "new_episodes":
+                header, existing = read(cassette)
+                if recorded:
+                    write_atomic(cassette, codec.encode_pieces(header, existing + recorded))
+                report(f"added {len(recorded)} interaction(s) to {cassette}")
+            else:
+                write_atomic(cassette, codec.encode_pieces(header or meta.new_header(), recorded))
+                report(
+                    f"recorded {len(recorded)} interaction(s) from {processes} process(es) "
+                    f"to {cassette}"
+                )
+        return status
+    finally:
+        shutil.rmtree(fragments, ignore_errors=True)

@@ -1,0 +1,121 @@
+"""Converts vcrpy cassettes, read with vcrpy's own deserializer so every quirk of its format
+(``!!binary`` bodies, header lists, the JSON serializer) is read exactly as vcrpy reads it."""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+from .._core.errors import AgentTapeError
+from .._core.models import Headers, Interaction, Request, Response, first_header
+from .._core.redaction import Redactor
+
+
+class VcrImportError(AgentTapeError):
+    """The file is not a vcrpy cassette this converter can read."""
+
+
+def _headers(raw: Any) -> Headers:
+    headers: Headers = []
+    items = raw.items() if hasattr(raw, "items") else raw or []
+    for name, values in items:
+        for value in values if isinstance(values, (list, tuple)) else [values]:
+            if isinstance(value, bytes):
+                value = value.decode("latin-1")
+            headers.append((str(name), str(value)))
+    return headers
+
+
+def _bytes(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if hasattr(value, "read"):
+        return bytes(value.read())
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    return b"".join(_bytes(part) for part in value)
+
+
+def _already_decoded(headers: Headers, body: bytes) -> bool:
+    """True when the headers say gzip/deflate but the body is not: vcrpy with urllib3 2
+    stores ``response.data``, which urllib3 has already decompressed."""
+    encoding = (first_header(headers, "content-encoding") or "").strip().lower()
+    if not body or encoding not in ("gzip", "x-gzip", "deflate"):
+        return False
+    if encoding != "deflate":
+        return body[:2] != b"\x1f\x8b"
+    for wbits in (zlib.MAX_WBITS, -zlib.MAX_WBITS):
+        try:
+            zlib.decompressobj(wbits).decompress(body[:64])
+            return False
+        except zlib.error:
+            continue
+    return True
+
+
+def _drop_encoding(headers: Headers, body: bytes) -> Headers:
+    """Headers that describe the decoded body vcrpy kept, so clients do not decode it again."""
+    fixed: Headers = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == "content-encoding":
+            continue
+        fixed.append((name, str(len(body)) if lowered == "content-length" else value))
+    return fixed
+
+
+def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
+    """Interactions of a vcrpy cassette (YAML, or JSON when the name ends in .json), and how
+    many response bodies vcrpy had stored already decompressed (their Content-Encoding is
+    dropped). The default redaction runs over them, as over anything agenttape writes."""
+    try:
+        from vcr.serialize import deserialize
+        from vcr.serializers import jsonserializer, yamlserializer
+    except ImportError:
+        raise VcrImportError("import-vcr needs vcrpy: pip install 'agenttape[vcr]'") from None
+    name = os.fspath(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise VcrImportError(f"{name}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VcrImportError(f"{name}: cannot be read as a vcrpy cassette ({exc})") from None
+    serializer = jsonserializer if name.endswith(".json") else yamlserializer
+    try:
+        requests, responses = deserialize(text, serializer)[:2]
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise VcrImportError(f"{name}: not a vcrpy cassette ({reason})") from None
+    redactor = Redactor()
+    interactions = []
+    decoded = 0
+    for index, (vcr_request, vcr_response) in enumerate(zip(requests, responses, strict=True)):
+        try:
+            status = vcr_response["status"]
+            body_field = vcr_response.get("body") or {}
+            body = _bytes(body_field.get("string", vcr_response.get("content")))
+            headers = _headers(vcr_response.get("headers"))
+            if _already_decoded(headers, body):
+                headers = _drop_encoding(headers, body)
+                decoded += 1
+            response = Response(
+                status=int(status["code"]),
+                reason=str(status.get("message") or ""),
+                headers=redactor.response_headers(headers),
+                body=body,
+                chunks=[(len(body), 0.0)] if body else [],
+            )
+            request = Request(
+                method=str(vcr_request.method).upper(),
+                url=str(vcr_request.uri),
+                headers=_headers(vcr_request.headers),
+                body=_bytes(vcr_request.body),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise VcrImportError(f"{name}: interaction {index} is malformed ({exc!r})") from None
+        interactions.append(Interaction(request=redactor.request(request), response=response))
+    return interactions, decoded
