@@ -6,12 +6,14 @@ import gzip
 import json
 import zlib
 
-from agenttape._core.models import Request
+from agenttape._core.models import Interaction, Request
+from agenttape._tools.cli import detail
 from agenttape._tools.reading import decode_body, llm_fields, parse_sse, readable, sse_text
 
 
-def _post(url: str, body: object) -> Request:
-    return Request("POST", url, [("content-type", "application/json")], json.dumps(body).encode())
+def _post(url: str, body: object) -> Interaction:
+    headers = [("content-type", "application/json")]
+    return Interaction(Request("POST", url, headers, json.dumps(body).encode()))
 
 
 def test_llm_fields_from_provider_request_bodies() -> None:
@@ -68,8 +70,49 @@ def test_llm_fields_from_provider_request_bodies() -> None:
     assert fields is not None
     assert fields["model"] == "anthropic.claude-3-haiku-20240307-v1:0"
     assert (fields["temperature"], fields["max_tokens"]) == (0.3, 99)
-    assert llm_fields(Request("GET", "https://example.com/orders/1")) is None
+    assert llm_fields(Interaction(Request("GET", "https://example.com/orders/1"))) is None
     assert llm_fields(_post("https://example.com/search", {"query": "x"})) is None
+
+
+def test_show_reads_azure_bedrock_embeddings_and_string_sampling_as_interaction_llm() -> None:
+    """``show``'s llm line is ``Interaction.llm``: the Azure deployment names the model, the
+    Bedrock model id is unescaped, embeddings are an OpenAI API, and a string is not a number."""
+    azure = _post(
+        "https://x.openai.azure.com/openai/deployments/prod-gpt4o/chat/completions?api-version=1",
+        {"messages": [], "max_tokens": 10},
+    )
+    assert llm_fields(azure) == {
+        "provider": "openai",
+        "model": "prod-gpt4o",
+        "temperature": None,
+        "top_p": None,
+        "seed": None,
+        "stream": False,
+        "max_tokens": 10,
+    }
+    invoke = _post(
+        "https://bedrock-runtime.eu-west-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/invoke-with-response-stream",
+        {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 64, "temperature": 0.5},
+    )
+    shown = (
+        'llm provider "bedrock", model "anthropic.claude-3-5-sonnet-20240620-v1:0", '
+        "temperature 0.5, stream true, max_tokens 64\n"
+    )
+    assert shown in detail(0, invoke)
+    embeddings = _post(
+        "https://api.openai.com/v1/embeddings", {"model": "text-embedding-3-large", "input": "x"}
+    )
+    assert 'llm provider "openai", model "text-embedding-3-large", stream false\n' in detail(
+        0, embeddings
+    )
+    strings = _post(
+        "https://api.anthropic.com/v1/messages",
+        {"model": "claude-opus-4-1", "temperature": "0.7", "top_p": "0.9", "max_tokens": 8},
+    )
+    fields = llm_fields(strings)
+    assert fields is not None
+    assert (fields["temperature"], fields["top_p"], fields["max_tokens"]) == (None, None, 8)
+    assert fields == {name: getattr(strings.llm, name) for name in fields}
 
 
 def test_decode_body_undoes_content_encodings() -> None:

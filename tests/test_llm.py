@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -12,6 +13,9 @@ from llm_standin import StandIn
 import agenttape
 from agenttape import LLMCall
 from agenttape._core.models import Interaction, Request, Response
+from agenttape._tools.cli import detail
+from agenttape._tools.export import exchange_json
+from agenttape._tools.reading import LLM_FIELDS, llm_fields, model_of
 
 
 def _summaries(path: Path) -> list[LLMCall | None]:
@@ -153,8 +157,9 @@ def test_other_shapes(url: str, body: dict[str, object], expected: LLMCall) -> N
 @pytest.mark.parametrize(
     ("url", "body", "boundary"),
     [
-        ("https://api.openai.com/v1/embeddings", b'{"model": "text-embedding-3-small"}', "http"),
         ("https://example.com/orders", b'{"model": "x"}', "http"),
+        ("https://api.openai.com/v1/threads/thread_1/messages", b'{"role": "user"}', "http"),
+        ("https://bedrock.us-east-1.amazonaws.com/foundation-models", b'{"model": "x"}', "http"),
         ("https://api.openai.com/v1/chat/completions", b"not json", "http"),
         ("https://api.openai.com/v1/chat/completions", b"", "http"),
         ("https://api.openai.com/v1/chat/completions", b"[1, 2]", "http"),
@@ -163,4 +168,106 @@ def test_other_shapes(url: str, body: dict[str, object], expected: LLMCall) -> N
     ],
 )
 def test_not_an_llm_call(url: str, body: bytes, boundary: str) -> None:
-    assert _interaction(url, body, boundary).llm is None
+    interaction = _interaction(url, body, boundary)
+    assert interaction.llm is None
+    assert llm_fields(interaction) is None and model_of(interaction) == ""
+
+
+BEDROCK = "https://bedrock-runtime.us-east-1.amazonaws.com/model"
+SONNET = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+ESCAPED_SONNET = "anthropic.claude-3-5-sonnet-20240620-v1%3A0"  # as boto3 sends it
+ANTHROPIC_ON_BEDROCK = {
+    "anthropic_version": "bedrock-2023-05-31",
+    "max_tokens": 256,
+    "temperature": 0.4,
+    "top_p": 0.9,
+    "messages": [],
+}
+CONVERSE = {"messages": [], "inferenceConfig": {"temperature": 0.3, "topP": 0.8, "maxTokens": 99}}
+INVOKE_SAMPLING: dict[str, Any] = {"temperature": 0.4, "top_p": 0.9, "max_tokens": 256}
+CONVERSE_SAMPLING: dict[str, Any] = {"temperature": 0.3, "top_p": 0.8, "max_tokens": 99}
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "expected"),
+    [
+        pytest.param(
+            "https://x.openai.azure.com/openai/deployments/prod-gpt4o/chat/completions"
+            "?api-version=2024-10-21",
+            {"messages": [], "temperature": 0.2, "top_p": 0.5, "max_tokens": 10, "stream": True},
+            LLMCall(
+                provider="openai",
+                api="chat.completions",
+                model="prod-gpt4o",
+                temperature=0.2,
+                top_p=0.5,
+                stream=True,
+                max_tokens=10,
+            ),
+            id="azure-deployment",
+        ),
+        pytest.param(
+            f"{BEDROCK}/{ESCAPED_SONNET}/invoke",
+            ANTHROPIC_ON_BEDROCK,
+            LLMCall(provider="bedrock", api="invoke", model=SONNET, **INVOKE_SAMPLING),
+            id="bedrock-invoke",
+        ),
+        pytest.param(
+            f"{BEDROCK}/{ESCAPED_SONNET}/invoke-with-response-stream",
+            ANTHROPIC_ON_BEDROCK,
+            LLMCall(
+                provider="bedrock",
+                api="invoke-with-response-stream",
+                model=SONNET,
+                stream=True,
+                **INVOKE_SAMPLING,
+            ),
+            id="bedrock-invoke-stream",
+        ),
+        pytest.param(
+            f"{BEDROCK}/{ESCAPED_SONNET}/converse",
+            CONVERSE,
+            LLMCall(provider="bedrock", api="converse", model=SONNET, **CONVERSE_SAMPLING),
+            id="bedrock-converse",
+        ),
+        pytest.param(
+            f"{BEDROCK}/{ESCAPED_SONNET}/converse-stream",
+            CONVERSE,
+            LLMCall(
+                provider="bedrock",
+                api="converse-stream",
+                model=SONNET,
+                stream=True,
+                **CONVERSE_SAMPLING,
+            ),
+            id="bedrock-converse-stream",
+        ),
+        pytest.param(
+            "https://api.openai.com/v1/embeddings",
+            {"model": "text-embedding-3-small", "input": "hi"},
+            LLMCall(provider="openai", api="embeddings", model="text-embedding-3-small"),
+            id="embeddings",
+        ),
+        pytest.param(
+            "https://api.openai.com/v1/chat/completions",
+            {"model": "gpt-4o", "temperature": "0.7", "top_p": "1", "max_tokens": "64"},
+            LLMCall(provider="openai", api="chat.completions", model="gpt-4o"),
+            id="string-temperature",
+        ),
+    ],
+)
+def test_interaction_llm_show_and_export_agree(
+    url: str, body: dict[str, object], expected: LLMCall
+) -> None:
+    """One reader: Interaction.llm, the show table and detail, and the export say the same.
+
+    A numeric string (``"temperature": "0.7"``) is not a number: every view reports None.
+    """
+    interaction = _interaction(url, json.dumps(body).encode())
+    assert interaction.llm == expected
+    fields = {name: getattr(expected, name) for name in LLM_FIELDS}
+    assert llm_fields(interaction) == fields
+    assert exchange_json(interaction, lambda _headers, _body: {})["llm"] == fields
+    assert model_of(interaction) == expected.model
+    shown = ", ".join(f"{k} {json.dumps(v)}" for k, v in fields.items() if v is not None)
+    assert f"llm {shown}\n" in detail(0, interaction)

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._core.matching import Matcher, _parse_general, _parse_simple
+from agenttape._core.matching import Matcher
+from agenttape._core.urls import _parse_general, _parse_simple
 
 
 def echo(request: httpx.Request) -> httpx.Response:

@@ -35,7 +35,15 @@ _JSON_HEADERS = [("content-type", "application/json")]
 
 
 def boundary(name: str) -> Callable[[F], F]:
-    """Record and replay calls of the decorated function (sync or async) as ``tool:<name>``."""
+    """Record and replay calls of the decorated function (sync or async) as ``tool:<name>``.
+
+    Args:
+        name: the boundary's name (``"lookup_order"`` or ``"tool:lookup_order"``), as
+            ``live=`` and ``frozen=`` name it.
+
+    Arguments and the return value (or the exception's arguments) must be msgpack-serialisable;
+    anything else raises ``TypeError`` when the call is recorded.
+    """
     if not isinstance(name, str) or not name.strip(" :"):
         raise ValueError(f"boundary needs a name, such as boundary('lookup_order'); got {name!r}")
     bare = name[len(PREFIX) :] if name.startswith(PREFIX) else name

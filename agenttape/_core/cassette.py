@@ -28,12 +28,35 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Cassette:
-    """A file of recorded interactions, active as a context manager or decorator (sync and
-    async). Built by ``use_cassette``; the options are described there.
+    """A file of recorded interactions, active as a context manager (``with``/``async with``)
+    or a decorator (on ``def`` and ``async def``); ``use_cassette`` builds one.
 
     While active it serves every request of the process: ``begin`` replays the next recorded
     interaction that matches, or records the real exchange, as the mode says. ``interactions``,
     ``play_count``, ``all_played``, ``unplayed`` and ``metadata`` tell what it holds and served.
+
+    Args:
+        path: the cassette file.
+        mode: ``"none"`` replays only; ``"once"`` records when the file does not exist, else
+            replays; ``"new_episodes"`` replays and records what misses; ``"all"`` records
+            everything anew. ``AGENTTAPE_MODE`` overrides it for the process.
+        match_on: what a request is matched on (default method, URL with query as a
+            multiset, body); ``"headers:x-name"`` adds a header.
+        ignore_json_fields: JSON paths left out of body matching (``"messages[*].id"``).
+        allow_repeats: serve the last matching interaction again once all are played.
+        live: boundary names and host patterns that run for real in mode ``none`` when their
+            request changed; what they produce goes to a derived cassette.
+        frozen: boundary names and host patterns always served from the cassette, in every
+            mode.
+        redact: more header names, query names, JSON paths and regexes to redact.
+        block_network: refuse connections that no cassette serves (default: in mode
+            ``none``).
+        allowed_hosts: hosts let through the network guard (names, addresses, globs).
+        realtime: serve chunks at their recorded offsets.
+        fast_retries: SDK and urllib3 retry waits after a replayed response take no time.
+        freeze_time: while replaying, the clock starts at the recorded run's start.
+        tags: anything msgpack-serialisable, written into the cassette's header.
+        on_unused: ``"warn"`` or ``"fail"`` when recorded interactions were never played.
     """
 
     def __init__(
@@ -57,20 +80,22 @@ class Cassette:
     ) -> None:
         self._setup(
             Path(path),
-            CassetteOptions.build(
+            CassetteOptions(
                 mode=mode,
-                match_on=match_on,
-                ignore_json_fields=ignore_json_fields,
+                match_on=None if match_on is None else tuple(match_on),
+                ignore_json_fields=tuple(ignore_json_fields),
                 allow_repeats=allow_repeats,
-                live=live,
-                frozen=frozen,
-                redact=redact,
+                live=tuple(live),
+                frozen=tuple(frozen),
+                redact=None if redact is None else tuple(redact),
                 block_network=block_network,
-                allowed_hosts=allowed_hosts,
+                allowed_hosts=(allowed_hosts,)
+                if isinstance(allowed_hosts, str)
+                else tuple(allowed_hosts),
                 realtime=realtime,
                 fast_retries=fast_retries,
                 freeze_time=freeze_time,
-                tags=tags,
+                tags=dict(tags or {}),
                 on_unused=on_unused,
             ),
         )
@@ -449,67 +474,9 @@ class Cassette:
             self._dirty = False
 
 
-def use_cassette(
-    path: str | os.PathLike[str],
-    *,
-    mode: Mode = "none",
-    match_on: Iterable[str] | None = None,
-    ignore_json_fields: Iterable[str] = (),
-    allow_repeats: bool = False,
-    live: Iterable[str] = (),
-    frozen: Iterable[str] = (),
-    redact: Iterable[str] | None = None,
-    block_network: bool | None = None,
-    allowed_hosts: Iterable[str] = (),
-    realtime: bool = False,
-    fast_retries: bool = True,
-    freeze_time: bool = False,
-    tags: dict[str, Any] | None = None,
-    on_unused: OnUnused = "ignore",
-) -> Cassette:
-    """Activate the cassette at ``path`` for a block (``with``/``async with``) or a function
-    (as a decorator on ``def`` and ``async def``).
-
-    Args:
-        path: the cassette file.
-        mode: ``"none"`` replays only; ``"once"`` records when the file does not exist, else
-            replays; ``"new_episodes"`` replays and records what misses; ``"all"`` records
-            everything anew. ``AGENTTAPE_MODE`` overrides it for the process.
-        match_on: what a request is matched on (default method, URL with query as a
-            multiset, body); ``"headers:x-name"`` adds a header.
-        ignore_json_fields: JSON paths left out of body matching (``"messages[*].id"``).
-        allow_repeats: serve the last matching interaction again once all are played.
-        live: boundary names and host patterns that run for real in mode ``none`` when their
-            request changed; what they produce goes to a derived cassette.
-        frozen: boundary names and host patterns always served from the cassette, in every
-            mode.
-        redact: more header names, query names, JSON paths and regexes to redact.
-        block_network: refuse connections that no cassette serves (default: in mode
-            ``none``).
-        allowed_hosts: hosts let through the network guard (names, addresses, globs).
-        realtime: serve chunks at their recorded offsets.
-        fast_retries: SDK and urllib3 retry waits after a replayed response take no time.
-        freeze_time: while replaying, the clock starts at the recorded run's start.
-        tags: anything msgpack-serialisable, written into the cassette's header.
-        on_unused: ``"warn"`` or ``"fail"`` when recorded interactions were never played.
-    """
-    return Cassette(
-        path,
-        mode=mode,
-        match_on=match_on,
-        ignore_json_fields=ignore_json_fields,
-        allow_repeats=allow_repeats,
-        live=live,
-        frozen=frozen,
-        redact=redact,
-        block_network=block_network,
-        allowed_hosts=allowed_hosts,
-        realtime=realtime,
-        fast_retries=fast_retries,
-        freeze_time=freeze_time,
-        tags=tags,
-        on_unused=on_unused,
-    )
+use_cassette = Cassette
+"""``use_cassette(path, *, mode="none", ...)``: the cassette at ``path``, to activate for a
+block or a function; see ``Cassette`` for the options."""
 
 
 def load(path: str | os.PathLike[str]) -> Cassette:

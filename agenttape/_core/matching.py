@@ -4,92 +4,20 @@ field-by-field difference for the error raised when no key matches."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 from operator import attrgetter
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from . import jsonpath
 from .models import Interaction, Request
+from .urls import ParsedURL, parse_url
 
 URL_FIELDS = ("scheme", "host", "port", "path", "query")
 DEFAULT_MATCH_ON = ("method", *URL_FIELDS, "body")
 _ALIASES = {"url": URL_FIELDS, "uri": URL_FIELDS}
-_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 JsonValue = Any
-
-
-@dataclass(slots=True, frozen=True)
-class ParsedURL:
-    scheme: str
-    host: str
-    port: int | None
-    path: str
-    query: tuple[tuple[str, str], ...]
-
-
-# The shape nearly every recorded URL has: lower-case http(s), a plain host, a port, and a path
-# and query free of escapes, '+', ';', fragments and whitespace. For it urlsplit and parse_qsl
-# reduce to plain splits (tests check both ways agree); everything else takes the general path.
-_URL_CHARS = r"[A-Za-z0-9._~!$&'()*,=:@/\-]"
-_SIMPLE_URL = re.compile(
-    rf"(https?)://([a-z0-9.\-]+)(?::([0-9]{{1,5}}))?(/{_URL_CHARS}*)?(?:\?({_URL_CHARS}*))?"
-)
-
-
-def _parse_simple(url: str) -> ParsedURL | None:
-    simple = _SIMPLE_URL.fullmatch(url)
-    if simple is None:
-        return None
-    scheme, host, port_text, path, query = simple.groups()
-    if port_text is None:
-        port = _DEFAULT_PORTS[scheme]
-    else:
-        port = int(port_text)
-        if port > 65535:
-            return None
-    pairs = []
-    if query:
-        for piece in query.split("&"):
-            if piece:
-                name, _equals, value = piece.partition("=")
-                pairs.append((name, value))
-    return ParsedURL(
-        scheme=scheme, host=host, port=port, path=path or "/", query=tuple(sorted(pairs))
-    )
-
-
-@lru_cache(maxsize=8192)
-def parse_url(url: str) -> ParsedURL:
-    simple = _parse_simple(url)
-    if simple is not None:
-        return simple
-    return _parse_general(url)
-
-
-def _parse_general(url: str) -> ParsedURL:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        # Unparseable (a cassette edited by hand, an unbalanced IPv6 bracket): it can still
-        # match the same text, compared whole.
-        return ParsedURL(scheme="", host="", port=None, path=url, query=())
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return ParsedURL(
-        scheme=scheme,
-        host=(parts.hostname or "").lower(),
-        port=port if port is not None else _DEFAULT_PORTS.get(scheme),
-        path=parts.path or "/",
-        query=tuple(sorted(parse_qsl(parts.query, keep_blank_values=True))),
-    )
 
 
 def _parts_getter(names: tuple[str, ...]) -> Callable[[ParsedURL], tuple[Any, ...]]:
@@ -211,7 +139,9 @@ class Matcher:
             want_h = [v for k, v in recorded.headers if k.lower() == header]
             got_h = [v for k, v in request.headers if k.lower() == header]
             if want_h != got_h:
-                diffs.append(f"headers.{header}: expected {_show(want_h)}, got {_show(got_h)}")
+                diffs.append(
+                    f"headers.{header}: expected {show_value(want_h)}, got {show_value(got_h)}"
+                )
         if self._match_body and self.body_key(recorded.body) != self.body_key(request.body):
             diffs.extend(self._body_differences(recorded.body, request.body))
         return diffs
@@ -225,7 +155,7 @@ class Matcher:
             jsonpath.delete(want_doc, path)
             jsonpath.delete(got_doc, path)
         diffs: list[str] = []
-        _json_differences("body", want_doc, got_doc, diffs)
+        json_differences("body", want_doc, got_doc, diffs)
         return diffs
 
 
@@ -240,40 +170,44 @@ def _query_differences(
         if want_v == got_v:
             continue
         if not want_v:
-            diffs.append(f"url.query.{name}: not recorded, got {_show(got_v)}")
+            diffs.append(f"url.query.{name}: not recorded, got {show_value(got_v)}")
         elif not got_v:
-            diffs.append(f"url.query.{name}: expected {_show(want_v)}, missing")
+            diffs.append(f"url.query.{name}: expected {show_value(want_v)}, missing")
         else:
-            diffs.append(f"url.query.{name}: expected {_show(want_v)}, got {_show(got_v)}")
+            diffs.append(
+                f"url.query.{name}: expected {show_value(want_v)}, got {show_value(got_v)}"
+            )
     return diffs
 
 
-def _json_differences(path: str, want: JsonValue, got: JsonValue, out: list[str]) -> None:
+def json_differences(path: str, want: JsonValue, got: JsonValue, out: list[str]) -> None:
+    """Append to ``out`` one line per differing JSON path, stopping once there are eight, so a
+    miss (or a ``diff`` of two runs) names the fields that changed instead of both documents."""
     if len(out) >= 8:
         return
     if isinstance(want, dict) and isinstance(got, dict):
         for key in dict.fromkeys([*want, *got]):
             child = f"{path}.{key}"
             if key not in got:
-                out.append(f"{child}: expected {_show(want[key])}, missing")
+                out.append(f"{child}: expected {show_value(want[key])}, missing")
             elif key not in want:
-                out.append(f"{child}: not recorded, got {_show(got[key])}")
+                out.append(f"{child}: not recorded, got {show_value(got[key])}")
             else:
-                _json_differences(child, want[key], got[key], out)
+                json_differences(child, want[key], got[key], out)
     elif isinstance(want, list) and isinstance(got, list):
         for index in range(max(len(want), len(got))):
             child = f"{path}[{index}]"
             if index >= len(got):
-                out.append(f"{child}: expected {_show(want[index])}, missing")
+                out.append(f"{child}: expected {show_value(want[index])}, missing")
             elif index >= len(want):
-                out.append(f"{child}: not recorded, got {_show(got[index])}")
+                out.append(f"{child}: not recorded, got {show_value(got[index])}")
             else:
-                _json_differences(child, want[index], got[index], out)
+                json_differences(child, want[index], got[index], out)
     elif isinstance(want, str) and isinstance(got, str) and want != got:
         start = max(0, _common_prefix(want, got) - 24)
         out.append(f"{path}: expected {_show_from(want, start)}, got {_show_from(got, start)}")
     elif want != got or type(want) is not type(got):
-        out.append(f"{path}: expected {_show(want)}, got {_show(got)}")
+        out.append(f"{path}: expected {show_value(want)}, got {show_value(got)}")
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -289,7 +223,8 @@ def _show_from(text: str, start: int, limit: int = 60) -> str:
     return ("..." if start else "") + repr(piece) + ("..." if start + limit < len(text) else "")
 
 
-def _show(value: Any, limit: int = 80) -> str:
+def show_value(value: Any, limit: int = 80) -> str:
+    """A value as one short line for a difference message, cut at ``limit`` characters."""
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
         value = value[0]
     text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

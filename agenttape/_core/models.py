@@ -9,10 +9,9 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from .llm import LLMCall
+from .llm import LLMCall, summarize
 
 Headers = list[tuple[str, str]]
 
@@ -125,6 +124,4 @@ class Interaction:
         """Model and sampling parameters when this is a call to a known LLM API, else None."""
         if self.boundary != "http":
             return None
-        from .llm import summarize
-
-        return summarize(self.request)
+        return summarize(self.request.url, self.request.body)

@@ -4,7 +4,6 @@ starts a fresh activation from the same options on every call."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -45,45 +44,6 @@ class CassetteOptions:
                 f"on_unused must be one of {', '.join(ON_UNUSED)}; got {self.on_unused!r}"
             )
         codec.check_tags(self.tags)
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        mode: Mode,
-        match_on: Iterable[str] | None,
-        ignore_json_fields: Iterable[str],
-        allow_repeats: bool,
-        live: Iterable[str],
-        frozen: Iterable[str],
-        redact: Iterable[str] | None,
-        block_network: bool | None,
-        allowed_hosts: Iterable[str],
-        realtime: bool,
-        fast_retries: bool,
-        freeze_time: bool,
-        tags: dict[str, Any] | None,
-        on_unused: OnUnused,
-    ) -> CassetteOptions:
-        """Options from what a user may pass (any iterable; one host as a string)."""
-        if isinstance(allowed_hosts, str):
-            allowed_hosts = (allowed_hosts,)
-        return cls(
-            mode=mode,
-            match_on=None if match_on is None else tuple(match_on),
-            ignore_json_fields=tuple(ignore_json_fields),
-            allow_repeats=allow_repeats,
-            live=tuple(live),
-            frozen=tuple(frozen),
-            redact=None if redact is None else tuple(redact),
-            block_network=block_network,
-            allowed_hosts=tuple(allowed_hosts),
-            realtime=realtime,
-            fast_retries=fast_retries,
-            freeze_time=freeze_time,
-            tags=dict(tags or {}),
-            on_unused=on_unused,
-        )
 
     def effective_mode(self) -> Mode:
         """The mode, unless ``AGENTTAPE_MODE`` overrides it for the whole process."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 
-from .matching import parse_url
 from .models import Request
+from .urls import parse_url
 
 TOOL_PREFIX = "tool:"
 

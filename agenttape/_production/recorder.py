@@ -51,11 +51,17 @@ class RecorderStats:
 class Recorder:
     """Records agent runs in production and keeps the ones worth replaying.
 
-    ``keep="errors"`` keeps a run that raised, saw a response >= 400 or a transport error, or
-    was flagged; ``"all"`` keeps every run; ``"sampled"`` keeps those plus ``sample_rate`` of
-    the healthy ones. ``store`` is a folder or an fsspec URL (``storage_options`` go to fsspec).
-    A run over ``max_bytes_per_run`` keeps its exchanges up to that size; finished runs wait
-    for the store in a queue of at most ``max_queue_bytes``; past it a run is lost and counted.
+    Args:
+        store: a folder, or an fsspec URL (``s3://…``, ``gs://…``, ``memory://…``).
+        keep: ``"errors"`` keeps a run that raised, saw a response >= 400 or a transport
+            error, or was flagged; ``"all"`` keeps every run; ``"sampled"`` keeps those plus
+            ``sample_rate`` of the healthy ones.
+        sample_rate: the share of healthy runs ``"sampled"`` keeps.
+        max_bytes_per_run: a run over it keeps its exchanges up to that size.
+        max_queue_bytes: finished runs wait for the store in a queue of at most this size;
+            past it a run is lost and counted (``stats``), never waited for.
+        redact: more header names, query names, JSON paths and regexes to redact.
+        storage_options: passed to fsspec.
     """
 
     def __init__(

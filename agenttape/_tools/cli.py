@@ -189,7 +189,7 @@ def detail(index: int, interaction: Interaction) -> str:
         f"boundary {interaction.boundary}, started {started}, first byte {_ms(interaction.ttfb)}, "
         f"total {_ms(interaction.duration)}",
     ]
-    fields = llm_fields(request)
+    fields = llm_fields(interaction)
     if fields:
         lines.append(
             "llm "

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .._core import jsonpath
-from .._core.matching import Matcher, _json_differences, _show
+from .._core.matching import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
 from .reading import decode_body, is_sse, parse_json, parse_sse, sse_text
 
@@ -45,7 +45,7 @@ def _text_difference(where: str, want: str, got: str) -> str:
     start = max(0, position - 20)
     return (
         f"{where}: differs at character {position}: "
-        f"expected {_show(want[start : position + 40])}, got {_show(got[start : position + 40])}"
+        f"expected {show_value(want[start : position + 40])}, got {show_value(got[start : position + 40])}"
     )
 
 
@@ -64,7 +64,7 @@ def _body_differences(a: Response, b: Response, ignore: tuple[str, ...]) -> list
             jsonpath.delete(want_doc, path)
             jsonpath.delete(got_doc, path)
         differences: list[str] = []
-        _json_differences("response body", want_doc, got_doc, differences)
+        json_differences("response body", want_doc, got_doc, differences)
         return differences
     try:
         return [_text_difference("response body", want.decode(), got.decode())]

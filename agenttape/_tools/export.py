@@ -55,7 +55,7 @@ def exchange_json(
     export and ``agenttape show -i N --json``."""
     request, response, error = interaction.request, interaction.response, interaction.error
     out: dict[str, Any] = {
-        "llm": llm_fields(request),
+        "llm": llm_fields(interaction),
         "request": {
             "headers": [list(pair) for pair in request.headers],
             "body": body(request.headers, request.body),

@@ -1,5 +1,5 @@
 """Reading a cassette as a person would: bodies decoded, server-sent events split, and the
-LLM call parameters picked out of provider request bodies.
+LLM call parameters (as ``Interaction.llm`` reads them) laid out for printing.
 
 Nothing here changes what is stored; every function works on copies of the recorded bytes.
 """
@@ -10,9 +10,8 @@ import json
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from .._core.models import Headers, Interaction, Request, first_header
+from .._core.models import Headers, Interaction, first_header
 
 JsonValue = Any
 
@@ -205,69 +204,19 @@ def readable(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
 
 # -- LLM call parameters ----------------------------------------------------------------------
 
-_BEDROCK_ACTIONS = ("invoke", "invoke-with-response-stream", "converse", "converse-stream")
 LLM_FIELDS = ("provider", "model", "temperature", "top_p", "seed", "stream", "max_tokens")
 
 
-def _path_model(path: str, marker: str) -> str | None:
-    """The segment after ``marker`` in a path, up to ``:`` or ``/``."""
-    _before, found, rest = path.partition(marker)
-    if not found or not rest:
+def llm_fields(interaction: Interaction) -> dict[str, Any] | None:
+    """``interaction.llm`` as the plain dict ``show`` and ``export`` print, or None when the
+    interaction is not an LLM call; a view, not a second reader, so the three never disagree."""
+    call = interaction.llm
+    if call is None:
         return None
-    return unquote(rest.split("/", 1)[0].split(":", 1)[0]) or None
-
-
-def llm_fields(request: Request) -> dict[str, Any] | None:
-    """Model and sampling parameters of an OpenAI, Anthropic, Gemini or Bedrock request, or
-    None when the request is not an LLM call agenttape recognises."""
-    parts = urlsplit(request.url)
-    host, path = (parts.hostname or "").lower(), parts.path
-    is_json, body = parse_json(request.body) if request.body else (False, None)
-    document: dict[str, Any] = body if is_json and isinstance(body, dict) else {}
-    out: dict[str, Any] = {}
-    gemini_model = _path_model(path, "/models/")
-    if ":generateContent" in path or ":streamGenerateContent" in path:
-        config = document.get("generationConfig") or document.get("generation_config") or {}
-        config = config if isinstance(config, dict) else {}
-        out = {
-            "provider": "gemini",
-            "model": gemini_model,
-            "temperature": config.get("temperature"),
-            "top_p": config.get("topP", config.get("top_p")),
-            "seed": config.get("seed"),
-            "stream": ":streamGenerateContent" in path,
-            "max_tokens": config.get("maxOutputTokens", config.get("max_output_tokens")),
-        }
-    elif "bedrock" in host or ("/model/" in path and path.rsplit("/", 1)[-1] in _BEDROCK_ACTIONS):
-        config = document.get("inferenceConfig") or {}
-        config = config if isinstance(config, dict) else {}
-        out = {
-            "provider": "bedrock",
-            "model": _path_model(path, "/model/"),
-            "temperature": document.get("temperature", config.get("temperature")),
-            "top_p": document.get("top_p", config.get("topP")),
-            "seed": None,
-            "stream": path.endswith(("-stream", "invoke-with-response-stream")),
-            "max_tokens": document.get("max_tokens", config.get("maxTokens")),
-        }
-    elif isinstance(document.get("model"), str):
-        anthropic = "anthropic" in host or path.endswith("/v1/messages")
-        out = {
-            "provider": "anthropic" if anthropic else "openai",
-            "model": document["model"],
-            "temperature": document.get("temperature"),
-            "top_p": document.get("top_p"),
-            "seed": document.get("seed"),
-            "stream": bool(document.get("stream", False)),
-            "max_tokens": document.get(
-                "max_tokens",
-                document.get("max_completion_tokens", document.get("max_output_tokens")),
-            ),
-        }
-    return out or None
+    return {name: getattr(call, name) for name in LLM_FIELDS}
 
 
 def model_of(interaction: Interaction) -> str:
-    fields = llm_fields(interaction.request)
-    model = fields.get("model") if fields else None
-    return str(model) if model else ""
+    """The model ``show`` lists for an interaction; empty when it is not an LLM call."""
+    call = interaction.llm
+    return call.model or "" if call is not None else ""
