@@ -219,6 +219,48 @@ class Server:
         self.stop()
 
 
+class MCPApp:
+    """The official MCP SDK's server, streamable HTTP under uvicorn, on 127.0.0.1 in a thread,
+    with one tool: ``add``."""
+
+    def __init__(self) -> None:
+        import uvicorn
+        from mcp.server.mcpserver import MCPServer
+
+        server = MCPServer("tools")
+
+        @server.tool()
+        def add(a: int, b: int) -> int:
+            """Adds two numbers."""
+            return a + b
+
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        config = uvicorn.Config(
+            server.streamable_http_app(), log_level="warning", timeout_graceful_shutdown=1
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [listener]}, daemon=True
+        )
+        self._thread.start()
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the MCP server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join()
+
+    def __enter__(self) -> MCPApp:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def refused_port() -> int:
     """A loopback port with nothing listening, for connection-refused errors."""
     with socket.socket() as probe:

@@ -170,3 +170,150 @@ def test_a_body_cut_short_replays_as_each_librarys_own_error(
     url, paths, live = cut_recordings
     with agenttape.use_cassette(paths[recorded_by]):
         assert failure_with(replayed_by, url) == live[replayed_by]
+
+
+# -- a stream the client closed early ---------------------------------------------------------
+#
+# The server sends one event, then holds the stream open (the next one is far off). The
+# recording client reads the first event and closes: the body is recorded as left early by the
+# client, not as ended by the server. A second client then reads the first event and waits for
+# the next with a read timeout shorter than the server's pause: live it times out, the stream
+# still open. Replay must do the same in every mode; ending the body there instead is an end
+# of stream that never happened (SDKs reconnect on one).
+
+EVENTS = [b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n"]
+PROBE_TIMEOUT = 0.3
+
+
+def held_open(seen: Any) -> Reply:
+    return Reply(
+        headers=[("Content-Type", "text/event-stream")], chunks=EVENTS, chunked=True, delay=1.5
+    )
+
+
+def first_event_then_close(name: str, url: str) -> bytes:
+    """What each client reads before it closes the stream."""
+    if name == "httpx":
+        with httpx.Client() as client, client.stream("GET", url) as response:
+            return next(response.iter_raw())
+    if name == "requests":
+        with requests.get(url, stream=True, timeout=5) as response:
+            return next(response.iter_content(chunk_size=None))
+    if name == "urllib3":
+        with urllib3.PoolManager() as http:
+            response = http.request("GET", url, preload_content=False, retries=False)
+            first = next(response.read_chunked())
+            response.release_conn()
+            return first
+
+    async def read() -> bytes:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            return await response.content.readany()
+
+    return asyncio.run(read())
+
+
+def next_event_or_timeout(name: str, url: str) -> tuple[bytes, str]:
+    """The first event, then what waiting for the next with a short read timeout gives: the
+    exception raised, or "ended" when the body ended instead."""
+    if name == "httpx":
+        timeout = httpx.Timeout(5.0, read=PROBE_TIMEOUT)
+        with httpx.Client(timeout=timeout) as client, client.stream("GET", url) as response:
+            raw = response.iter_raw()
+            first = next(raw)
+            try:
+                next(raw)
+            except httpx.TransportError as exc:
+                return first, type(exc).__name__
+            return first, "more"
+    if name == "requests":
+        with requests.get(url, stream=True, timeout=(5, PROBE_TIMEOUT)) as response:
+            content = response.iter_content(chunk_size=None)
+            first = next(content)
+            try:
+                next(content)
+            except StopIteration:
+                return first, "ended"
+            except requests.RequestException as exc:
+                return first, type(exc).__name__
+            return first, "more"
+    if name == "urllib3":
+        timeout = urllib3.Timeout(connect=5.0, read=PROBE_TIMEOUT)
+        with urllib3.PoolManager(timeout=timeout) as http:
+            response = http.request("GET", url, preload_content=False, retries=False)
+            chunks = response.read_chunked()
+            first = next(chunks)
+            try:
+                next(chunks)
+            except StopIteration:
+                return first, "ended"
+            except urllib3.exceptions.HTTPError as exc:
+                return first, type(exc).__name__
+            finally:
+                response.release_conn()
+            return first, "more"
+
+    async def read() -> tuple[bytes, str]:
+        timeout = aiohttp.ClientTimeout(total=5.0, sock_read=PROBE_TIMEOUT)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(url) as response,
+        ):
+            first = await response.content.readany()
+            try:
+                after = await response.content.readany()
+            except aiohttp.ClientError as exc:
+                return first, type(exc).__name__
+            return first, "ended" if after == b"" else "more"
+
+    return asyncio.run(read())
+
+
+@pytest.fixture(scope="module")
+def left_early(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, dict[str, Path], dict[str, tuple[bytes, str]]]:
+    folder = tmp_path_factory.mktemp("left-early")
+    with Server(held_open) as server:
+        url = f"{server.url}/v1/events"
+        paths, live = {}, {}
+        for name in CLIENTS:
+            paths[name] = folder / f"{name}.msgpack"
+            with agenttape.use_cassette(paths[name], mode="once"):
+                assert first_event_then_close(name, url) == EVENTS[0]
+            live[name] = next_event_or_timeout(name, url)
+    return url, paths, live
+
+
+def test_a_stream_left_early_is_still_open_live(
+    left_early: tuple[str, dict[str, Path], dict[str, tuple[bytes, str]]],
+) -> None:
+    _url, paths, live = left_early
+    assert live == {
+        "httpx": (EVENTS[0], "ReadTimeout"),
+        "requests": (EVENTS[0], "ConnectionError"),
+        "urllib3": (EVENTS[0], "ReadTimeoutError"),
+        "aiohttp": (EVENTS[0], "SocketTimeoutError"),
+    }
+    for path in paths.values():
+        (interaction,) = agenttape.load(path).interactions
+        assert interaction.error is None
+        assert interaction.response is not None and interaction.response.truncated
+        assert interaction.response.body == EVENTS[0]
+
+
+@pytest.mark.parametrize("options", [{}, {"mode": "new_episodes"}, {"realtime": True}])
+@pytest.mark.parametrize("replayed_by", list(CLIENTS))
+@pytest.mark.parametrize("recorded_by", ["httpx", "aiohttp"])
+def test_a_stream_left_early_stays_open_on_replay(
+    left_early: tuple[str, dict[str, Path], dict[str, tuple[bytes, str]]],
+    recorded_by: str,
+    replayed_by: str,
+    options: dict[str, Any],
+) -> None:
+    url, paths, live = left_early
+    before = paths[recorded_by].read_bytes()
+    with agenttape.use_cassette(paths[recorded_by], **options) as tape:
+        assert next_event_or_timeout(replayed_by, url) == live[replayed_by]
+        assert tape.all_played
+    assert paths[recorded_by].read_bytes() == before  # nothing reached for the network

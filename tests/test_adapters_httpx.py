@@ -311,3 +311,104 @@ def test_respx_mocked_route_is_served_by_respx_and_not_recorded(
     assert live == {"live": True}
     urls = [i.request.url for i in agenttape.load(cassette_path).interactions]
     assert urls == [f"{server.url}/live"]
+
+
+def _left_after_first_event(hx: ModuleType, serve: Any, cassette_path: Path) -> str:
+    """Records a stream its client left after the first event; returns its URL."""
+    events = [b"data: 1\n\n", b"data: 2\n\n"]
+    server = serve(lambda seen: sse_reply(events, delay=1.0))
+    with (
+        agenttape.use_cassette(cassette_path, mode="once"),
+        hx.Client() as client,
+        client.stream("GET", server.url) as response,
+    ):
+        assert next(response.iter_raw()) == events[0]
+    server.stop()
+    return str(server.url)
+
+
+def test_a_stream_left_early_stays_open_until_the_client_closes_it(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    """With no read timeout nothing but the client's close ends it, from another thread."""
+    url = _left_after_first_event(hx, serve, cassette_path)
+    received: list[bytes] = []
+    first = threading.Event()
+    with (
+        agenttape.use_cassette(cassette_path),
+        hx.Client(timeout=None) as client,
+        client.stream("GET", url) as response,
+    ):
+
+        def read() -> None:
+            for chunk in response.iter_raw():
+                received.append(chunk)
+                first.set()
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        assert first.wait(5)
+        reader.join(0.3)
+        assert reader.is_alive(), "the stream ended by itself"
+        response.close()
+        reader.join(5)
+        assert not reader.is_alive(), "closing the response did not end the read"
+    assert received == [b"data: 1\n\n"]
+
+
+async def test_an_async_stream_left_early_stays_open_until_the_client_closes_it(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    url = _left_after_first_event(hx, serve, cassette_path)
+    received: list[bytes] = []
+    async with (
+        agenttape.use_cassette(cassette_path),
+        hx.AsyncClient(timeout=None) as client,
+        client.stream("GET", url) as response,
+    ):
+
+        async def read() -> None:
+            async for chunk in response.aiter_raw():
+                received.append(chunk)
+
+        reader = asyncio.ensure_future(read())
+        done, _pending = await asyncio.wait([reader], timeout=0.3)
+        assert not done, "the stream ended by itself"
+        assert received == [b"data: 1\n\n"]
+        await response.aclose()
+        await asyncio.wait_for(reader, 5)
+
+
+def test_a_stream_left_early_replays_the_clients_read_timeout(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    url = _left_after_first_event(hx, serve, cassette_path)
+    received: list[bytes] = []
+    with (
+        agenttape.use_cassette(cassette_path),
+        hx.Client(timeout=hx.Timeout(5.0, read=0.2)) as client,
+        client.stream("GET", url) as response,
+        pytest.raises(hx.ReadTimeout),
+    ):
+        for chunk in response.iter_raw():
+            received.append(chunk)
+    assert received == [b"data: 1\n\n"]
+
+
+def test_a_body_whole_by_its_length_is_not_left_open(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    """A client that closes without reading the end of a body its Content-Length says it has
+    all of left nothing open: replay ends it."""
+    server = serve(lambda seen: json_reply({"ok": True}))
+    with agenttape.use_cassette(cassette_path, mode="once"), hx.Client() as client:
+        with client.stream("GET", server.url) as response:
+            assert next(response.iter_raw()) == b'{"ok": true}'
+        with client.stream("HEAD", server.url):
+            pass
+    server.stop()
+    stored = agenttape.load(cassette_path).interactions
+    assert [i.response.truncated for i in stored if i.response] == [False, False]
+    with agenttape.use_cassette(cassette_path), hx.Client(timeout=None) as client:
+        assert client.get(server.url).content == b'{"ok": true}'
+        assert client.head(server.url).content == b""

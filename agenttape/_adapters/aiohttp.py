@@ -238,7 +238,8 @@ def _connection_class(base: type) -> type:
 
 class _ReplayTransport(asyncio.Transport):
     """Delivers the recorded reads to the protocol, each once the previous one has been
-    consumed (or at its recorded offset with ``realtime``), then the recorded ending."""
+    consumed (or at its recorded offset with ``realtime``), then the recorded ending; a body
+    the client closed early gets none."""
 
     def __init__(
         self,
@@ -294,8 +295,8 @@ class _ReplayTransport(asyncio.Transport):
             self._protocol.data_received(piece)
             self._step_later(0)
             return
-        if self._index > len(self._pieces):
-            return  # already ended
+        if self._index > len(self._pieces) or self._schedule.held:
+            return  # already ended, or closed early by the client: aiohttp's read timeout ends it
         if self._end is not None:
             due, self._end = self._schedule.delay(self._end), None
             if due > 0:

@@ -283,7 +283,8 @@ class _AsyncTeeStream(_TeeStream):
 
 
 class _ReplayStream:
-    """Serves the recorded chunks when the schedule says, then the recorded ending."""
+    """Serves the recorded chunks when the schedule says, then the recorded ending: a body
+    the client closed early stays open until it is closed or the read timeout fires."""
 
     def __init__(
         self, hx: ModuleType, interaction: Interaction, request: Any, schedule: Schedule
@@ -296,6 +297,15 @@ class _ReplayStream:
     def _end(self) -> None:
         if self._interaction.error is not None:
             raise _exception_for(self._hx, self._interaction, self._request)
+
+    def _read_timeout(self) -> float | None:
+        timeout = self._request.extensions.get("timeout")
+        read = timeout.get("read") if isinstance(timeout, dict) else None
+        return read if isinstance(read, (int, float)) else None
+
+    def _timed_out(self) -> Exception:
+        exception: Exception = self._hx.ReadTimeout("timed out", request=self._request)
+        return exception
 
     def _chunks(self) -> Iterator[bytes]:
         response = self._interaction.response
@@ -311,6 +321,8 @@ class _ReplayStream:
             schedule.wait(schedule.end)
         else:
             yield from self._chunks()
+        if schedule.held and not schedule.hold(self._read_timeout()):
+            raise self._timed_out()
         self._end()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -323,10 +335,12 @@ class _ReplayStream:
         else:
             for chunk in self._chunks():
                 yield chunk
+        if schedule.held and not await schedule.hold_async(self._read_timeout()):
+            raise self._timed_out()
         self._end()
 
     def close(self) -> None:
-        pass
+        self._schedule.release()
 
     async def aclose(self) -> None:
-        pass
+        self._schedule.release()

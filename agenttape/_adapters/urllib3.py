@@ -125,7 +125,7 @@ def _exchange(
         if interaction.response is None:
             schedule.wait(schedule.head)  # the error comes when it came live
             raise _exception_for(urllib3, interaction.error, pool, conn, arguments["url"])
-        return _replay(pool, scratch, interaction, schedule, arguments)
+        return _replay(urllib3, pool, scratch, interaction, schedule, arguments)
 
     def record(recording: Recording) -> Any:
         if arguments.get("body") is not None:
@@ -236,8 +236,10 @@ def _url(pool: Any, target: str) -> str:
 
 class _ReplayRaw(io.RawIOBase):
     """The recorded response as a socket would deliver it: never more than one recorded
-    piece per read, each piece at its recorded offset with ``realtime``, then EOF or the
-    recorded transport error. ``head`` False leaves the head out: it is handed over parsed."""
+    piece per read, each piece at its recorded offset with ``realtime``, then EOF, the
+    recorded transport error, or, for a body the client closed early, nothing until it is
+    closed or the socket's timeout fires. ``head`` False leaves the head out: it is handed
+    over parsed."""
 
     def __init__(self, interaction: Interaction, schedule: Schedule, head: bool) -> None:
         super().__init__()
@@ -256,6 +258,7 @@ class _ReplayRaw(io.RawIOBase):
         self._index = 0
         self._position = 0
         self._error = error
+        self.timeout: float | None = None
 
     def head_arrives(self) -> None:
         """Returns when the head, handed over parsed, arrived live (at once but with
@@ -271,6 +274,8 @@ class _ReplayRaw(io.RawIOBase):
             self._position = 0
         schedule = self._schedule
         if self._index >= len(self._pieces):
+            if schedule.held and not schedule.hold(self.timeout):
+                raise TimeoutError("timed out")
             if self._end is not None:
                 schedule.wait(self._end)
                 self._end = None
@@ -286,6 +291,10 @@ class _ReplayRaw(io.RawIOBase):
         self._position += size
         return size
 
+    def close(self) -> None:
+        self._schedule.release()
+        super().close()
+
 
 class _ReplaySocket:
     """What ``getresponse()`` reads from: the recorded response, nothing sent to it."""
@@ -300,7 +309,7 @@ class _ReplaySocket:
         return io.BufferedReader(self.source)
 
     def settimeout(self, timeout: float | None) -> None:
-        pass
+        self.source.timeout = timeout
 
     def shutdown(self, how: int) -> None:
         pass
@@ -310,12 +319,21 @@ class _ReplaySocket:
 
 
 def _replay(
-    pool: Any, scratch: Any, interaction: Interaction, schedule: Schedule, arguments: dict[str, Any]
+    urllib3: ModuleType,
+    pool: Any,
+    scratch: Any,
+    interaction: Interaction,
+    schedule: Schedule,
+    arguments: dict[str, Any],
 ) -> Any:
     """What ``_make_request`` returns, from the connection that rendered the request: its own
-    ``getresponse()`` builds urllib3's response over the replay socket. With the plain
-    ``http.client`` response class the head is handed over as recorded, not parsed again;
-    any other class reads it from the socket as it would live."""
+    ``getresponse()`` builds urllib3's response over the replay socket, with the read timeout
+    ``_make_request`` gives it. With the plain ``http.client`` response class the head is
+    handed over as recorded, not parsed again; any other class reads it from the socket as it
+    would live."""
+    timeout = urllib3.util.Timeout
+    read_timeout = pool._get_timeout(arguments.get("timeout", timeout.DEFAULT_TIMEOUT)).read_timeout
+    scratch.timeout = timeout.resolve_default_timeout(read_timeout)
     parsed = scratch.response_class is http.client.HTTPResponse
     scratch.sock = _ReplaySocket(interaction, schedule, head=not parsed)
     if parsed:

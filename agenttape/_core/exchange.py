@@ -15,10 +15,11 @@ due (``Schedule``).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from . import runtime
@@ -115,35 +116,38 @@ class Schedule:
     everything at once, unless the tape replays in ``realtime`` (then ``paced``).
 
     ``head`` is when the response head arrived (or, with no response, when the recorded error
-    came); ``chunks`` when each body piece did; ``end``, when set, when the recorded body
-    ended otherwise than by its last piece: a recorded error fires when it did, and a body the
-    reader cut short sends nothing more for as long as it ran and as long again, so a
-    reader's own timeout fires as it did instead of meeting an early end.
+    came); ``chunks`` when each body piece did; ``end``, with ``realtime``, when a recorded
+    error fired.
+
+    ``held`` marks a body the client closed before the server ended it. Whatever the mode, it
+    sends nothing after its last recorded piece and never ends by itself: an early end would
+    be an end of stream that never happened, and SDKs act on one (reconnect, retry, report a
+    broken stream). It stays open until the client closes it (``release``) or the client's
+    own read timeout fires (``hold`` returns False).
     """
 
     paced: bool
     head: float
     chunks: tuple[float, ...]
     end: float | None
+    held: bool
     started: float
+    _released: threading.Event = field(default_factory=threading.Event, repr=False)
+    _wake: Callable[[], None] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, interaction: Interaction, realtime: bool) -> Schedule:
         started = time.perf_counter()
-        if not realtime:
-            return cls(False, 0.0, (), None, started)
         response = interaction.response
+        held = response is not None and response.truncated and interaction.error is None
+        if not realtime:
+            return cls(False, 0.0, (), None, held, started)
         duration = interaction.duration
         if response is None:
-            return cls(True, duration or 0.0, (), duration, started)
-        end = None
-        if duration is not None:
-            if interaction.error is not None:
-                end = duration
-            elif response.truncated:
-                end = 2 * duration
+            return cls(True, duration or 0.0, (), duration, False, started)
+        end = duration if interaction.error is not None else None
         chunks = tuple(offset for _size, offset in response.chunks)
-        return cls(True, interaction.ttfb or 0.0, chunks, end, started)
+        return cls(True, interaction.ttfb or 0.0, chunks, end, held, started)
 
     def chunk(self, index: int) -> float:
         """When body piece ``index`` is due (at once past the recorded offsets)."""
@@ -164,3 +168,36 @@ class Schedule:
             delay = self.delay(due)
             if delay > 0:
                 await asyncio.sleep(delay)
+
+    def release(self) -> None:
+        """The client closed the body: a ``hold`` under way returns."""
+        self._released.set()
+        wake = self._wake
+        if wake is not None:
+            wake()
+
+    def hold(self, timeout: float | None) -> bool:
+        """Keeps a ``held`` body open: True once the client closed it, False when ``timeout``
+        (the client's read timeout; None waits for the close alone) ran out first."""
+        return self._released.wait(timeout)
+
+    async def hold_async(self, timeout: float | None) -> bool:
+        """``hold`` without blocking the event loop; cancelling the reader ends it too."""
+        if self._released.is_set():
+            return True
+        loop = asyncio.get_running_loop()
+        closed = asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(closed.set)
+
+        self._wake = wake
+        if self._released.is_set():  # closed from another thread meanwhile
+            closed.set()
+        try:
+            await asyncio.wait_for(closed.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._wake = None
+        return True

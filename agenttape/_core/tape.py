@@ -102,7 +102,7 @@ class Recording:
         response = self.interaction.response
         if response is not None:
             response.body = b"".join(self._parts)
-            response.truncated = truncated
+            response.truncated = truncated and not _framed_whole(self.interaction)
             self._parts = []
         tape = self._tape
         # A client may keep a read response in a reference cycle until the garbage collector
@@ -125,3 +125,18 @@ class Recording:
 
     def fail_as(self, kind: FailureKind, type_name: str, message: str) -> None:
         self.fail(Failure(kind, type_name, message))
+
+
+def _framed_whole(interaction: Interaction) -> bool:
+    """Whether the response's own framing says its body is all there, though the client
+    closed it without reading the end: every byte a Content-Length announced, or a response
+    that has no body. Such a body is not left open on replay."""
+    response = interaction.response
+    assert response is not None
+    status = response.status
+    if interaction.request.method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        return True
+    if response.header("transfer-encoding") is not None:
+        return False
+    length = response.header("content-length")
+    return length is not None and length.strip().isdigit() and int(length) == len(response.body)
