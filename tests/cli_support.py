@@ -18,7 +18,7 @@ import pytest
 from llm_standin import StandIn
 
 import agenttape
-from tests.servers import Server, gzip_reply, refused_port
+from tests.servers import Reply, Server, gzip_reply, refused_port
 
 AGENTTAPE = Path(sys.executable).parent / "agenttape"
 GZIP_DOCUMENT = {"order": "A-1", "items": [{"sku": "X", "qty": 2}]}
@@ -91,3 +91,22 @@ def recorded_session(tmp_path: Path, standin: StandIn, serve: Callable[..., Serv
     record_session(path, world, "A-1")
     world.tool.stop()
     return path
+
+
+def record_three_endings(path: Path, standin: StandIn, serve: Callable[..., Server]) -> None:
+    """Records one body of each way to end short: an OpenAI stream the SDK closes after
+    ``[DONE]``, a stream its reader left early, a body a transport error cut."""
+    held = serve(lambda seen: Reply(chunks=[b"data: 1\n\n", b"data: 2\n\n"], chunked=True, delay=1))
+    cut = serve(lambda seen: Reply(chunks=[b'{"half'], length=100))
+    with agenttape.use_cassette(path, mode="once"):
+        client = openai.OpenAI(base_url=f"{standin.url}/v1", api_key="sk-test-0123456789abcdef")
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        assert [chunk for chunk in stream]
+        with httpx.stream("GET", held.url) as response:
+            next(response.iter_raw())
+        with pytest.raises(httpx.RemoteProtocolError):
+            httpx.get(cut.url)
+    held.stop()
+    cut.stop()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -17,6 +18,7 @@ from tests.cli_support import (
     GZIP_DOCUMENT,
     assert_one_line_error,
     cli,
+    record_three_endings,
 )
 from tests.servers import Reply, Server
 
@@ -265,3 +267,28 @@ def test_runs_and_fetch_usage_errors_are_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "o.msgpack").exists()
     listed = cli("runs", store)
     assert listed.returncode == 0 and "unreadable" in listed.stdout
+
+
+def test_show_export_and_diff_tell_how_a_body_ended(
+    tmp_path: Path, standin: Any, serve: Callable[..., Server]
+) -> None:
+    path = tmp_path / "endings.msgpack"
+    record_three_endings(path, standin, serve)
+    stored = agenttape.load(path).interactions
+    assert [i.response.truncated for i in stored if i.response] == [True, True, True]
+
+    table = cli("show", path)
+    assert table.returncode == 0, table.stderr
+    rows = table.stdout.splitlines()[2:]
+    assert [row.split("  200")[1].split("  ")[0] for row in rows] == ["", ", closed early", ", cut"]
+
+    detail = cli("show", path, "-i", "0").stdout
+    assert "(body closed by the client after the end-of-stream event)" in detail
+    assert "replay keeps it open" in cli("show", path, "-i", "1").stdout
+    assert "(body cut short by a transport error)" in cli("show", path, "-i", "2").stdout
+
+    exported = json.loads(cli("export", path).stdout)
+    ends = [entry["response"]["body_end"] for entry in exported["interactions"]]
+    assert ends == ["closed_after_end", "closed_early", "cut"]
+    har = json.loads(cli("export", path, "--format", "har").stdout)
+    assert [e["response"]["_bodyEnd"] for e in har["log"]["entries"]] == ends

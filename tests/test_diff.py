@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 from llm_standin import StandIn
 
 import agenttape
+from agenttape._tools.diff import compare
 from tests.cli_support import (
     cli,
     make_world,
     record_session,
+    record_three_endings,
 )
 from tests.servers import Server, json_reply, sse_reply
 
@@ -112,3 +115,18 @@ def test_diff_reports_interactions_only_one_run_made(
     assert f"#0 GET {server.url}/a: same" in result.stdout
     assert f"#1 GET {server.url}/b\n    only in B" in result.stdout
     assert cli("diff", long, short).stdout.count("only in A") == 1
+
+
+def test_a_stream_closed_after_its_end_is_no_difference_one_closed_early_is(
+    tmp_path: Path, standin: StandIn, serve: Callable[..., Server]
+) -> None:
+    path = tmp_path / "endings.msgpack"
+    record_three_endings(path, standin, serve)
+    after_end, early, _cut = agenttape.load(path).interactions
+    assert after_end.response is not None and early.response is not None
+    read_to_the_end = replace(after_end, response=replace(after_end.response, truncated=False))
+    left_open = replace(early, response=replace(early.response, truncated=False))
+    assert compare([after_end], [read_to_the_end])[0].differences == []
+    assert compare([early], [left_open])[0].differences == [
+        "status: expected 200, closed early by the client, got 200"
+    ]

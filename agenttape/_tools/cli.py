@@ -29,7 +29,7 @@ from .._core.models import Headers, Interaction, Request
 from .._core.options import MODES
 from .._version import __version__
 from .export import exchange_json, jsonable
-from .reading import LLM_FIELDS, llm_fields, model_of, readable
+from .reading import BODY_END_TEXT, LLM_FIELDS, body_end, llm_fields, model_of, readable
 
 PROG = "agenttape"
 
@@ -61,8 +61,11 @@ def _status(interaction: Interaction) -> str:
     response, error = interaction.response, interaction.error
     if response is None:
         return error.kind if error is not None else "?"
-    if error is not None or response.truncated:
+    end = body_end(interaction)
+    if end == "cut":
         return f"{response.status}, cut"
+    if end == "closed_early":
+        return f"{response.status}, closed early"
     return str(response.status)
 
 
@@ -200,8 +203,9 @@ def detail(index: int, interaction: Interaction) -> str:
         lines += _body_lines("Request body", request.headers, request.body, None)
     lines.append("")
     if response is not None:
-        cut = " (body cut short)" if response.truncated else ""
-        lines.append(f"Response {response.http_version} {response.status} {response.reason}{cut}")
+        end = body_end(interaction)
+        ending = f" (body {BODY_END_TEXT[end]})" if end is not None and end != "complete" else ""
+        lines.append(f"Response {response.http_version} {response.status} {response.reason}{ending}")
         lines += [f"  {k}: {v}" for k, v in response.headers]
         lines += _body_lines("Response body", response.headers, response.body, len(response.chunks))
     if error is not None:

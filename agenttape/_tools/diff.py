@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .._core import jsonpath
 from .._core.matching import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
-from .reading import decode_body, is_sse, parse_json, parse_sse, sse_text
+from .reading import body_end, decode_body, is_sse, parse_json, parse_sse, sse_text
 
 
 @dataclass(slots=True)
@@ -28,10 +28,14 @@ class Pair:
 
 
 def _outcome(interaction: Interaction) -> str:
+    """The status and how the body ended; a stream the client closed after its end-of-stream
+    event ended as one the server ended, as far as anyone reading it can tell."""
     if interaction.response is not None:
         status = interaction.response.status
         if interaction.error is not None:
             return f"{status}, then {interaction.error.kind} ({interaction.error.type})"
+        if body_end(interaction) == "closed_early":
+            return f"{status}, closed early by the client"
         return str(status)
     assert interaction.error is not None
     return f"{interaction.error.kind} ({interaction.error.type})"

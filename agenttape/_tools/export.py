@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .._core.models import Headers, Interaction, first_header
 from .._version import __version__
-from .reading import decode_body, llm_fields, readable
+from .reading import body_end, decode_body, llm_fields, readable
 
 
 def jsonable(value: Any) -> Any:
@@ -72,6 +72,7 @@ def exchange_json(
             "body": body(response.headers, response.body),
             "chunks": [list(chunk) for chunk in response.chunks],
             "truncated": response.truncated,
+            "body_end": body_end(interaction),
         }
     if error is not None:
         out["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
@@ -187,6 +188,7 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
         }
         if response.truncated:
             har_response["_truncated"] = True
+        har_response["_bodyEnd"] = body_end(interaction)
     else:
         har_response = {
             "status": 0,

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from .._core.models import Headers, Interaction, first_header
+from .._core.models import Headers, Interaction, Response, first_header
 
 JsonValue = Any
 
@@ -143,6 +143,52 @@ def parse_sse(data: bytes) -> list[Event]:
         event.data = document if is_json else joined
         events.append(event)
     return events
+
+
+BodyEnd = Literal["complete", "closed_after_end", "closed_early", "cut"]
+"""How a recorded body ended: the server ended it (``complete``); the client closed it after
+the stream's own end-of-stream event (``closed_after_end``: an OpenAI ``[DONE]``, an
+Anthropic ``message_stop``; ended as far as anyone reading it can tell); the client closed it
+before its end (``closed_early``: replay keeps it open); a transport error cut it (``cut``)."""
+
+BODY_END_TEXT: dict[str, str] = {
+    "complete": "ended by the server",
+    "closed_after_end": "closed by the client after the end-of-stream event",
+    "closed_early": "closed by the client before the server ended it (replay keeps it open)",
+    "cut": "cut short by a transport error",
+}
+
+# Event types that end a stream of events (OpenAI Responses, Anthropic Messages).
+END_OF_STREAM_EVENTS = frozenset(
+    {"message_stop", "response.completed", "response.incomplete", "response.failed"}
+)
+
+
+def body_end(interaction: Interaction) -> BodyEnd | None:
+    """How the response body ended; None when there was no response."""
+    response = interaction.response
+    if response is None:
+        return None
+    if interaction.error is not None:
+        return "cut"
+    if not response.truncated:
+        return "complete"
+    return "closed_after_end" if _reached_end_of_stream(response) else "closed_early"
+
+
+def _reached_end_of_stream(response: Response) -> bool:
+    if not is_sse(response.headers):
+        return False
+    data = decode_body(response.headers, response.body).data
+    if not data.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
+        return False  # the last event was never dispatched
+    events = parse_sse(data)
+    if not events:
+        return False
+    last = events[-1]
+    if last.data == "[DONE]" or last.event in END_OF_STREAM_EVENTS:
+        return True
+    return isinstance(last.data, dict) and last.data.get("type") in END_OF_STREAM_EVENTS
 
 
 def _text_pieces(document: JsonValue) -> list[str]:
