@@ -70,13 +70,13 @@ def test_audit_finds_every_credential_shape_and_exits_1(tmp_path: Path) -> None:
     assert "request header Authorization: bearer-token" in out
     for secret in SECRETS.values():
         assert secret not in out + result.stderr  # masked, never printed whole
-    assert "secret(s) found in 1 cassette(s)" in result.stderr
+    assert "secrets found in 1 cassette" in result.stderr
 
 
 def test_audit_is_clean_on_recorded_cassettes(session: Path) -> None:
     result = cli("audit", session)
     assert result.returncode == 0, result.stdout
-    assert "0 secret(s) found in 1 cassette(s)" in result.stdout
+    assert "0 secrets found in 1 cassette" in result.stdout
 
 
 def test_redact_then_audit_is_clean(tmp_path: Path) -> None:

@@ -33,6 +33,50 @@ def test_mode_none_requires_the_file(cassette_path: Path) -> None:
     assert not cassette_path.exists()
 
 
+def test_the_missing_cassette_error_names_every_way_to_record(cassette_path: Path) -> None:
+    with pytest.raises(agenttape.CassetteNotFoundError) as caught:
+        agenttape.use_cassette(cassette_path).start()
+    for way in ("AGENTTAPE_MODE=once", "pytest --agenttape-record", "agenttape run --mode once"):
+        assert way in str(caught.value)
+
+
+def test_a_recording_that_captured_nothing_leaves_no_file_so_the_next_run_records(
+    counter: Server, cassette_path: Path
+) -> None:
+    # The first attempt fails before its first request, as an SDK without an API key does.
+    with (
+        pytest.warns(UserWarning, match="nothing was recorded.*no cassette was written"),
+        pytest.raises(RuntimeError),
+        agenttape.use_cassette(cassette_path, mode="once"),
+    ):
+        raise RuntimeError("The api_key client option must be set")
+    assert not cassette_path.exists()
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        assert get(counter, "/a") == {"path": "/a", "n": 1}
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        assert get(counter, "/a") == {"path": "/a", "n": 1}  # replayed: the server saw one
+    assert len(counter.seen) == 1
+
+
+def test_an_empty_cassette_replays_as_empty_and_says_why(
+    counter: Server, cassette_path: Path
+) -> None:
+    """An empty cassette (saved on purpose, or left by an earlier version) still blocks the
+    network; a miss says the recording captured nothing and how to record again."""
+    agenttape.Cassette(cassette_path, mode="all").save()
+    before = cassette_path.read_bytes()
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        agenttape.use_cassette(cassette_path, mode="once"),
+    ):
+        get(counter, "/a")
+    message = str(caught.value)
+    assert "(mode 'once', 0 interactions)" in message
+    assert "holds no interactions at all" in message and "captured nothing" in message
+    assert "pytest --agenttape-record" in message and "agenttape run --mode all" in message
+    assert not counter.seen and cassette_path.read_bytes() == before
+
+
 def test_once_records_when_missing_then_only_replays(counter: Server, cassette_path: Path) -> None:
     with agenttape.use_cassette(cassette_path, mode="once") as tape:
         assert get(counter, "/a") == {"path": "/a", "n": 1}
@@ -208,7 +252,7 @@ def test_requests_outside_any_cassette_are_untouched(counter: Server, cassette_p
     with agenttape.use_cassette(cassette_path, mode="once"):
         pass
     assert get(counter) == {"path": "/", "n": 1}
-    assert agenttape.load(cassette_path).interactions == []
+    assert not cassette_path.exists()  # nothing recorded leaves no file
 
 
 def test_new_cassette_gets_the_umask_mode_and_a_rewrite_keeps_the_mode(

@@ -27,7 +27,7 @@ def test_show_lists_every_interaction_as_a_table(session: Path) -> None:
     result = cli("show", session)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"{session}: 4 interaction(s), recorded ")
+    assert lines[0].startswith(f"{session}: 4 interactions, recorded ")
     assert lines[1].split() == list(
         ("n", "boundary", "method", "host+path", "status", "model", "bytes", "ms", "chunks")
     )
@@ -127,7 +127,18 @@ def test_bad_usage_and_bad_files_give_one_line_and_exit_2(tmp_path: Path, sessio
         ("import-vcr", missing, tmp_path / "out.msgpack"),
         ("run", "--cassette", missing, "--", "true"),
     ):
-        assert_one_line_error(cli(*command), str(missing))
+        result = cli(*command)
+        assert_one_line_error(result, str(missing), "does not exist")
+        assert result.stderr.startswith(f"agenttape {command[0]}: error: "), result.stderr
+    har = tmp_path / "trace.har"
+    har.write_text('{"log": {"version": "1.2", "entries": []}}')
+    for command in (("show", har), ("export", har), ("redact", har), ("diff", session, har)):
+        result = cli(*command)
+        assert_one_line_error(result, str(har), "not an agenttape cassette", "JSON")
+        assert result.stderr.startswith(f"agenttape {command[0]}: error: "), result.stderr
+    audited = cli("audit", har)
+    assert audited.returncode == 2 and "not an agenttape cassette" in audited.stderr
+    assert "0 cassettes; 1 could not be read" in audited.stderr
     for command in (
         ("show", corrupt),
         ("diff", corrupt, session),

@@ -79,7 +79,7 @@ def test_missing_time_machine_is_a_clear_error(
 ) -> None:
     monkeypatch.setitem(sys.modules, "time_machine", None)
     with (
-        pytest.raises(agenttape.AgentTapeError, match=r"pip install 'agenttape\[time\]'"),
+        pytest.raises(agenttape.AgentTapeError, match=r"pip install 'agenttape-recorder\[time\]'"),
         agenttape.use_cassette(recorded, freeze_time=True),
     ):
         pass

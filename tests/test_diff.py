@@ -29,7 +29,7 @@ def test_diff_exit_code_says_whether_runs_differ(
     record_session(session, world, "A-1")
     same = cli("diff", session, session)
     assert same.returncode == 0, same.stdout
-    assert "no differences in 4 interaction(s)" in same.stdout
+    assert "no differences in 4 interactions" in same.stdout
 
     other = tmp_path / "other.msgpack"
     record_session(other, world, "B-2")
@@ -43,7 +43,7 @@ def test_diff_exit_code_says_whether_runs_differ(
     assert "response body.choices[0].message.content: expected" in out
     assert "response stream text: differs at character" in out
     assert "#2 GET" not in out and "#3 GET" not in out  # the same tool call and refused port
-    assert "2 of 4 interaction(s) differ" in out
+    assert "2 of 4 interactions differ" in out
 
 
 def _sse_cassettes(

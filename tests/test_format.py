@@ -84,7 +84,8 @@ def test_foreign_files(cassette_path: Path) -> None:
     cassette_path.parent.mkdir(parents=True)
     assert "not" in write_and_open(cassette_path, b"interactions:\n- request: {}\n")
     assert "no format marker" in write_and_open(cassette_path, msgpack.packb({"x": 1}))
-    assert "no format marker" in write_and_open(cassette_path, msgpack.packb([1, 2, 3]))
+    assert "not an agenttape cassette" in write_and_open(cassette_path, msgpack.packb([1, 2, 3]))
+    assert "JSON" in write_and_open(cassette_path, b'{"log": {"entries": []}}')
 
 
 def test_wrong_types_inside(cassette_path: Path) -> None:

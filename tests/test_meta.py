@@ -38,8 +38,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _record(path: Path, **options: Any) -> dict[str, Any]:
-    with agenttape.use_cassette(path, mode="all", **options):
-        pass
+    with agenttape.use_cassette(path, mode="all", **options) as cassette:
+        cassette.save()  # a recording that captures nothing writes no file by itself
     return agenttape.load(path).metadata
 
 

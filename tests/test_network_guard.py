@@ -23,8 +23,7 @@ Serve = Callable[[App], Server]
 
 @pytest.fixture
 def empty_cassette(cassette_path: Path) -> Path:
-    with agenttape.use_cassette(cassette_path, mode="all"):
-        pass
+    agenttape.Cassette(cassette_path, mode="all").save()
     return cassette_path
 
 

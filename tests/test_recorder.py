@@ -641,7 +641,7 @@ def test_bad_options_and_misuse_get_clear_errors(
     with pytest.raises(TypeError, match="does not decorate"):
         run(lambda: None)
     monkeypatch.setitem(sys.modules, "fsspec", None)
-    with pytest.raises(agenttape.AgentTapeError, match=r"agenttape\[store\]"):
+    with pytest.raises(agenttape.AgentTapeError, match=r"agenttape-recorder\[store\]"):
         agenttape.Recorder("s3://bucket/runs")
 
 

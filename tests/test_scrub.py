@@ -95,7 +95,7 @@ def test_redact_in_place_atomically(tmp_path: Path, serve: Callable[..., Server]
         "--json-path", "user.email",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "redacted 1 of 1 interaction(s)" in result.stdout
+    assert "redacted 1 of 1 interaction" in result.stdout
     after = agenttape.load(path).interactions[0]
     assert ("X-Org-Id", "<redacted>") in after.request.headers
     assert "sig=%3Credacted%3E" in after.request.url or "sig=<redacted>" in after.request.url

@@ -45,7 +45,7 @@ def test_vcrpy_httpx_cassettes_convert_byte_exact_and_replay_offline(
     target = tmp_path / "converted.msgpack"
     result = cli("import-vcr", source, target)
     assert result.returncode == 0, result.stderr
-    assert "converted 4 interaction(s)" in result.stdout and "note:" not in result.stdout
+    assert "converted 4 interactions" in result.stdout and "note:" not in result.stdout
     server.stop()
 
     cassette = agenttape.load(target)

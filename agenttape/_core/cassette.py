@@ -20,9 +20,10 @@ from .matching import Candidate, Matcher
 from .models import Headers, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused
 from .redaction import Redactor
-from .replay_queue import ReplayQueue, miss_error
+from .replay_queue import RERECORD_HINT, ReplayQueue, miss_error
 from .scope import Scope
 from .tape import Recording, Tape
+from .text import counted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,6 +59,11 @@ class Cassette:
         tags: anything msgpack-serialisable, written into the cassette's header.
         on_unused: ``"warn"`` or ``"fail"`` when recorded interactions were never played.
     """
+
+    mode_label: str | None = None
+    """How a miss names the mode, when not by ``mode`` alone (``agenttape run`` says its own)."""
+    rerecord_hint: str = RERECORD_HINT
+    """The last line of a miss: how to record what is missing."""
 
     def __init__(
         self,
@@ -255,7 +261,8 @@ class Cassette:
             raise CassetteNotFoundError(
                 f"cassette {self.path} does not exist and mode is 'none' (replay only). "
                 f"Record it first: use_cassette({str(self.path)!r}, mode='once'), "
-                f"or run with {MODE_ENVIRONMENT_VARIABLE}=once"
+                f"{MODE_ENVIRONMENT_VARIABLE}=once, pytest --agenttape-record, or "
+                "agenttape run --mode once -- COMMAND"
             )
         self.queue = ReplayQueue(self.matcher, self.options.allow_repeats)
         self.misses = []
@@ -324,12 +331,27 @@ class Cassette:
             provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
+        if self._dirty and self._recording and not self.interactions:
+            self._dirty = False
+            warnings.warn(self._nothing_recorded(), stacklevel=3)
         if self._dirty:
             self.save()
         if self._derived_dirty:
             self._save_derived()
         if not failed and not self.is_recording and self.on_unused != "ignore":
             self._report_unused()
+
+    def _nothing_recorded(self) -> str:
+        kept = (
+            "the cassette already there was left as it was"
+            if self.path.exists()
+            else "no cassette was written"
+        )
+        return (
+            f"nothing was recorded into {self.path}: the code made no HTTP request (did it fail "
+            f"before sending one, for a missing API key say?); {kept}, so the next run records "
+            "again"
+        )
 
     def _report_unused(self) -> None:
         unplayed = self.unplayed
@@ -339,7 +361,8 @@ class Cassette:
             "\n  ..." if len(unplayed) > 10 else ""
         )
         message = (
-            f"{len(unplayed)} recorded interaction(s) of cassette {self.path} were never played "
+            f"{counted(len(unplayed), 'recorded interaction')} of cassette {self.path} "
+            f"{'was' if len(unplayed) == 1 else 'were'} never played "
             f"(the code no longer makes these requests; re-record to drop them):\n{lines}"
         )
         if self.on_unused == "fail":
@@ -417,6 +440,8 @@ class Cassette:
             candidates=self.nearest(request, boundary=boundary),
             path=str(self.path),
             mode=self.mode,
+            mode_label=self.mode_label,
+            rerecord=self.rerecord_hint,
             count=len(self.interactions),
             frozen=frozen,
         )

@@ -23,7 +23,7 @@ def freeze_clock(start: Any) -> Callable[[], None]:
         import time_machine
     except ImportError:
         raise AgentTapeError(
-            "freeze_time=True needs time-machine: pip install 'agenttape[time]'"
+            "freeze_time=True needs time-machine: pip install 'agenttape-recorder[time]'"
         ) from None
     if start is None:
         raise AgentTapeError("freeze_time=True: the cassette does not say when it was recorded")

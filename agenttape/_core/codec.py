@@ -123,6 +123,10 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
         raise CassetteFormatError(
             f"{name}: the file is empty, not a cassette (delete it to record again)"
         )
+    if not (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)):  # a cassette is a msgpack map
+        raise CassetteFormatError(
+            f"{name}: not an agenttape cassette ({_looks_like(data)}); the file was left as it is"
+        )
     try:
         document = _unpack(data)
     except _Invalid as exc:
@@ -292,6 +296,15 @@ def _as_lists(value: Any) -> Any:
     return value
 
 
+def _looks_like(data: bytes) -> str:
+    start = data[:512].lstrip()
+    if start[:1] in (b"{", b"["):
+        return "it holds JSON, such as a HAR file or an export"
+    if start and all(byte in b"\t\n\r" or 32 <= byte < 127 for byte in start):
+        return "it holds text: a vcrpy YAML cassette? agenttape import-vcr converts those"
+    return "it does not begin with a cassette's msgpack map"
+
+
 def _describe(exc: Exception) -> str:
     if isinstance(exc, msgpack.ExtraData):
         return "unexpected data after the end of the cassette"
@@ -315,9 +328,9 @@ def _decode_document(
         header = document.get("header")
         writer = header.get("agenttape_version") if isinstance(header, dict) else None
         if isinstance(writer, str) and _VERSION.fullmatch(writer):
-            who, command = f"agenttape {writer}", f'pip install -U "agenttape>={writer}"'
+            who, command = f"agenttape {writer}", f'pip install -U "agenttape-recorder>={writer}"'
         else:
-            who, command = "a newer agenttape", "pip install -U agenttape"
+            who, command = "a newer agenttape", "pip install -U agenttape-recorder"
         raise _Invalid(
             f"written in cassette format {version} by {who}; this agenttape {__version__} "
             f"reads format {FORMAT_VERSION}: upgrade with '{command}'"

@@ -13,6 +13,7 @@ from .errors import UnmatchedInteractionError
 from .matching import Candidate, Matcher
 from .models import Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE
+from .text import counted
 
 Key = tuple[str, Hashable]
 """A boundary and a request's match key."""
@@ -106,6 +107,13 @@ class ReplayQueue:
         ]
 
 
+RERECORD_HINT = (
+    f"To re-record: set {MODE_ENVIRONMENT_VARIABLE}=all (or mode='all', or pytest "
+    "--agenttape-record, or agenttape run --mode all), or mode='new_episodes' to add only the "
+    "missing requests."
+)
+
+
 def miss_error(
     request: Request,
     *,
@@ -114,13 +122,15 @@ def miss_error(
     path: str,
     mode: str,
     count: int,
+    mode_label: str | None = None,
+    rerecord: str = RERECORD_HINT,
     frozen: bool = False,
 ) -> UnmatchedInteractionError:
     """The error for a request nothing recorded serves: what was asked, what comes nearest
     and how it differs, and how to record it."""
     lines = [
         f"No recorded interaction matches {request.method} {request.url}",
-        f"cassette: {path} (mode {mode!r}, {count} interactions)",
+        f"cassette: {path} (mode {mode_label or repr(mode)}, {counted(count, 'interaction')})",
     ]
     if frozen:
         lines.append(
@@ -137,13 +147,15 @@ def miss_error(
     if candidates:
         lines.append("Nearest recorded requests:")
         lines.extend(str(c) for c in candidates)
+    elif count == 0:
+        lines.append(
+            "The cassette holds no interactions at all: the recording that wrote it captured "
+            "nothing (did the code fail before its first request, for a missing API key say?)."
+        )
     else:
         what = "HTTP interactions" if boundary == "http" else f"calls of {boundary}"
         lines.append(f"The cassette holds no {what}.")
-    lines.append(
-        f"To re-record: set {MODE_ENVIRONMENT_VARIABLE}=all (or mode='all', or pytest "
-        f"--agenttape-record), or mode='new_episodes' to add only the missing requests."
-    )
+    lines.append(rerecord)
     return UnmatchedInteractionError(
         "\n".join(lines),
         request=request,

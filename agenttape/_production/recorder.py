@@ -196,7 +196,7 @@ def _close_at_exit() -> None:
     for recorder in list(_open_recorders):
         if not recorder.close(EXIT_TIMEOUT):
             logger.warning(
-                "agenttape recorder: %d byte(s) of runs not written to %s at exit",
+                "agenttape recorder: %d bytes of runs not written to %s at exit",
                 recorder.stats.queued_bytes,
                 recorder.store,
             )

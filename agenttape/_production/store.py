@@ -132,7 +132,7 @@ class FsspecStore(Store):
             import fsspec
         except ImportError:
             raise AgentTapeError(
-                f"store {url!r} is a URL, which needs fsspec: pip install 'agenttape[store]' "
+                f"store {url!r} is a URL, which needs fsspec: pip install 'agenttape-recorder[store]' "
                 "(plus the filesystem's own package, such as s3fs or gcsfs)"
             ) from None
         try:

@@ -17,6 +17,7 @@ from typing import Any
 from .._core import codec, runtime
 from .._core.models import Interaction
 from .._core.redaction import Redactor
+from .._core.text import counted
 from .store import Store
 
 logger = logging.getLogger("agenttape.recorder")
@@ -54,7 +55,7 @@ class LossLog:
             self._last[kind] = now
             quiet = self._quiet.pop(kind, 0)
         if quiet:
-            message += f" ({quiet} more run(s) lost the same way since the last report)"
+            message += f" ({counted(quiet, 'more run')} lost the same way since the last report)"
         logger.warning("agenttape recorder: %s", message)
 
 

@@ -4,7 +4,7 @@ them, run any Python program under a cassette, and find the runs a Recorder kept
 Exit status: 0 success; 1 the answer is "yes, there is something" (``diff``: the runs differ,
 ``audit``: a secret was found); 2 bad usage or an input that cannot be read, always with one
 line saying why and never a traceback. Tables use rich when it is installed and the output is a
-terminal (``pip install 'agenttape[cli]'``), plain aligned text otherwise, so pipes and CI logs
+terminal (``pip install 'agenttape-recorder[cli]'``), plain aligned text otherwise, so pipes and CI logs
 get stable text either way.
 """
 
@@ -23,10 +23,11 @@ from typing import Any, NoReturn, TextIO
 from urllib.parse import urlsplit
 
 from .._core import codec
-from .._core.errors import AgentTapeError
+from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.files import read, write_atomic
 from .._core.models import Headers, Interaction, Request
 from .._core.options import MODES
+from .._core.text import counted
 from .._version import __version__
 from .export import exchange_json, jsonable
 from .reading import BODY_END_TEXT, LLM_FIELDS, body_end, llm_fields, model_of, readable
@@ -35,14 +36,18 @@ PROG = "agenttape"
 
 
 class UsageError(Exception):
-    """Bad usage: exit 2 with the one-line message."""
+    """Bad usage: exit 2 with the one-line message, after the name of the command."""
+
+    def __init__(self, message: str, *, prog: str | None = None) -> None:
+        super().__init__(message)
+        self.prog = prog
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line, not the usage block and a traceback-like dump."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        raise UsageError(f"{message} (see '{self.prog} --help')", prog=self.prog)
 
 
 # -- show --------------------------------------------------------------------------------------
@@ -136,7 +141,7 @@ def _use_rich(out: TextIO) -> bool:
 def _describe_header(path: str, header: dict[str, Any], count: int) -> str:
     created = header.get("created_at")
     when = created.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(created, _dt.datetime) else "?"
-    parts = [f"{path}: {count} interaction(s), recorded {when}"]
+    parts = [f"{path}: {counted(count, 'interaction')}, recorded {when}"]
     parts.append(f"by agenttape {header.get('agenttape_version', '?')}")
     if header.get("run_id"):
         parts.append(f"run {str(header['run_id'])[:12]}")
@@ -152,7 +157,7 @@ def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -
     kind, value, note = readable(headers, body)
     facts = [f"{len(body)} bytes stored"]
     if chunks is not None:
-        facts.append(f"{chunks} chunk(s)")
+        facts.append(counted(chunks, "chunk"))
     if note:
         facts.append(note)
     lines = [f"{label} ({kind}; {', '.join(facts)})"]
@@ -205,7 +210,9 @@ def detail(index: int, interaction: Interaction) -> str:
     if response is not None:
         end = body_end(interaction)
         ending = f" (body {BODY_END_TEXT[end]})" if end is not None and end != "complete" else ""
-        lines.append(f"Response {response.http_version} {response.status} {response.reason}{ending}")
+        lines.append(
+            f"Response {response.http_version} {response.status} {response.reason}{ending}"
+        )
         lines += [f"  {k}: {v}" for k, v in response.headers]
         lines += _body_lines("Response body", response.headers, response.body, len(response.chunks))
     if error is not None:
@@ -237,8 +244,8 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
         index = args.index + len(interactions) if args.index < 0 else args.index
         if not 0 <= index < len(interactions):
             raise UsageError(
-                f"{PROG} show: -i {args.index} is out of range; {args.cassette} holds "
-                f"{len(interactions)} interaction(s) (0 to {len(interactions) - 1})"
+                f"-i {args.index} is out of range; {args.cassette} holds "
+                f"{counted(len(interactions), 'interaction')} (0 to {len(interactions) - 1})"
             )
         if args.json:
             json.dump(_detail_json(index, interactions[index]), out, indent=2, ensure_ascii=False)
@@ -272,7 +279,7 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
         try:
             parse(path)
         except ValueError as exc:
-            raise UsageError(f"{PROG} diff: --ignore {exc}") from None
+            raise UsageError(f"--ignore {exc}") from None
     _, a = read(args.a)
     _, b = read(args.b)
     pairs = compare(a, b, args.ignore)
@@ -287,9 +294,9 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
         elif args.all:
             out.write(f"{pair.label}: same\n")
     if differing:
-        out.write(f"{differing} of {len(pairs)} interaction(s) differ\n")
+        out.write(f"{differing} of {counted(len(pairs), 'interaction')} differ\n")
         return 1
-    out.write(f"no differences in {len(pairs)} interaction(s)\n")
+    out.write(f"no differences in {counted(len(pairs), 'interaction')}\n")
     return 0
 
 
@@ -320,11 +327,13 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
     interactions, decoded = read_vcr(args.source)
     target = Path(args.output)
     if target.exists() and not args.force:
-        raise UsageError(f"{PROG} import-vcr: {target} exists; pass --force to overwrite it")
+        raise UsageError(f"{target} exists; pass --force to overwrite it")
     header = meta.new_header()
     header["imported_from"] = {"format": "vcrpy", "path": os.path.basename(args.source)}
     write_atomic(target, codec.encode_pieces(header, interactions))
-    out.write(f"converted {len(interactions)} interaction(s) from {args.source} to {target}\n")
+    out.write(
+        f"converted {counted(len(interactions), 'interaction')} from {args.source} to {target}\n"
+    )
     if decoded:
         out.write(
             f"note: vcrpy had stored {decoded} compressed response body(ies) already "
@@ -347,7 +356,7 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
     try:
         redactor = Redactor.from_rules(rules)
     except ValueError as exc:
-        raise UsageError(f"{PROG} redact: {exc}") from None
+        raise UsageError(f"{exc}") from None
     header, interactions = read(args.cassette)
     changed = sum(redact(interaction, redactor) for interaction in interactions)
     if changed:
@@ -355,9 +364,13 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
         mode = stat.S_IMODE(path.stat().st_mode)
         write_atomic(path, codec.encode_pieces(header, interactions))
         os.chmod(path, mode)  # the rewritten file keeps the permissions it had
-        out.write(f"redacted {changed} of {len(interactions)} interaction(s) in {args.cassette}\n")
+        out.write(
+            f"redacted {changed} of {counted(len(interactions), 'interaction')} in {args.cassette}\n"
+        )
     else:
-        out.write(f"nothing to redact in {args.cassette} ({len(interactions)} interaction(s))\n")
+        out.write(
+            f"nothing to redact in {args.cassette} ({counted(len(interactions), 'interaction')})\n"
+        )
     return 0
 
 
@@ -373,7 +386,7 @@ def _cassette_files(paths: list[str]) -> list[Path]:
         elif path.exists():
             files.append(path)
         else:
-            raise UsageError(f"{PROG} audit: {name}: no such file or directory")
+            raise CassetteNotFoundError(f"cassette {name} does not exist")
     return files
 
 
@@ -387,12 +400,13 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
             header, interactions = read(file)
         except AgentTapeError as exc:
             unreadable += 1
-            sys.stderr.write(f"{PROG} audit: {exc}\n")
+            sys.stderr.write(f"{PROG} audit: error: {exc}\n")
             continue
         for finding in audit(header, interactions):
             found += 1
             out.write(f"{file}: {finding.describe()}\n")
-    summary = f"{found} secret(s) found in {len(files)} cassette(s)"
+    read_files = len(files) - unreadable
+    summary = f"{counted(found, 'secret')} found in {counted(read_files, 'cassette')}"
     if unreadable:
         summary += f"; {unreadable} could not be read"
     if found:
@@ -413,16 +427,14 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise UsageError(
-            f"{PROG} run: give the command after '--', e.g. agenttape run -- python app.py"
-        )
+        raise UsageError("give the command after '--', e.g. agenttape run -- python app.py")
     mode = args.mode or os.environ.get("AGENTTAPE_MODE") or "none"
     if mode not in MODES:
-        raise UsageError(f"{PROG} run: mode {mode!r} is not one of {', '.join(MODES)}")
+        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
     cassette = Path(args.cassette) if args.cassette else run_command.default_cassette(command)
 
     def report(message: str) -> None:
-        sys.stderr.write(f"agenttape: {message}\n")
+        sys.stderr.write(f"{PROG} run: {message}\n")
 
     return run_command.run(command, cassette, mode, report)
 
@@ -437,7 +449,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
         tags = parse_tags(args.tag)
         since = None if args.since is None else parse_since(args.since)
     except ValueError as exc:
-        raise UsageError(f"{PROG} runs: {exc}") from None
+        raise UsageError(f"{exc}") from None
     runs = list_runs(args.store, tags=tags, since=since, errors=args.errors)
     if args.json:
         json.dump([info.to_dict() for info in runs], out, indent=2, ensure_ascii=False)
@@ -452,7 +464,7 @@ def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
     from .._production.stored_runs import fetch_run
 
     if not RUN_ID.fullmatch(args.run_id):
-        raise UsageError(f"{PROG} fetch: {args.run_id!r} is not a run id")
+        raise UsageError(f"{args.run_id!r} is not a run id")
     target = fetch_run(args.store, args.run_id, args.output)
     out.write(
         f"copied run {args.run_id} to {target}; replay it with use_cassette({str(target)!r})\n"
@@ -469,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record every HTTP exchange an AI agent makes, byte-exact, and replay it offline.",
     )
     parser.add_argument("--version", action="version", version=f"agenttape {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
 
     show = commands.add_parser("show", help="table of a cassette's interactions, or one in full")
     show.add_argument("cassette", metavar="CASSETTE")
@@ -593,18 +605,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
     parser = build_parser()
+    prog = PROG
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if args.command_name:
+            prog = f"{PROG} {args.command_name}"
+        if unknown:
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see '{prog} --help')")
         handler: Callable[[argparse.Namespace, TextIO], int] | None = getattr(args, "handler", None)
         if handler is None:
             raise UsageError(
-                f"{PROG}: give a command: show, diff, export, import-vcr, redact, audit, run, "
+                "give a command: show, diff, export, import-vcr, redact, audit, run, "
                 "runs or fetch "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)
     except UsageError as exc:
-        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(f"{exc.prog or prog}: error: {exc}\n")
         return 2
     except BrokenPipeError:
         # The reader went away (``agenttape show x | head``): not an error.
@@ -612,11 +629,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except AgentTapeError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        sys.stderr.write(f"{prog}: error: {exc}\n")
         return 2
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
-        sys.stderr.write(f"{PROG}: error: {exc.strerror or exc}{where}\n")
+        sys.stderr.write(f"{prog}: error: {exc.strerror or exc}{where}\n")
         return 2
     except KeyboardInterrupt:
         return 130

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .._core.models import Headers, Interaction, first_header
+from .._core.text import counted
 from .._version import __version__
 from .reading import body_end, decode_body, llm_fields, readable
 
@@ -238,7 +239,7 @@ def to_har(header: dict[str, Any], interactions: list[Interaction], name: str) -
     skipped = len(interactions) - len(entries)
     comment = f"agenttape cassette {name}, run {header.get('run_id', '?')}"
     if skipped:
-        comment += f"; {skipped} function-boundary interaction(s) not shown"
+        comment += f"; {counted(skipped, 'function-boundary interaction')} not shown"
     return {
         "log": {
             "version": "1.2",

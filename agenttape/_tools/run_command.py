@@ -36,10 +36,12 @@ from .._core.matching import Matcher
 from .._core.models import Interaction
 from .._core.options import MODE_ENVIRONMENT_VARIABLE, Mode
 from .._core.replay_queue import Key, ReplayQueue
+from .._core.text import counted
 
 CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"
 MODE_VARIABLE = "AGENTTAPE_RUN_MODE"
 FRAGMENTS_VARIABLE = "AGENTTAPE_RUN_FRAGMENTS"
+REQUESTED_MODE_VARIABLE = "AGENTTAPE_RUN_REQUESTED_MODE"
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 
 # What each process does, decided once by the parent: "replay" (read only), "record"
@@ -86,9 +88,15 @@ class _SharedReplayCassette(Cassette):
     identical requests made by different processes are served in recorded order, each
     recorded response once, as within one process."""
 
-    def __init__(self, path: Path, ledger: Path) -> None:
+    rerecord_hint = (
+        "To re-record: agenttape run --mode all -- COMMAND, or --mode new_episodes to add "
+        "only the missing requests."
+    )
+
+    def __init__(self, path: Path, ledger: Path, requested_mode: str) -> None:
         super().__init__(path, mode="none")
         self.ledger = ledger
+        self.mode_label = f"{requested_mode!r}, through agenttape run"
 
     def start(self) -> None:
         super().start()
@@ -151,12 +159,13 @@ def start_in_process() -> None:
                 os.register_at_fork(after_in_child=recorder.forked)
             cassette = recorder
         else:
-            cassette = _SharedReplayCassette(path, fragments / "played")
+            requested = os.environ.get(REQUESTED_MODE_VARIABLE, "none")
+            cassette = _SharedReplayCassette(path, fragments / "played", requested)
             cassette.__enter__()
     except AgentTapeError as exc:
         # Never run the program unprotected. SystemExit here would make the interpreter
         # report a fatal error in site, with a traceback, so leave at once instead.
-        sys.stderr.write(f"agenttape run: {exc}\n")
+        sys.stderr.write(f"agenttape run: error: {exc}\n")
         sys.stderr.flush()
         os._exit(2)
     atexit.register(_close, cassette)
@@ -172,7 +181,7 @@ def _close(cassette: Cassette) -> None:
     try:
         cassette.__exit__(None, None, None)
     except AgentTapeError as exc:
-        sys.stderr.write(f"agenttape run: {exc}\n")
+        sys.stderr.write(f"agenttape run: error: {exc}\n")
 
 
 def process_mode(mode: str, cassette: Path) -> str:
@@ -244,6 +253,7 @@ def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), python_path]))
     environment[CASSETTE_VARIABLE] = str(cassette)
     environment[MODE_VARIABLE] = each
+    environment[REQUESTED_MODE_VARIABLE] = mode
     environment[FRAGMENTS_VARIABLE] = str(fragments)
     try:
         try:
@@ -271,11 +281,19 @@ def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
                 header, existing = read(cassette)
                 if recorded:
                     write_atomic(cassette, codec.encode_pieces(header, existing + recorded))
-                report(f"added {len(recorded)} interaction(s) to {cassette}")
+                report(f"added {counted(len(recorded), 'interaction')} to {cassette}")
+            elif not recorded:
+                kept = "left as it was" if cassette.exists() else "not written"
+                report(
+                    "nothing was recorded: the command made no HTTP request (did it fail before "
+                    f"sending one, for a missing API key say?); {cassette} was {kept}, so the "
+                    "next run records again"
+                )
             else:
                 write_atomic(cassette, codec.encode_pieces(header or meta.new_header(), recorded))
                 report(
-                    f"recorded {len(recorded)} interaction(s) from {processes} process(es) "
+                    f"recorded {counted(len(recorded), 'interaction')} from "
+                    f"{counted(processes, 'process', 'processes')} "
                     f"to {cassette}"
                 )
         return status

@@ -76,12 +76,14 @@ def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
         from vcr.serialize import deserialize
         from vcr.serializers import jsonserializer, yamlserializer
     except ImportError:
-        raise VcrImportError("import-vcr needs vcrpy: pip install 'agenttape[vcr]'") from None
+        raise VcrImportError(
+            "import-vcr needs vcrpy: pip install 'agenttape-recorder[vcr]'"
+        ) from None
     name = os.fspath(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise VcrImportError(f"{name}: no such file") from None
+        raise VcrImportError(f"vcrpy cassette {name} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise VcrImportError(f"{name}: cannot be read as a vcrpy cassette ({exc})") from None
     serializer = jsonserializer if name.endswith(".json") else yamlserializer

@@ -276,8 +276,7 @@ def test_temporary_files_left_by_a_kill_are_swept_later(tmp_path: Path) -> None:
     old = time.time() - STALE_TEMPORARY - 60
     for leftover in (stale, other):
         os.utime(leftover, (old, old))
-    with agenttape.use_cassette(path, mode="all"):
-        pass
+    agenttape.Cassette(path, mode="all").save()
     assert agenttape.load(path).interactions == []
     assert not stale.exists()
     assert fresh.exists() and other.exists()

@@ -38,7 +38,7 @@ def test_on_unused_warn_names_the_unplayed_interactions(recorded: str, cassette_
         replay(cassette_path, recorded, "ab", on_unused="warn")
     (warning,) = caught
     message = str(warning.message)
-    assert "1 recorded interaction(s)" in message
+    assert "1 recorded interaction of cassette" in message and "was never played" in message
     assert str(cassette_path) in message
     assert f"GET {recorded}/c" in message
     assert f"{recorded}/a" not in message
@@ -106,7 +106,7 @@ def test_cassette_from_a_newer_format_names_the_version_that_reads_it(
     assert f"format {codec.FORMAT_VERSION + 1}" in message
     assert "agenttape 9.4.0" in message
     assert f"reads format {codec.FORMAT_VERSION}" in message
-    assert 'pip install -U "agenttape>=9.4.0"' in message
+    assert 'pip install -U "agenttape-recorder>=9.4.0"' in message
     for mode in ("none", "once", "new_episodes", "all"):
         with (
             pytest.raises(agenttape.CassetteFormatError),
@@ -126,5 +126,5 @@ def test_newer_format_without_a_usable_writer_version(cassette_path: Path, write
         agenttape.load(cassette_path)
     message = str(caught.value)
     assert f"format {codec.FORMAT_VERSION + 5}" in message
-    assert "pip install -U agenttape" in message
+    assert "pip install -U agenttape-recorder" in message
     assert ">=" not in message

@@ -1,0 +1,68 @@
+"""The wheel a user installs: its name (not the index's unrelated ``agenttape``), metadata,
+license, and everything the package needs at run time (the CLI, the pytest plugin, the
+bootstrap ``agenttape run`` puts on children's path, ``py.typed``)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_wheel_carries_its_name_metadata_license_and_entry_points(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"),
+            *("-w", str(tmp_path), str(ROOT)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = Parser().parsestr(archive.read(f"{info}/METADATA").decode())
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+        license_text = archive.read(f"{info}/licenses/LICENSE").decode()
+
+    assert metadata["Name"] == "agenttape-recorder"
+    assert _normalised(metadata["Name"]) != "agenttape"
+    assert metadata["License-Expression"] == "MIT"
+    assert license_text.startswith("MIT License")
+    urls = dict(value.split(", ", 1) for value in metadata.get_all("Project-URL"))
+    assert set(urls) >= {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}
+    classifiers = metadata.get_all("Classifier")
+    assert "Typing :: Typed" in classifiers
+    assert any(c.startswith("Development Status ::") for c in classifiers)
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert "agenttape = agenttape._tools.cli:main" in entry_points
+    assert "agenttape = agenttape._tools.pytest_plugin" in entry_points
+    assert {
+        "agenttape/__init__.py",
+        "agenttape/py.typed",
+        "agenttape/_tools/bootstrap/sitecustomize.py",
+    } <= set(names)
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "examples/"))]
+
+
+def test_every_install_line_names_the_distribution() -> None:
+    """``pip install agenttape`` installs somebody else's project."""
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    sources = [*documents, *sorted((ROOT / "agenttape").rglob("*.py"))]
+    wrong = []
+    for path in sources:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"pip install[^\n]*['\"\s]agenttape([\[<>=~!'\"\s]|$)", line):
+                wrong.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert wrong == []
