@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import msgpack
 import pytest
+import vcr
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +27,10 @@ from agenttape._core.codec import (
     encode_pieces,
 )
 from agenttape._core.models import Failure, Interaction, Request, Response
+from tests.cli_support import cli
+from tests.servers import Server, json_reply, refused_port
+
+FORMAT_DOC = Path(__file__).resolve().parent.parent / "docs" / "format.md"
 
 
 def sample() -> list[Interaction]:
@@ -319,3 +327,66 @@ def test_unserialisable_content_fails_while_pieces_are_produced() -> None:
     pieces = encode_pieces({"tags": {"when": object()}}, sample())
     with pytest.raises(TypeError, match="not msgpack-serialisable"):
         list(pieces)
+
+
+def _field_paths(value: object, path: str) -> set[str]:
+    """Every key path of a document as format.md names it: `interactions[].response.status`.
+    The user's tags and the library versions are free maps, named as a whole."""
+    if isinstance(value, dict) and path not in ("header.tags", "header.libraries"):
+        paths = set()
+        for key, item in value.items():
+            child = f"{path}.{key}" if path else str(key)
+            paths |= {child} | _field_paths(item, child)
+        return paths
+    if isinstance(value, (list, tuple)) and path == "interactions":
+        return set().union(*(_field_paths(item, "interactions[]") for item in value))
+    return set()
+
+
+def test_every_field_the_writers_emit_is_documented(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """docs/format.md lets another language read and write cassettes: every field that any
+    writer (a recording, a boundary, a derived replay, import-vcr, the production recorder)
+    puts in a file is listed there, as `path`."""
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    cassette = tmp_path / "tape.msgpack"
+
+    @agenttape.boundary("lookup")
+    def lookup(order: str) -> dict[str, str]:
+        if order == "bad":
+            raise KeyError(order)
+        return {"order": order}
+
+    with agenttape.use_cassette(cassette, mode="all", tags={"user_id": "u_1"}):
+        httpx.get(f"{server.url}/ok")
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{refused_port()}/down")
+        lookup("A-1")
+        with pytest.raises(KeyError):
+            lookup("bad")
+    with agenttape.use_cassette(cassette, live=[f"127.0.0.1:{server.port}"]):
+        httpx.get(f"{server.url}/changed")
+    derived = cassette.with_name("tape.derived.msgpack")
+
+    source = tmp_path / "vcr.yaml"
+    with vcr.VCR(record_mode="all").use_cassette(str(source)):
+        httpx.get(f"{server.url}/vcr")
+    imported = tmp_path / "imported.msgpack"
+    assert cli("import-vcr", source, imported).returncode == 0
+
+    recorder = agenttape.Recorder(tmp_path / "runs", keep="all", max_bytes_per_run=4096)
+    with recorder.run(user_id="u_2") as run:
+        for _ in range(8):
+            httpx.get(f"{server.url}/big")  # more than fits: the run drops some
+        run.flag("looked wrong")
+    recorder.close()
+    [stored] = (tmp_path / "runs").rglob("*.msgpack")
+
+    emitted: set[str] = set()
+    for path in (cassette, derived, imported, stored):
+        emitted |= _field_paths(msgpack.unpackb(path.read_bytes(), timestamp=3), "")
+    for expected in ("header.run.dropped", "header.derived_from.run_id", "interactions[].error"):
+        assert expected in emitted  # the writers above did emit the optional fields
+    documented = set(re.findall(r"`([a-z_\[\]\.]+)`", FORMAT_DOC.read_text()))
+    assert sorted(emitted - documented) == []
