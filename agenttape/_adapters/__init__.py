@@ -35,12 +35,21 @@ _hook: _ImportHook | None = None
 
 
 def _install(library: str, module: ModuleType) -> None:
+    """Patches ``module`` with its adapter.
+
+    No lock of agenttape is ever held across an import. This runs at the end of a library's
+    import, while that thread holds the library's module lock; a thread that held ``_lock``
+    while it waited on a module lock (importing the adapter, or a library another thread is
+    still importing) would wait for it forever. So the adapter is imported first, and the
+    lock guards only the patching, which imports nothing."""
+    if library in _installed:
+        return
+    adapter = importlib.import_module(ADAPTERS[library])
     with _lock:
         if library in _installed:
             return
-        _installed.add(library)
-        adapter = importlib.import_module(ADAPTERS[library])
         adapter.install(module)
+        _installed.add(library)
 
 
 def install_adapters() -> None:
@@ -52,13 +61,20 @@ def install_adapters() -> None:
     ):
         return
     with _lock:
-        for library in ADAPTERS:
-            module = sys.modules.get(library)
-            if module is not None and library not in _installed:
-                _install(library, module)
         if _hook is None:
+            # First, so that a library whose import starts from now on is patched as it ends.
             _hook = _ImportHook()
             sys.meta_path.insert(0, _hook)
+    for library in ADAPTERS:
+        module = sys.modules.get(library)
+        if module is None or library in _installed:
+            continue
+        spec = getattr(module, "__spec__", None)
+        if getattr(spec, "_initializing", False):
+            # Another thread is importing it right now: wait for that import to finish (with
+            # no lock of ours held), as a plain ``import`` would, then patch the whole module.
+            module = importlib.import_module(library)
+        _install(library, module)
 
 
 class _ImportHook(importlib.abc.MetaPathFinder):

@@ -44,14 +44,12 @@ _CONNECT_KINDS = ("connect_error", "connect_timeout", "proxy_error", "unsupporte
 
 
 def install(aiohttp: ModuleType) -> None:
-    from aiohttp import connector
-
-    base = connector.BaseConnector
+    base = aiohttp.connector.BaseConnector  # an attribute: no import under the adapters' lock
     if _PATCHED in vars(base):
         return
     original = base.connect
     setattr(base, _PATCHED, original)
-    base.connect = _make_connect(original, aiohttp)  # type: ignore[method-assign]
+    base.connect = _make_connect(original, aiohttp)
 
 
 def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable[..., Any]:

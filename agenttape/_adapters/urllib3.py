@@ -56,19 +56,18 @@ KIND_BY_EXCEPTION: dict[str, FailureKind] = {
 def install(urllib3: ModuleType) -> None:
     if int(urllib3.__version__.split(".", 1)[0]) < 2:
         return  # the 1.x layout differs; left unpatched
-    from urllib3 import connectionpool
-    from urllib3.util import retry
-
-    pool_class = connectionpool.HTTPConnectionPool
+    # Attributes, not imports: this runs under the adapters' lock, which never waits on an
+    # import (the package has imported both modules by the time it is patched).
+    pool_class = urllib3.connectionpool.HTTPConnectionPool
     if _PATCHED not in vars(pool_class):
         original = pool_class._make_request
         setattr(pool_class, _PATCHED, original)
-        pool_class._make_request = _make_make_request(original, urllib3)  # type: ignore[method-assign]
-    retry_class = retry.Retry
+        pool_class._make_request = _make_make_request(original, urllib3)
+    retry_class = urllib3.util.retry.Retry
     if _PATCHED not in vars(retry_class):
         original_sleep = retry_class.sleep
         setattr(retry_class, _PATCHED, original_sleep)
-        retry_class.sleep = _make_sleep(original_sleep)  # type: ignore[method-assign]
+        retry_class.sleep = _make_sleep(original_sleep)
 
 
 def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
