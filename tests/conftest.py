@@ -3,9 +3,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import agenttape
 from tests.servers import App, Server
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -46,3 +48,18 @@ def cassette_path(tmp_path: Path) -> Path:
 def session(tmp_path: Path, standin: StandIn, serve: Callable[..., Server]) -> Path:
     """A recorded session (LLM stand-in plus a tool server, the server already stopped)."""
     return recorded_session(tmp_path, standin, serve)
+
+
+@pytest.fixture
+def recorders() -> Iterator[Callable[..., agenttape.Recorder]]:
+    """Recorders made by a test, closed at its end."""
+    made: list[agenttape.Recorder] = []
+
+    def make(store: Any, **options: Any) -> agenttape.Recorder:
+        recorder = agenttape.Recorder(store, **options)
+        made.append(recorder)
+        return recorder
+
+    yield make
+    for recorder in made:
+        recorder.close(timeout=10)

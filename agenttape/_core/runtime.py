@@ -4,8 +4,8 @@ The thread or task that opened a cassette finds it through a context variable, s
 blocks resolve to the innermost one; every other thread (a ThreadPoolExecutor worker has no
 copy of the opener's context) falls back to the most recently opened cassette still active.
 A recorder's run is not process-wide: only its own context and contexts copied from it (tasks
-it starts, ``asyncio.to_thread``, ``contextvars.copy_context().run``) see it, so concurrent
-runs never mix.
+it starts, ``asyncio.to_thread``, ``contextvars.copy_context().run``, and the threads and pool
+tasks it starts while a Recorder is open) see it, so concurrent runs never mix.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ def active() -> Tape | None:
     if tape is not None and tape.is_active:
         return tape
     return _active[-1] if _active else None
+
+
+def current() -> Tape | None:
+    """The tape this context opened or inherited (a run, or the innermost cassette), whether
+    or not it is still active; None when there is none."""
+    return _current.get()
 
 
 def activate(tape: Tape, *, process_wide: bool = True) -> Token[Tape | None]:

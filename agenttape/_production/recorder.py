@@ -18,6 +18,7 @@ from .._core.redaction import Redactor
 from .._core.secrets import scrub_text
 from .run import EXCHANGE_OVERHEAD, RUN_ID, Run, logger
 from .store import SUFFIX, open_store
+from .threads import follow_threads, stop_following_threads
 from .writer import Job, LossLog, Writer
 
 Keep = Literal["errors", "all", "sampled"]
@@ -94,7 +95,9 @@ class Recorder:
         self._runs = 0
         self._kept = 0
         self.closed = False
-        _open_recorders.add(self)
+        with _recorders_lock:
+            _open_recorders.add(self)
+            follow_threads()
 
     def __repr__(self) -> str:
         return f"<Recorder {self.store!r} keep={self.keep!r}>"
@@ -136,7 +139,10 @@ class Recorder:
     def close(self, timeout: float | None = None) -> bool:
         """Flush and stop; runs finishing afterwards are not kept. False if ``timeout`` ran out."""
         self.closed = True
-        _open_recorders.discard(self)
+        with _recorders_lock:
+            _open_recorders.discard(self)
+            if not _open_recorders:
+                stop_following_threads()
         return self._writer.close(timeout)
 
     def __enter__(self) -> Recorder:
@@ -190,6 +196,7 @@ class Recorder:
 
 
 _open_recorders: set[Recorder] = set()
+_recorders_lock = threading.Lock()
 
 
 def _close_at_exit() -> None:
