@@ -219,6 +219,68 @@ class Server:
         self.stop()
 
 
+class OTLPReceiver:
+    """An OTLP/HTTP trace receiver app: decodes each export with the protocol's own message
+    definitions (opentelemetry-proto), protobuf or JSON, as a collector does, and answers 400
+    with the reason when a document does not decode. ``spans`` is every span received."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+
+    def __call__(self, seen: Seen) -> Reply:
+        from google.protobuf import json_format
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        if seen.path != "/v1/traces":
+            return Reply(status=404)
+        message = ExportTraceServiceRequest()
+        try:
+            if "json" in (seen.header("content-type") or ""):
+                # OTLP/JSON writes trace and span ids as hex; protobuf's JSON form wants base64.
+                json_format.ParseDict(_ids_as_base64(json.loads(seen.body)), message)
+            else:
+                message.ParseFromString(seen.body)
+        except Exception as exc:
+            return Reply(status=400, chunks=[f"{type(exc).__name__}: {exc}".encode()])
+        self.requests.append(message)
+        return Reply(headers=[("Content-Type", "application/json")], chunks=[b"{}"])
+
+    @property
+    def spans(self) -> list[Any]:
+        return [
+            span
+            for request in self.requests
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+
+def _ids_as_base64(value: Any) -> Any:
+    import base64
+
+    if isinstance(value, dict):
+        return {
+            key: base64.b64encode(bytes.fromhex(item)).decode()
+            if key in ("traceId", "spanId", "parentSpanId") and isinstance(item, str)
+            else _ids_as_base64(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_ids_as_base64(item) for item in value]
+    return value
+
+
+def span_attributes(span: Any) -> dict[str, Any]:
+    """A received span's attributes as plain values."""
+    return {
+        attribute.key: getattr(attribute.value, attribute.value.WhichOneof("value"))
+        for attribute in span.attributes
+    }
+
+
 class MCPApp:
     """The official MCP SDK's server, streamable HTTP under uvicorn, on 127.0.0.1 in a thread,
     with one tool: ``add``."""

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 
 from .._core.redaction import Redactor
 from .._core.secrets import scrub_text
+from .otel import annotate_current_span, require_api
 from .run import EXCHANGE_OVERHEAD, RUN_ID, Run, logger
 from .store import SUFFIX, open_store
 from .threads import follow_threads, stop_following_threads
@@ -63,6 +64,8 @@ class Recorder:
             past it a run is lost and counted (``stats``), never waited for.
         redact: more header names, query names, JSON paths and regexes to redact.
         storage_options: passed to fsspec.
+        otel: add the run's id, status and place in the store to the OpenTelemetry span
+            current when the run ends, so a trace leads to the run (needs opentelemetry-api).
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Recorder:
         max_queue_bytes: int = 64 * 1024 * 1024,
         redact: list[str] | tuple[str, ...] | None = None,
         storage_options: dict[str, Any] | None = None,
+        otel: bool = False,
     ) -> None:
         if keep not in KEEP:
             raise ValueError(f"keep must be one of {', '.join(KEEP)}; got {keep!r}")
@@ -82,6 +86,9 @@ class Recorder:
             raise ValueError(f"sample_rate must be between 0 and 1; got {sample_rate!r}")
         if max_bytes_per_run <= 0 or max_queue_bytes <= 0:
             raise ValueError("max_bytes_per_run and max_queue_bytes must be positive")
+        if otel:
+            require_api()
+        self.otel = otel
         self.keep = keep
         self.sample_rate = sample_rate
         self.max_bytes_per_run = max_bytes_per_run
@@ -152,6 +159,11 @@ class Recorder:
         self.close()
 
     def _finish(self, run: Run) -> None:
+        self._keep(run)
+        if self.otel:
+            annotate_current_span(run, self.store)
+
+    def _keep(self, run: Run) -> None:
         status, reasons = run.outcome()
         run.status = status
         keep = (

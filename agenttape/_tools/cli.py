@@ -306,8 +306,18 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     from .export import to_har, to_json
 
+    if args.endpoint and args.format != "otlp":
+        raise UsageError("--endpoint goes with --format otlp")
     header, interactions = read(args.cassette)
-    if args.format == "har":
+    if args.format == "otlp":
+        from .otlp import send, to_otlp
+
+        document = to_otlp(header, interactions)
+        if args.endpoint:
+            url = send(document, args.endpoint)
+            sys.stderr.write(f"sent {counted(len(interactions) + 1, 'span')} to {url}\n")
+            return 0
+    elif args.format == "har":
         document = to_har(header, interactions, os.path.basename(args.cassette))
     else:
         document = to_json(header, interactions)
@@ -513,12 +523,19 @@ def build_parser() -> argparse.ArgumentParser:
     diff.set_defaults(handler=cmd_diff)
 
     export = commands.add_parser(
-        "export", help="JSON for reading, or HAR 1.2 for devtools and HAR viewers"
+        "export",
+        help="JSON for reading, HAR 1.2 for devtools and HAR viewers, or OpenTelemetry spans",
     )
-    export.add_argument("cassette", metavar="CASSETTE")
-    export.add_argument("--format", choices=("json", "har"), default="json")
+    export.add_argument("cassette", metavar="CASSETTE", help="a cassette or a kept run")
+    export.add_argument("--format", choices=("json", "har", "otlp"), default="json")
     export.add_argument(
         "-o", "--output", metavar="FILE", help="write here instead of standard output"
+    )
+    export.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="with --format otlp: send the trace to this OTLP/HTTP receiver "
+        "(http://127.0.0.1:4318, as a collector, Jaeger or Phoenix listens) instead",
     )
     export.set_defaults(handler=cmd_export)
 
