@@ -1,6 +1,7 @@
 """The wheel a user installs: its name (not the index's unrelated ``agenttape``), metadata,
 license, and everything the package needs at run time (the CLI, the pytest plugin, the
-bootstrap ``agenttape run`` puts on children's path, ``py.typed``)."""
+bootstrap ``agenttape run`` puts on children's path, the style and script of
+``agenttape view``, ``py.typed``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def test_the_wheel_carries_its_name_metadata_license_and_entry_points(tmp_path: 
         "agenttape/__init__.py",
         "agenttape/py.typed",
         "agenttape/_tools/bootstrap/sitecustomize.py",
+        "agenttape/_tools/view.css",
+        "agenttape/_tools/view.js",
     } <= set(names)
     assert not [n for n in names if n.startswith(("tests/", "bench/", "examples/"))]
 

@@ -1,5 +1,6 @@
-"""The ``agenttape`` command: look into cassettes, compare runs, convert, clean and audit
-them, run any Python program under a cassette, and find the runs a Recorder kept.
+"""The ``agenttape`` command: look into cassettes (in the terminal or as one HTML page), compare
+runs, convert, clean and audit them, run any Python program under a cassette, and find the runs
+a Recorder kept.
 
 Exit status: 0 success; 1 the answer is "yes, there is something" (``diff``: the runs differ,
 ``audit``: a secret was found); 2 bad usage or an input that cannot be read, always with one
@@ -20,17 +21,25 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
-from urllib.parse import urlsplit
 
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.files import read, write_atomic
-from .._core.models import Headers, Interaction, Request
+from .._core.models import Headers, Interaction
 from .._core.options import MODES
 from .._core.text import counted
 from .._version import __version__
 from .export import exchange_json, jsonable
-from .reading import BODY_END_TEXT, LLM_FIELDS, body_end, llm_fields, model_of, readable
+from .reading import (
+    BODY_END_TEXT,
+    LLM_FIELDS,
+    body_end,
+    llm_fields,
+    model_of,
+    readable,
+    status_text,
+    where,
+)
 
 PROG = "agenttape"
 
@@ -56,32 +65,14 @@ COLUMNS = ("n", "boundary", "method", "host+path", "status", "model", "bytes", "
 NUMERIC = {"n", "bytes", "ms", "chunks"}
 
 
-def _where(request: Request) -> str:
-    parts = urlsplit(request.url)
-    host = parts.netloc.rpartition("@")[2]
-    return f"{host}{parts.path or '/'}"
-
-
-def _status(interaction: Interaction) -> str:
-    response, error = interaction.response, interaction.error
-    if response is None:
-        return error.kind if error is not None else "?"
-    end = body_end(interaction)
-    if end == "cut":
-        return f"{response.status}, cut"
-    if end == "closed_early":
-        return f"{response.status}, closed early"
-    return str(response.status)
-
-
 def row(index: int, interaction: Interaction) -> dict[str, Any]:
     response = interaction.response
     return {
         "n": index,
         "boundary": interaction.boundary,
         "method": interaction.request.method,
-        "host+path": _where(interaction.request),
-        "status": _status(interaction),
+        "host+path": where(interaction.request),
+        "status": status_text(interaction),
         "model": model_of(interaction),
         "bytes": len(response.body) if response is not None else 0,
         "ms": round(interaction.duration * 1000, 1) if interaction.duration is not None else None,
@@ -482,6 +473,35 @@ def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# -- view --------------------------------------------------------------------------------------
+
+
+def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
+    import tempfile
+    import webbrowser
+
+    from .view import build_page, write_page
+
+    cassette = Path(args.cassette)
+    if args.output and Path(args.output).resolve() == cassette.resolve():
+        raise UsageError(f"-o {args.output} is the cassette itself; name an .html file")
+    header, interactions = read(cassette)
+    page = build_page(header, interactions, cassette.name)
+    what = f"{counted(len(interactions), 'interaction')}, {len(page.encode()):,} bytes"
+    if args.output:
+        write_page(Path(args.output), page)
+        out.write(f"wrote {args.output} ({what})\n")
+        return 0
+    descriptor, name = tempfile.mkstemp(prefix=f"agenttape-view-{cassette.stem}-", suffix=".html")
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(page)
+    out.write(f"wrote {name} ({what})\n")
+    out.flush()
+    if not webbrowser.open(Path(name).as_uri()):
+        sys.stderr.write(f"{PROG} view: no browser to open it here; open {name} yourself\n")
+    return 0
+
+
 # -- parser ------------------------------------------------------------------------------------
 
 
@@ -595,6 +615,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     run.set_defaults(handler=cmd_run)
 
+    view = commands.add_parser(
+        "view",
+        help="one self-contained HTML page: timeline, decoded bodies, replay kit",
+        description=(
+            "Lay out CASSETTE as one HTML page that works offline: a waterfall of the "
+            "interactions (boundaries, errors, 429s and streams cut short marked), each one's "
+            "request and response decoded for reading, and the replay kit. Without -o the page "
+            "goes to a temporary file opened in the browser."
+        ),
+    )
+    view.add_argument("cassette", metavar="CASSETTE")
+    view.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE.html",
+        help="write the page here (atomically) and open no browser",
+    )
+    view.set_defaults(handler=cmd_view)
+
     runs = commands.add_parser(
         "runs", help="list the runs a Recorder kept in STORE, newest first, with tags and status"
     )
@@ -632,7 +671,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         handler: Callable[[argparse.Namespace, TextIO], int] | None = getattr(args, "handler", None)
         if handler is None:
             raise UsageError(
-                "give a command: show, diff, export, import-vcr, redact, audit, run, "
+                "give a command: show, view, diff, export, import-vcr, redact, audit, run, "
                 "runs or fetch "
                 f"(see '{PROG} --help')"
             )

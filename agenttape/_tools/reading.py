@@ -10,8 +10,9 @@ import json
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from .._core.models import Headers, Interaction, Response, first_header
+from .._core.models import Headers, Interaction, Request, Response, first_header
 
 JsonValue = Any
 
@@ -19,63 +20,89 @@ JsonValue = Any
 @dataclass(slots=True)
 class Decoded:
     """A body made readable: ``data`` with content-encoding undone, and a note when it could
-    not be (fully) undone."""
+    not be (fully) undone. ``cut`` is True when decoding stopped at the ``limit`` asked for:
+    ``data`` then holds the first ``limit`` bytes of the decoded body."""
 
     data: bytes
     note: str = ""
+    cut: bool = False
 
 
-def _inflate(data: bytes, wbits: int) -> tuple[bytes, bool]:
-    """Decompress as much as there is; True when the stream was complete."""
+def _inflate(data: bytes, wbits: int, limit: int | None) -> tuple[bytes, bool]:
+    """Decompress as much as there is (at most ``limit`` + 1 bytes, so a small body that
+    inflates to gigabytes costs no more than ``limit``); True when the stream was complete."""
     decompressor = zlib.decompressobj(wbits)
+    if limit is not None:
+        return decompressor.decompress(data, limit + 1), decompressor.eof
     out = decompressor.decompress(data)
     out += decompressor.flush()
     return out, decompressor.eof
 
 
-def _undo(encoding: str, data: bytes) -> tuple[bytes, str]:
+def _undo(encoding: str, data: bytes, limit: int | None) -> tuple[bytes, str]:
     if encoding in ("gzip", "x-gzip"):
-        out, complete = _inflate(data, 16 + zlib.MAX_WBITS)
+        out, complete = _inflate(data, 16 + zlib.MAX_WBITS, limit)
         return out, "" if complete else "gzip stream is incomplete; showing what decodes"
     if encoding == "deflate":
         try:
-            out, complete = _inflate(data, zlib.MAX_WBITS)
+            out, complete = _inflate(data, zlib.MAX_WBITS, limit)
         except zlib.error:
-            out, complete = _inflate(data, -zlib.MAX_WBITS)
+            out, complete = _inflate(data, -zlib.MAX_WBITS, limit)
         return out, "" if complete else "deflate stream is incomplete; showing what decodes"
     if encoding == "br":
         try:
             import brotli  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise ValueError("br-encoded; install 'brotli' to read it") from None
-        return bytes(brotli.decompress(data)), ""
+        if limit is None:
+            return bytes(brotli.decompress(data)), ""
+        try:
+            out = brotli.Decompressor().process(data, output_buffer_limit=limit + 1)
+        except TypeError:
+            raise ValueError("br-encoded; this brotli cannot decode within a size bound") from None
+        return bytes(out), ""
     if encoding == "zstd":
         try:
             import zstandard  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise ValueError("zstd-encoded; install 'zstandard' to read it") from None
-        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data)), ""
+        if limit is None:
+            return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data)), ""
+        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
+            return bytes(reader.read(limit + 1)), ""
     if encoding in ("identity", ""):
         return data, ""
     raise ValueError(f"unknown content-encoding {encoding!r}")
 
 
-def decode_body(headers: Headers, body: bytes) -> Decoded:
-    """``body`` with its Content-Encoding undone (last applied first)."""
-    encodings = [
+def content_encodings(headers: Headers) -> list[str]:
+    """The Content-Encoding codings in the order they were applied, lower-cased."""
+    return [
         part.strip().lower()
         for part in (first_header(headers, "content-encoding") or "").split(",")
-        if part.strip()
+        if part.strip() and part.strip().lower() != "identity"
     ]
-    data, notes = body, []
-    for encoding in reversed(encodings):
+
+
+def decode_body(headers: Headers, body: bytes, *, limit: int | None = None) -> Decoded:
+    """``body`` with its Content-Encoding undone (last applied first).
+
+    With ``limit``, no step produces more than ``limit`` bytes: a decompression bomb costs
+    ``limit`` bytes of memory, and the result says it was ``cut``.
+    """
+    data, notes, cut = body, [], False
+    for encoding in reversed(content_encodings(headers)):
         try:
-            data, note = _undo(encoding, data)
+            data, note = _undo(encoding, data, limit)
         except (ValueError, zlib.error) as exc:
             return Decoded(data, f"{exc}; shown as stored")
+        if limit is not None and len(data) > limit:
+            data, cut = data[:limit], True
+            notes.append(f"decoded only as far as its first {limit:,} bytes")
+            break
         if note:
             notes.append(note)
-    return Decoded(data, "; ".join(notes))
+    return Decoded(data, "; ".join(notes), cut)
 
 
 def is_sse(headers: Headers) -> bool:
@@ -169,17 +196,25 @@ def body_end(interaction: Interaction) -> BodyEnd | None:
     response = interaction.response
     if response is None:
         return None
-    if interaction.error is not None:
-        return "cut"
+    if interaction.error is not None and interaction.error.kind != "raised":
+        return "cut"  # a function boundary that raised returned its whole answer
     if not response.truncated:
         return "complete"
     return "closed_after_end" if _reached_end_of_stream(response) else "closed_early"
 
 
+# Bytes a body is decoded to, at most, to read how it ended: bounds what a compressed body
+# that inflates to gigabytes can cost.
+END_READ_LIMIT = 64 * 1024 * 1024
+
+
 def _reached_end_of_stream(response: Response) -> bool:
     if not is_sse(response.headers):
         return False
-    data = decode_body(response.headers, response.body).data
+    decoded = decode_body(response.headers, response.body, limit=END_READ_LIMIT)
+    if decoded.cut:
+        return False  # its end was never read
+    data = decoded.data
     if not data.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
         return False  # the last event was never dispatched
     events = parse_sse(data)
@@ -246,6 +281,26 @@ def readable(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
         return "text", data.decode("utf-8"), decoded.note
     except UnicodeDecodeError:
         return "binary", data, decoded.note
+
+
+def where(request: Request) -> str:
+    """Host and path of a request, without credentials or query: the column ``show`` lists."""
+    parts = urlsplit(request.url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{host}{parts.path or '/'}"
+
+
+def status_text(interaction: Interaction) -> str:
+    """The status ``show`` lists: the code, how a body ended short, or the transport error."""
+    response, error = interaction.response, interaction.error
+    if response is None:
+        return error.kind if error is not None else "?"
+    end = body_end(interaction)
+    if end == "cut":
+        return f"{response.status}, cut"
+    if end == "closed_early":
+        return f"{response.status}, closed early"
+    return str(response.status)
 
 
 # -- LLM call parameters ----------------------------------------------------------------------
