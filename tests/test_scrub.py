@@ -33,7 +33,7 @@ def _app(seen: Seen) -> object:
 
 def test_substitute_moves_chunk_boundaries_with_the_text() -> None:
     data = b"aaaSECRETbbbSECRETcc"
-    out, cuts = _substitute(data, re.compile(b"SECRET"), [2, 5, 10, 18, 19])
+    out, cuts = _substitute(data, re.compile(b"SECRET"), b"<redacted>", [2, 5, 10, 18, 19])
     assert out == b"aaa<redacted>bbb<redacted>cc"
     # before a match: unchanged; inside one: its replacement's end; after: shifted
     assert cuts == [2, 13, 14, 26, 27]

@@ -6,11 +6,15 @@ Nothing here changes what is stored; every function works on copies of the recor
 
 from __future__ import annotations
 
+import contextlib
 import json
-import zlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._core import encoding
+from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction, Response, first_header
 
 JsonValue = Any
@@ -23,59 +27,62 @@ class Decoded:
 
     data: bytes
     note: str = ""
+    cut: bool = False  # the limit stopped decoding before the body's end
 
 
-def _inflate(data: bytes, wbits: int) -> tuple[bytes, bool]:
-    """Decompress as much as there is; True when the stream was complete."""
-    decompressor = zlib.decompressobj(wbits)
-    out = decompressor.decompress(data)
-    out += decompressor.flush()
-    return out, decompressor.eof
+READ_LIMIT = 8 << 20
+"""Decoded bytes shown of one body: a compressed body may inflate to gigabytes."""
+
+READ_FLOOR = 32 << 20
+READ_RATIO = 8
+"""Decoded bytes one reading of a cassette may produce in all: ``READ_FLOOR``, or
+``READ_RATIO`` times the file's size when that is more. A file of many small bombs cannot
+make a command hold more than a small multiple of its size (plus the floor)."""
+
+PARSE_FLOOR = 1 << 20
+PARSE_RATIO = 64
+"""A decoded body is parsed (JSON, events) when it is whole and no larger than
+``PARSE_FLOOR`` or ``PARSE_RATIO`` times its stored size: parsing costs many times the text
+(a list of empty objects, thirty times), and no real body compresses sixty-four fold."""
+
+_budget: ContextVar[list[int] | None] = ContextVar("agenttape_read_budget", default=None)
 
 
-def _undo(encoding: str, data: bytes) -> tuple[bytes, str]:
-    if encoding in ("gzip", "x-gzip"):
-        out, complete = _inflate(data, 16 + zlib.MAX_WBITS)
-        return out, "" if complete else "gzip stream is incomplete; showing what decodes"
-    if encoding == "deflate":
-        try:
-            out, complete = _inflate(data, zlib.MAX_WBITS)
-        except zlib.error:
-            out, complete = _inflate(data, -zlib.MAX_WBITS)
-        return out, "" if complete else "deflate stream is incomplete; showing what decodes"
-    if encoding == "br":
-        try:
-            import brotli  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            raise ValueError("br-encoded; install 'brotli' to read it") from None
-        return bytes(brotli.decompress(data)), ""
-    if encoding == "zstd":
-        try:
-            import zstandard  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            raise ValueError("zstd-encoded; install 'zstandard' to read it") from None
-        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data)), ""
-    if encoding in ("identity", ""):
-        return data, ""
-    raise ValueError(f"unknown content-encoding {encoding!r}")
+@contextlib.contextmanager
+def reading(*sizes: int) -> Iterator[None]:
+    """Bounds what the bodies of the cassettes of ``sizes`` bytes may decode to while the
+    block runs (``show``, ``export``, ``diff``)."""
+    token = _budget.set([max(READ_FLOOR, READ_RATIO * sum(sizes))])
+    try:
+        yield
+    finally:
+        _budget.reset(token)
 
 
 def decode_body(headers: Headers, body: bytes) -> Decoded:
-    """``body`` with its Content-Encoding undone (last applied first)."""
-    encodings = [
-        part.strip().lower()
-        for part in (first_header(headers, "content-encoding") or "").split(",")
-        if part.strip()
-    ]
-    data, notes = body, []
-    for encoding in reversed(encodings):
-        try:
-            data, note = _undo(encoding, data)
-        except (ValueError, zlib.error) as exc:
-            return Decoded(data, f"{exc}; shown as stored")
-        if note:
-            notes.append(note)
-    return Decoded(data, "; ".join(notes))
+    """``body`` with its Content-Encoding undone (last applied first), within
+    ``READ_LIMIT`` and what is left of the reading's budget."""
+    codings = encodings_of(headers)
+    if not codings:
+        return Decoded(body)
+    budget = _budget.get()
+    limit = READ_LIMIT if budget is None else min(READ_LIMIT, budget[0])
+    if limit <= 0:
+        note = "not decoded: the bodies before it used up what one reading decodes"
+        return Decoded(body, f"{note}; shown as stored", cut=True)
+    decoding = encoding.Decoding(codings, body, limit)
+    data = b"".join(decoding)
+    if budget is not None:
+        budget[0] -= decoding.produced
+    if decoding.error:
+        return Decoded(body, f"{decoding.error}; shown as stored")
+    return Decoded(data, encoding.note(decoding, len(data)), decoding.cut)
+
+
+def parseable(body: bytes, decoded: Decoded) -> bool:
+    """True when ``decoded`` (``body`` decoded) is worth parsing: see ``PARSE_FLOOR``."""
+    size = len(decoded.data)
+    return not decoded.cut and (size <= PARSE_FLOOR or size <= PARSE_RATIO * len(body))
 
 
 def is_sse(headers: Headers) -> bool:
@@ -179,16 +186,31 @@ def body_end(interaction: Interaction) -> BodyEnd | None:
 def _reached_end_of_stream(response: Response) -> bool:
     if not is_sse(response.headers):
         return False
-    data = decode_body(response.headers, response.body).data
-    if not data.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
-        return False  # the last event was never dispatched
-    events = parse_sse(data)
+    decoded = decode_body(response.headers, response.body)
+    data = decoded.data
+    if decoded.cut or not data.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
+        return False  # the last event was never dispatched, or its end is not known
+    events = parse_sse(_tail(data))
     if not events:
         return False
     last = events[-1]
     if last.data == "[DONE]" or last.event in END_OF_STREAM_EVENTS:
         return True
     return isinstance(last.data, dict) and last.data.get("type") in END_OF_STREAM_EVENTS
+
+
+_TAIL = 1 << 20
+
+
+def _tail(data: bytes) -> bytes:
+    """The events at the end of a stream: the last ``_TAIL`` bytes from an event boundary
+    on, so a stream of a million events is not parsed to read its last one."""
+    if len(data) <= _TAIL:
+        return data
+    tail = data[-_TAIL:]
+    starts = [tail.find(boundary) for boundary in (b"\n\n", b"\r\r")]
+    found = [start for start in starts if start != -1]
+    return tail[min(found) :] if found else tail
 
 
 def _text_pieces(document: JsonValue) -> list[str]:
@@ -237,11 +259,12 @@ def readable(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
     data = decoded.data
     if not data:
         return "empty", None, decoded.note
-    if is_sse(headers):
-        return "sse", [event.as_dict() for event in parse_sse(data)], decoded.note
-    is_json, document = parse_json(data)
-    if is_json:
-        return "json", document, decoded.note
+    if parseable(body, decoded):
+        if is_sse(headers):
+            return "sse", [event.as_dict() for event in parse_sse(data)], decoded.note
+        is_json, document = parse_json(data)
+        if is_json:
+            return "json", document, decoded.note
     try:
         return "text", data.decode("utf-8"), decoded.note
     except UnicodeDecodeError:

@@ -3,14 +3,25 @@ never hangs, and never needs more than a small multiple of the file's size in me
 
 from __future__ import annotations
 
+import gzip
 import math
+import os
 import pickle
+import resource
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
 import tracemalloc
+import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -18,8 +29,10 @@ from hypothesis import strategies as st
 
 import agenttape
 from agenttape._core import codec
+from tests.cli_support import AGENTTAPE
 from tests.reliability.scale import properties
 from tests.reliability.strategies import cassettes, document_of, values
+from tests.servers import Reply, Server
 
 # Python objects cost more than their msgpack bytes (a list of two short strings is ~6x its
 # encoding); the reader refuses files that would cost more than this.
@@ -372,3 +385,180 @@ def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
     valid = number == (-1.0 if field == "started_at" else 1e300)
     assert (read_bounded(data) is None) == valid
     load_through_api(data, tmp_path / "times.msgpack")
+
+
+# -- decompression bombs --------------------------------------------------------------------
+
+ADDRESS_SPACE = 400 << 20  # a command that holds what a bomb inflates to dies under this
+BOMB_SIZE = 4 << 30
+_STRETCH = 64 << 20
+
+
+def gzip_bomb(size: int) -> bytes:
+    """A gzip stream of ``size`` zero bytes (a multiple of 64 MiB) that any decoder accepts:
+    one compressed stretch repeated, a few MiB in all."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    zeros = bytes(_STRETCH)
+    stretch = compressor.compress(zeros) + compressor.flush(zlib.Z_FULL_FLUSH)
+    end = compressor.flush()
+    crc = 0
+    for _ in range(size // _STRETCH):
+        crc = zlib.crc32(zeros, crc)
+    head = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = struct.pack("<II", crc, size & 0xFFFFFFFF)
+    return head + stretch * (size // _STRETCH) + end + trailer
+
+
+def record_from(path: Path, encoding: str, body: bytes) -> Path:
+    """A cassette recorded from a real server that answers with ``body`` so encoded; the
+    client reads it raw, as a client that never decodes it would."""
+    server = Server(
+        lambda seen: Reply(
+            headers=[("Content-Type", "application/json"), ("Content-Encoding", encoding)],
+            chunks=[body],
+        )
+    )
+    try:
+        with agenttape.use_cassette(path, mode="all"), httpx.stream("GET", server.url) as response:
+            for _ in response.iter_raw():
+                pass
+    finally:
+        server.stop()
+    return path
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Cassettes whose stored bodies inflate to gigabytes: gzip and deflate bodies of a few
+    MiB, a gzip inside a gzip of a few KiB, and a gzip request body."""
+    folder = tmp_path_factory.mktemp("bombs")
+    gzipped = gzip_bomb(BOMB_SIZE)
+    request = agenttape.Request(
+        "POST", "http://127.0.0.1/upload", [("Content-Encoding", "gzip")], gzipped
+    )
+    upload = folder / "upload.msgpack"
+    upload.write_bytes(
+        codec.encode(
+            {"agenttape_version": "0"},
+            [agenttape.Interaction(request, agenttape.Response(200, body=b"{}"))],
+        )
+    )
+    return {
+        "gzip": record_from(folder / "gzip.msgpack", "gzip", gzipped),
+        "deflate": record_from(folder / "deflate.msgpack", "deflate", gzipped[10:-8]),
+        "gzip in gzip": record_from(
+            folder / "nested.msgpack", "gzip, gzip", gzip.compress(gzipped, 9, mtime=0)
+        ),
+        "request": upload,
+    }
+
+
+@dataclass
+class Bounded:
+    """A command's exit status, output, peak resident memory (bytes) and wall time."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak: int
+    seconds: float
+
+
+def _cap_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def run_bounded(*args: str | Path) -> Bounded:
+    """``agenttape ARGS`` with its address space capped, its own peak memory measured."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [str(AGENTTAPE), *map(str, args)],
+            stdout=out,
+            stderr=err,
+            preexec_fn=_cap_address_space,
+        )
+        _pid, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        return Bounded(
+            process.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            usage.ru_maxrss * 1024,
+            seconds,
+        )
+
+
+def assert_bounded(result: Bounded, path: Path) -> None:
+    assert "Traceback" not in result.stderr and "MemoryError" not in result.stderr, result.stderr
+    # Each body decodes to at most 8 MiB for reading: the process stays near that.
+    assert result.peak < 256 << 20, (result.peak, path.stat().st_size)
+    assert result.seconds < 60, result.seconds
+
+
+READING = [
+    ("show", "-i", "0"),
+    ("show", "-i", "0", "--json"),
+    ("export", "--format", "json"),
+    ("export", "--format", "har"),
+]
+
+
+@pytest.mark.parametrize("kind", ["gzip", "deflate", "gzip in gzip"])
+@pytest.mark.parametrize("command", READING, ids=" ".join)
+def test_reading_a_decompression_bomb_is_bounded_and_says_what_was_cut(
+    bombs: dict[str, Path], kind: str, command: tuple[str, ...]
+) -> None:
+    path = bombs[kind]
+    result = run_bounded(command[0], path, *command[1:])
+    assert_bounded(result, path)
+    assert result.returncode == 0, result.stderr
+    assert "decoded only the first" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["gzip", "gzip in gzip", "request"])
+def test_audit_of_a_decompression_bomb_is_bounded_and_not_called_clean(
+    bombs: dict[str, Path], kind: str
+) -> None:
+    path = bombs[kind]
+    result = run_bounded("audit", path)
+    assert_bounded(result, path)
+    assert result.returncode == 1
+    assert "too-large-to-scan" in result.stdout
+    assert "too large to scan in full" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["gzip", "gzip in gzip"])
+def test_redact_refuses_a_response_body_bomb_and_leaves_the_file(
+    bombs: dict[str, Path], kind: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "copy.msgpack"
+    shutil.copyfile(bombs[kind], path)
+    result = run_bounded("redact", path)
+    assert_bounded(result, path)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "interaction 0" in result.stderr and "nothing was written" in result.stderr
+    assert path.read_bytes() == bombs[kind].read_bytes()
+
+
+def test_redact_of_a_request_body_bomb_stores_it_redacted(
+    bombs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A compressed request body too large to read cannot be proven free of secrets: it is
+    stored as ``<redacted>`` whole, as recording stores one."""
+    path = tmp_path / "copy.msgpack"
+    shutil.copyfile(bombs["request"], path)
+    result = run_bounded("redact", path)
+    assert_bounded(result, path)
+    assert result.returncode == 0, result.stderr
+    (interaction,) = agenttape.load(path).interactions
+    assert interaction.request.body == b"<redacted>"
+
+
+def test_diff_of_decompression_bombs_is_bounded(bombs: dict[str, Path]) -> None:
+    result = run_bounded("diff", bombs["gzip"], bombs["gzip in gzip"])
+    assert_bounded(result, bombs["gzip"])
+    assert result.returncode == 1, result.stderr  # one says gzip, the other gzip twice
