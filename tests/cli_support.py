@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +42,57 @@ def cli(
     )
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+ADDRESS_SPACE = 400 << 20
+"""What ``run_bounded`` lets a command map: one that holds what a bomb stands for dies."""
+BOUNDED_WAIT = 120.0
+
+
+@dataclass
+class Bounded:
+    """A command's exit status, output, peak resident memory (bytes) and wall time."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak: int
+    seconds: float
+
+
+def _cap_address_space() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def run_bounded(*args: str | Path) -> Bounded:
+    """``agenttape ARGS`` with its address space capped, its own peak memory measured; a
+    command still running after ``BOUNDED_WAIT`` seconds is killed (and fails the test)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [str(AGENTTAPE), *map(str, args)],
+            stdout=out,
+            stderr=err,
+            preexec_fn=_cap_address_space,
+        )
+        killer = threading.Timer(BOUNDED_WAIT, process.kill)
+        killer.start()
+        try:
+            _pid, status, usage = os.wait4(process.pid, 0)
+        finally:
+            killer.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        return Bounded(
+            process.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            usage.ru_maxrss * 1024,
+            seconds,
+        )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str] | Bounded, *words: str) -> None:
     assert result.returncode == 2, result
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import gzip
 import math
-import os
 import pickle
-import resource
 import shutil
 import struct
-import subprocess
-import tempfile
-import time
 import tracemalloc
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -29,7 +23,7 @@ from hypothesis import strategies as st
 
 import agenttape
 from agenttape._core import codec
-from tests.cli_support import AGENTTAPE
+from tests.cli_support import Bounded, run_bounded
 from tests.reliability.scale import properties
 from tests.reliability.strategies import cassettes, document_of, values
 from tests.servers import Reply, Server
@@ -389,7 +383,6 @@ def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
 
 # -- decompression bombs --------------------------------------------------------------------
 
-ADDRESS_SPACE = 400 << 20  # a command that holds what a bomb inflates to dies under this
 BOMB_SIZE = 4 << 30
 _STRETCH = 64 << 20
 
@@ -451,45 +444,6 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ),
         "request": upload,
     }
-
-
-@dataclass
-class Bounded:
-    """A command's exit status, output, peak resident memory (bytes) and wall time."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-    peak: int
-    seconds: float
-
-
-def _cap_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-
-
-def run_bounded(*args: str | Path) -> Bounded:
-    """``agenttape ARGS`` with its address space capped, its own peak memory measured."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.monotonic()
-        process = subprocess.Popen(
-            [str(AGENTTAPE), *map(str, args)],
-            stdout=out,
-            stderr=err,
-            preexec_fn=_cap_address_space,
-        )
-        _pid, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.monotonic() - started
-        out.seek(0)
-        err.seek(0)
-        return Bounded(
-            process.returncode,
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
-            usage.ru_maxrss * 1024,
-            seconds,
-        )
 
 
 def assert_bounded(result: Bounded, path: Path) -> None:
