@@ -15,7 +15,6 @@ import base64
 import datetime as _dt
 import json
 import os
-import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -374,10 +373,8 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
         except BodyTooLarge as exc:
             raise AgentTapeError(f"{args.cassette}: {exc}") from None
     if changed:
-        path = Path(args.cassette)
-        mode = stat.S_IMODE(path.stat().st_mode)
-        write_atomic(path, codec.encode_pieces(header, interactions))
-        os.chmod(path, mode)  # the rewritten file keeps the permissions it had
+        # Through a symbolic link, the file it points to is rewritten (and keeps its mode).
+        write_atomic(Path(args.cassette), codec.encode_pieces(header, interactions))
         out.write(
             f"redacted {changed} of {counted(len(interactions), 'interaction')} in {args.cassette}\n"
         )

@@ -88,14 +88,15 @@ def _rechunk(response: Response, body: bytes, cuts: list[int] | None) -> None:
     """Set the new body; ``cuts`` are its chunk boundaries, or None to spread the chunks
     evenly (after recompression, old boundaries mean nothing)."""
     chunks = response.chunks
-    if cuts is None:
-        count = len(chunks)
-        cuts = [round(len(body) * (i + 1) / count) for i in range(count - 1)] if count else []
-    ends = [*cuts, len(body)] if chunks else []
-    sizes = [end - start for start, end in zip([0, *cuts], ends, strict=True)]
-    response.chunks = [
-        (size, offset) for size, (_old, offset) in zip(sizes, chunks, strict=True) if size
-    ]
+    if chunks:  # a body recorded without chunk boundaries keeps none
+        if cuts is None:
+            count = len(chunks)
+            cuts = [round(len(body) * (i + 1) / count) for i in range(count - 1)]
+        ends = [*cuts, len(body)]
+        sizes = [end - start for start, end in zip([0, *cuts], ends, strict=True)]
+        response.chunks = [
+            (size, offset) for size, (_old, offset) in zip(sizes, chunks, strict=True) if size
+        ]
     if response.header("content-length") is not None and len(body) != len(response.body):
         response.headers = [
             (name, str(len(body)) if name.lower() == "content-length" else value)
