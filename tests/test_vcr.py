@@ -147,7 +147,7 @@ def test_import_vcr_refuses_a_yaml_alias_bomb_in_bounded_time_and_memory(tmp_pat
     assert source.stat().st_size < 1024
     target = tmp_path / "out.msgpack"
     result = run_bounded("import-vcr", source, target)
-    assert result.seconds < 10 and result.peak < 128 << 20, result
+    assert result.seconds < 30 and result.peak < 128 << 20, result
     assert_one_line_error(result, "laughs.yaml", "alias bomb")
     assert not target.exists()
 

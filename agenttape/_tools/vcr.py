@@ -89,8 +89,16 @@ def _headers(raw: Any) -> Headers:
         for value in values if isinstance(values, (list, tuple)) else [values]:
             if isinstance(value, bytes):
                 value = value.decode("latin-1")
-            headers.append((str(name), str(value)))
+            headers.append((_as_sent(str(name)), _as_sent(str(value))))
     return headers
+
+
+def _as_sent(text: str) -> str:
+    """A header one character per byte, as every cassette holds headers: text vcrpy kept
+    past Latin-1 is taken as the UTF-8 bytes a client sends for it."""
+    if text.isascii() or max(text) <= "\xff":
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 def _bytes(value: Any) -> bytes:

@@ -3,6 +3,7 @@ never hangs, and never needs more than a small multiple of the file's size in me
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import math
 import pickle
@@ -15,15 +16,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import msgpack
 import pytest
+import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agenttape
 from agenttape._core import codec
-from tests.cli_support import Bounded, run_bounded
+from tests.cli_support import Bounded, assert_one_line_error, run_bounded
 from tests.reliability.scale import properties
 from tests.reliability.strategies import cassettes, document_of, values
 from tests.servers import Reply, Server
@@ -360,10 +363,12 @@ def test_many_chunks_in_a_small_file_load(tmp_path: Path) -> None:
     assert list(loaded.response.iter_chunks()) == [b"x"] * 5000
 
 
-@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf, 1e300, -1e300, -1.0])
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf, 1e300, -1e300, 1e9, -1.0])
 @pytest.mark.parametrize("field", ["started_at", "ttfb", "duration", "offset"])
 def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
-    """Times that cannot be waited for or shown are refused when the file is read."""
+    """Times that cannot be waited for or shown are refused when the file is read: realtime
+    replay waits for a first byte, a duration and a chunk's offset, so none may be longer
+    than a week (1e9 s would keep it waiting for ever, 1e300 s make it fail)."""
     response = agenttape.Response(200, body=b"ab", chunks=[(1, 0.0), (1, 0.5)])
     interaction = agenttape.Interaction(
         agenttape.Request("GET", "http://h/"), response, started_at=1.0, ttfb=0.1, duration=0.2
@@ -375,10 +380,114 @@ def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
     else:
         raw[field] = number
     data = msgpack.packb(document, use_bin_type=True)
-    # Before 1970 is still a moment; 1e300 seconds is long, but a wait that ends.
-    valid = number == (-1.0 if field == "started_at" else 1e300)
+    # Before 1970 is still a moment; 1e9 seconds after it too.
+    valid = field == "started_at" and number in (-1.0, 1e9)
     assert (read_bounded(data) is None) == valid
     load_through_api(data, tmp_path / "times.msgpack")
+
+
+@pytest.mark.parametrize("status", [0, -1, 99, 1000, 99999])
+def test_statuses_no_status_line_holds_are_refused(status: int, tmp_path: Path) -> None:
+    interaction = agenttape.Interaction(
+        agenttape.Request("GET", "http://h/"), agenttape.Response(200)
+    )
+    document = document_of(codec.encode({"agenttape_version": "0"}, [interaction]))
+    document["interactions"][0]["response"]["status"] = status
+    data = msgpack.packb(document, use_bin_type=True)
+    error = read_bounded(data)
+    assert isinstance(error, agenttape.CassetteFormatError)
+    assert f"interaction 0: response.status is {status}" in str(error)
+    load_through_api(data, tmp_path / "status.msgpack")
+    result = run_bounded("show", tmp_path / "status.msgpack")
+    assert_one_line_error(result, "status.msgpack", "response.status")
+
+
+def recorded_then_edited(path: Path, edit: Callable[[dict[str, Any]], None]) -> str:
+    """A cassette recorded from a real server, then edited by ``edit`` (given the response
+    as stored); returns the URL it answers."""
+    server = Server(lambda seen: Reply(headers=[("X-Note", "fine")], chunks=[b"ok"]))
+    try:
+        with agenttape.use_cassette(path, mode="once"):
+            httpx.get(server.url)
+    finally:
+        server.stop()
+    document = msgpack.unpackb(path.read_bytes(), timestamp=3)
+    edit(document["interactions"][0]["response"])
+    path.write_bytes(msgpack.packb(document, use_bin_type=True, datetime=True))
+    return server.url
+
+
+@pytest.mark.parametrize(
+    ("place", "text"),
+    [("header value", "ok \u2713"), ("header name", "X-\u2713"), ("reason", "OK \u2713")],
+)
+def test_text_no_header_carries_is_refused_at_load(place: str, text: str, tmp_path: Path) -> None:
+    """Headers are bytes, held one character per byte: a character past Latin-1 never came
+    from the wire, and every library would fail encoding it back."""
+
+    def edit(response: dict[str, Any]) -> None:
+        if place == "reason":
+            response["reason"] = text
+        elif place == "header name":
+            response["headers"][0][0] = text
+        else:
+            response["headers"][0][1] = text
+
+    path = tmp_path / "latin.msgpack"
+    recorded_then_edited(path, edit)
+    with pytest.raises(
+        agenttape.CassetteFormatError, match=r"interaction 0: .*U\+2713 is outside Latin-1"
+    ):
+        agenttape.load(path)
+
+
+def _replay_through(library: str, url: str) -> dict[str, str]:
+    if library == "httpx":
+        return dict(httpx.get(url).headers)
+    if library == "requests":
+        return dict(requests.get(url).headers)
+
+    async def get() -> dict[str, str]:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            await response.read()
+            return dict(response.headers)
+
+    return asyncio.run(get())
+
+
+ODD_HEADERS = {
+    "a non-ASCII name": ("X-Na\xefve", "1"),
+    "a control character in a name": ("X\x01Note", "1"),
+    "a space in a name": ("X Note", "1"),
+    "a line break in a value": ("X-Note", "a\r\nX-Injected: 1"),
+    "a NUL in a value": ("X-Note", "a\x00b"),
+}
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_HEADERS))
+@pytest.mark.parametrize("library", ["httpx", "requests", "aiohttp"])
+def test_a_header_a_library_cannot_take_is_an_agenttape_error_naming_the_interaction(
+    odd: str, library: str, tmp_path: Path
+) -> None:
+    """A head that loads but that a library's parser refuses (aiohttp reads the head from
+    bytes, and rejects what HTTP/1.1 forbids) fails with an error naming the cassette and
+    the interaction, never inside the library; a library that takes it gets it as stored."""
+    name, value = ODD_HEADERS[odd]
+
+    def edit(response: dict[str, Any]) -> None:
+        response["headers"][0] = [name, value]
+
+    path = tmp_path / "odd.msgpack"
+    url = recorded_then_edited(path, edit)
+    with agenttape.use_cassette(path):
+        if library == "aiohttp":
+            with pytest.raises(agenttape.CassetteFormatError) as caught:
+                _replay_through(library, url)
+            message = str(caught.value)
+            assert message.startswith(f"{path}: interaction 0 cannot be replayed through aiohttp")
+        else:
+            headers = _replay_through(library, url)
+            assert {key.lower(): item for key, item in headers.items()}[name.lower()] == value
 
 
 # -- decompression bombs --------------------------------------------------------------------
