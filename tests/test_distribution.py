@@ -51,7 +51,7 @@ def test_the_wheel_carries_its_name_metadata_license_and_entry_points(tmp_path: 
     assert {
         "agenttape/__init__.py",
         "agenttape/py.typed",
-        "agenttape/_tools/bootstrap/sitecustomize.py",
+        "agenttape/_bootstrap/sitecustomize.py",
     } <= set(names)
     assert not [n for n in names if n.startswith(("tests/", "bench/", "examples/"))]
 
