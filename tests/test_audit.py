@@ -313,3 +313,23 @@ def test_audit_finds_a_percent_encoded_bearer_token_in_a_query(tmp_path: Path) -
     result = cli("audit", path)
     assert result.returncode == 1, result
     assert "interaction 0: request url query q (decoded): bearer-token Bearer" in result.stdout
+
+
+def test_a_key_across_the_pieces_of_a_large_compressed_body_is_found_once(tmp_path: Path) -> None:
+    """Compressed bodies are scanned piece by piece: a credential where one piece ends and
+    the next begins is found whole, and once."""
+    key = SHAPES["openai-key"]
+    for at in ((1 << 20) - 10, (1 << 20) + (1 << 16) - 7, 3 << 20):
+        text = b"x" * at + f" {key} ".encode() + b"y" * (1 << 20)
+        path = tmp_path / f"large-{at}.msgpack"
+        _crafted(
+            path,
+            [
+                Interaction(
+                    Request("GET", "https://x.test/"),
+                    Response(200, headers=[("Content-Encoding", "gzip")], body=gzip.compress(text)),
+                )
+            ],
+        )
+        result = cli("audit", path)
+        assert result.stdout.count("openai-key sk-pro…T0uB (40 chars)") == 1, (at, result.stdout)

@@ -143,3 +143,21 @@ def test_redact_a_body_stored_without_chunk_boundaries(tmp_path: Path) -> None:
     (stored,) = agenttape.load(path).interactions
     assert stored.response is not None
     assert (stored.response.body, stored.response.chunks) == (b"<redacted>", [])
+
+
+def test_a_key_across_the_pieces_of_a_large_compressed_body_is_redacted(tmp_path: Path) -> None:
+    """A compressed body is rewritten piece by piece: a key where one piece ends and the next
+    begins goes whole, and every other byte stays."""
+    text = b"x" * ((1 << 20) - 10) + f" {KEY} ".encode() + b"y" * (1 << 20)
+    body = gzip.compress(text)
+    path = tmp_path / "large.msgpack"
+    response = Response(
+        200, headers=[("Content-Encoding", "gzip")], body=body, chunks=[(len(body), 0.0)]
+    )
+    path.write_bytes(
+        codec.encode(meta.new_header(), [Interaction(Request("GET", "https://x.test/"), response)])
+    )
+    assert cli("redact", path).returncode == 0
+    (stored,) = agenttape.load(path).interactions
+    assert stored.response is not None
+    assert gzip.decompress(stored.response.body) == text.replace(KEY.encode(), b"<redacted>")
