@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
+import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -45,6 +44,7 @@ def cli(
 ADDRESS_SPACE = 400 << 20
 """What ``run_bounded`` lets a command map: one that holds what a bomb stands for dies."""
 BOUNDED_WAIT = 120.0
+"""Seconds ``run_bounded`` waits for a command before it fails the test."""
 
 
 @dataclass
@@ -58,36 +58,45 @@ class Bounded:
     seconds: float
 
 
-def _cap_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+# Starts the command from a small process: a child forked from the test process would count
+# the test process's own pages in its peak (between fork and exec) and fail the bound.
+_LAUNCHER = """
+import os, resource, subprocess, sys
+limit, report, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+process = subprocess.Popen(command)
+_pid, status, usage = os.wait4(process.pid, 0)
+with open(report, "w") as handle:
+    handle.write(str(usage.ru_maxrss * 1024))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def run_bounded(*args: str | Path) -> Bounded:
     """``agenttape ARGS`` with its address space capped, its own peak memory measured; a
     command still running after ``BOUNDED_WAIT`` seconds is killed (and fails the test)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "peak"
         started = time.monotonic()
         process = subprocess.Popen(
-            [str(AGENTTAPE), *map(str, args)],
-            stdout=out,
-            stderr=err,
-            preexec_fn=_cap_address_space,
+            [sys.executable, "-c", _LAUNCHER, str(ADDRESS_SPACE), str(report), str(AGENTTAPE)]
+            + [str(arg) for arg in args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # the command and its launcher, to stop both at once
         )
-        killer = threading.Timer(BOUNDED_WAIT, process.kill)
-        killer.start()
         try:
-            _pid, status, usage = os.wait4(process.pid, 0)
-        finally:
-            killer.cancel()
-        process.returncode = os.waitstatus_to_exitcode(status)
+            out, err = process.communicate(timeout=BOUNDED_WAIT)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
         seconds = time.monotonic() - started
-        out.seek(0)
-        err.seek(0)
         return Bounded(
             process.returncode,
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
-            usage.ru_maxrss * 1024,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            int(report.read_text()),
             seconds,
         )
 
