@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +41,67 @@ def cli(
     )
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+ADDRESS_SPACE = 400 << 20
+"""What ``run_bounded`` lets a command map: one that holds what a bomb stands for dies."""
+BOUNDED_WAIT = 120.0
+"""Seconds ``run_bounded`` waits for a command before it fails the test."""
+
+
+@dataclass
+class Bounded:
+    """A command's exit status, output, peak resident memory (bytes) and wall time."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak: int
+    seconds: float
+
+
+# Starts the command from a small process: a child forked from the test process would count
+# the test process's own pages in its peak (between fork and exec) and fail the bound.
+_LAUNCHER = """
+import os, resource, subprocess, sys
+limit, report, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+process = subprocess.Popen(command)
+_pid, status, usage = os.wait4(process.pid, 0)
+with open(report, "w") as handle:
+    handle.write(str(usage.ru_maxrss * 1024))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def run_bounded(*args: str | Path) -> Bounded:
+    """``agenttape ARGS`` with its address space capped, its own peak memory measured; a
+    command still running after ``BOUNDED_WAIT`` seconds is killed (and fails the test)."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "peak"
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER, str(ADDRESS_SPACE), str(report), str(AGENTTAPE)]
+            + [str(arg) for arg in args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # the command and its launcher, to stop both at once
+        )
+        try:
+            out, err = process.communicate(timeout=BOUNDED_WAIT)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+        seconds = time.monotonic() - started
+        return Bounded(
+            process.returncode,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            int(report.read_text()),
+            seconds,
+        )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str] | Bounded, *words: str) -> None:
     assert result.returncode == 2, result
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -258,9 +260,6 @@ def test_requests_outside_any_cassette_are_untouched(counter: Server, cassette_p
 def test_new_cassette_gets_the_umask_mode_and_a_rewrite_keeps_the_mode(
     counter: Server, cassette_path: Path
 ) -> None:
-    import os
-    import stat
-
     with agenttape.use_cassette(cassette_path, mode="all"):
         get(counter)
     umask = os.umask(0o022)
@@ -270,6 +269,37 @@ def test_new_cassette_gets_the_umask_mode_and_a_rewrite_keeps_the_mode(
     with agenttape.use_cassette(cassette_path, mode="all"):
         get(counter)
     assert stat.S_IMODE(cassette_path.stat().st_mode) == 0o640
+
+
+def test_the_umask_is_the_one_in_force_when_the_cassette_is_written(
+    counter: Server, cassette_path: Path, tmp_path: Path
+) -> None:
+    """A process that tightens its umask after importing agenttape gets private files."""
+    before = os.umask(0o077)
+    try:
+        with agenttape.use_cassette(cassette_path, mode="all"):
+            get(counter)
+        recorder = agenttape.Recorder(tmp_path / "runs", keep="all")
+        with recorder.run() as run:
+            get(counter)
+        recorder.close(timeout=10)
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(cassette_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "runs" / run.path).stat().st_mode) == 0o600
+
+
+def test_a_cassette_reached_through_a_symlink_is_written_where_it_points(
+    counter: Server, tmp_path: Path
+) -> None:
+    target = tmp_path / "shared" / "tape.msgpack"
+    target.parent.mkdir()
+    link = tmp_path / "tape.msgpack"
+    link.symlink_to(target)
+    with agenttape.use_cassette(link, mode="all"):
+        get(counter)
+    assert link.is_symlink() and target.is_file()
+    assert len(agenttape.load(link).interactions) == 1
 
 
 def test_a_save_that_fails_midway_leaves_the_file_it_replaces_untouched(

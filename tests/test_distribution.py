@@ -52,7 +52,7 @@ def test_the_wheel_carries_its_name_metadata_license_and_entry_points(tmp_path: 
     assert {
         "agenttape/__init__.py",
         "agenttape/py.typed",
-        "agenttape/_tools/bootstrap/sitecustomize.py",
+        "agenttape/_bootstrap/sitecustomize.py",
         "agenttape/_tools/view.css",
         "agenttape/_tools/view.js",
     } <= set(names)

@@ -5,12 +5,17 @@ process that never imports their library."""
 from __future__ import annotations
 
 import http.client
+import multiprocessing
+import os
+import shlex
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -150,3 +155,100 @@ def test_adapters_patch_a_library_imported_after_the_cassette_opened(
         "print(len(tape.interactions))"
     )
     assert output == "1"
+
+
+# -- datagrams and child processes ----------------------------------------------------------
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A UDP socket on 127.0.0.1 that reports what reaches it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        udp.settimeout(0.5)
+        yield udp
+
+
+def received(udp: socket.socket) -> bytes | None:
+    try:
+        return udp.recv(100)
+    except TimeoutError:
+        return None
+
+
+def test_replay_blocks_udp_datagrams(empty_cassette: Path, listener: socket.socket) -> None:
+    address = listener.getsockname()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        with agenttape.use_cassette(empty_cassette):
+            with pytest.raises(agenttape.NetworkBlockedError) as caught:
+                udp.sendto(b"leak", address)
+            with pytest.raises(agenttape.NetworkBlockedError):
+                udp.sendto(b"leak", 0, address)
+            with pytest.raises(agenttape.NetworkBlockedError):
+                udp.sendmsg([b"leak"], [], 0, address)
+            with pytest.raises(agenttape.NetworkBlockedError):
+                udp.connect(address)
+        assert "blocked a datagram to 127.0.0.1" in str(caught.value)
+        assert received(listener) is None
+        udp.sendto(b"after", address)  # outside the cassette nothing is blocked
+        assert received(listener) == b"after"
+
+
+FETCH = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)"
+
+
+def _fetch(url: str, outcome: Any) -> None:
+    """A multiprocessing child's work: fetch ``url``, report how it ended."""
+    try:
+        urllib.request.urlopen(url, timeout=5)
+    except Exception as exc:
+        outcome.put(f"{type(exc).__name__}: {exc}")
+    else:
+        outcome.put("fetched")
+
+
+def test_python_children_inherit_the_guard(serve: Serve, empty_cassette: Path) -> None:
+    """A Python child the code under test starts is guarded as the code is: with the
+    inherited environment, with an environment of its own, through a shell."""
+    server = serve(lambda seen: json_reply({}))
+    command = [sys.executable, "-c", FETCH, server.url]
+    own = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    with agenttape.use_cassette(empty_cassette):
+        children = [
+            subprocess.run(command, capture_output=True, text=True, timeout=60),
+            subprocess.run(command, capture_output=True, text=True, timeout=60, env=own),
+            subprocess.run(
+                shlex.join(command), shell=True, capture_output=True, text=True, timeout=60
+            ),
+        ]
+    for child in children:
+        assert child.returncode != 0
+        assert "NetworkBlockedError: agenttape blocked a connection to 127.0.0.1" in child.stderr
+        assert f"cassette {empty_cassette} in the parent process" in child.stderr
+    assert not server.seen
+    assert "AGENTTAPE_GUARD" not in os.environ
+    after = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert after.returncode == 0, after.stderr
+    assert len(server.seen) == 1
+
+
+def test_multiprocessing_children_inherit_the_guard(serve: Serve, empty_cassette: Path) -> None:
+    server = serve(lambda seen: json_reply({}))
+    context = multiprocessing.get_context("spawn")
+    outcome = context.Queue()
+    with agenttape.use_cassette(empty_cassette):
+        child = context.Process(target=_fetch, args=(server.url, outcome))
+        child.start()
+        child.join(60)
+    assert "agenttape blocked a connection to 127.0.0.1" in outcome.get(timeout=10)
+    assert not server.seen
+
+
+def test_a_recording_cassette_leaves_children_free(serve: Serve, cassette_path: Path) -> None:
+    server = serve(lambda seen: json_reply({}))
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        child = subprocess.run(
+            [sys.executable, "-c", FETCH, server.url], capture_output=True, text=True, timeout=60
+        )
+    assert child.returncode == 0, child.stderr
+    assert len(server.seen) == 1

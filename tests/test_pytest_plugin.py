@@ -3,7 +3,10 @@ that is stopped before the offline run."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import stat
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -331,3 +334,47 @@ def test_a_miss_inside_an_sdk_is_reported_as_the_miss(
     assert "body.messages[0].content: expected 'hello', got 'goodbye'" in text
     assert "UnmatchedInteractionError raised" in text and "test_sdk.py:9" in text
     assert "openai/_base_client.py" not in text and "httpx" not in text
+
+
+PLANTED = ["a directory open to all", "a link to a directory", "another user's directory"]
+
+
+@pytest.mark.parametrize("planted", PLANTED)
+def test_lock_files_never_follow_what_another_user_planted(
+    pytester: pytest.Pytester, serve: Callable[..., Server], tmp_path: Path, planted: str
+) -> None:
+    """The lock directory has a predictable name in the shared temporary directory. A link
+    planted where a lock file goes must not make the run write into the file it points to;
+    a directory that is a link, or is another user's, is refused."""
+    if planted == "another user's directory" and os.getuid() != 0:
+        pytest.skip("giving a directory to another user takes root")
+    server = serve(app)
+    pytester.makepyfile(test_agent=textwrap.dedent(TESTS))
+    pytester.makeini(INI)
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    locks = shared / f"agenttape-locks-{os.getuid()}"
+    if planted == "a link to a directory":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        locks.symlink_to(elsewhere)
+    else:
+        locks.mkdir()
+        locks.chmod(0o777)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    cassette = (pytester.path / "cassettes" / "test_agent" / "test_plain.msgpack").resolve()
+    digest = hashlib.sha256(str(cassette).encode()).hexdigest()[:32]
+    (locks / f"{digest}.lock").symlink_to(victim)
+    if planted == "another user's directory":
+        os.chown(locks, 4321, 4321)
+    result = run(pytester, server, "--agenttape-mode=once", "-k", "test_plain", TMPDIR=str(shared))
+    assert victim.read_text() == "precious\n"
+    if planted == "a directory open to all":
+        # This user's own: made private, the planted link replaced by a lock file.
+        result.assert_outcomes(passed=1)
+        assert stat.S_IMODE(locks.stat().st_mode) == 0o700
+        assert not (locks / f"{digest}.lock").is_symlink()
+    else:
+        result.assert_outcomes(errors=1)
+        assert f"the lock directory {locks}" in result.stdout.str()

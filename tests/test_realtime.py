@@ -8,12 +8,16 @@ waited for it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
+import msgpack
 import pytest
+import requests
 
 import agenttape
 from tests.servers import Reply
@@ -196,3 +200,88 @@ async def test_a_timeout_before_the_head_fires_at_its_recorded_moment(
     async with agenttape.use_cassette(cassette_path), _client() as client:
         (chunks, error), marker_fired = await _marked(_read_with_httpx_timeout(client, server.url))
     assert chunks == [] and type(error) is httpx.ReadTimeout and not marker_fired
+
+
+# -- a recorded moment later than the client waits ------------------------------------------
+
+LATE = 8.0  # a chunk, or the head, a hand-edited cassette puts this many seconds late
+PATIENCE = 0.3  # the client's read timeout
+
+
+def _recorded_then_delayed(path: Path, serve: Any, part: str) -> str:
+    """Records a two-chunk body from a real server, then edits the file so that ``part``
+    (``head`` or ``chunk``) comes LATE seconds after the request; returns the URL."""
+    server = serve(lambda seen: Reply(chunks=[b"one ", b"two"], delay=0.05, chunked=True))
+    with agenttape.use_cassette(path, mode="once"):
+        assert httpx.get(server.url).content == b"one two"
+    server.stop()
+    document = msgpack.unpackb(path.read_bytes(), timestamp=3)
+    interaction = document["interactions"][0]
+    if part == "head":
+        interaction["ttfb"] = LATE
+        interaction["response"]["chunks"] = [
+            [size, LATE] for size, _ in interaction["response"]["chunks"]
+        ]
+    else:
+        interaction["response"]["chunks"][1][1] = LATE
+    path.write_bytes(msgpack.packb(document, use_bin_type=True, datetime=True))
+    return server.url
+
+
+def _httpx_sync(url: str) -> None:
+    timeout = httpx.Timeout(5.0, read=PATIENCE)
+    with httpx.Client(timeout=timeout) as client, client.stream("GET", url) as response:
+        list(response.iter_raw())
+
+
+def _httpx_async(url: str) -> None:
+    async def read() -> None:
+        timeout = httpx.Timeout(5.0, read=PATIENCE)
+        async with (
+            httpx.AsyncClient(timeout=timeout) as client,
+            client.stream("GET", url) as response,
+        ):
+            async for _chunk in response.aiter_raw():
+                pass
+
+    asyncio.run(read())
+
+
+def _requests(url: str) -> None:
+    requests.get(url, timeout=(5.0, PATIENCE)).content  # noqa: B018
+
+
+def _aiohttp(url: str) -> None:
+    async def read() -> None:
+        timeout = aiohttp.ClientTimeout(total=30, sock_read=PATIENCE)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(url) as response,
+        ):
+            await response.read()
+
+    asyncio.run(read())
+
+
+READERS: dict[str, tuple[Any, Any]] = {
+    "httpx": (_httpx_sync, httpx.ReadTimeout),
+    "httpx async": (_httpx_async, httpx.ReadTimeout),
+    # Late headers are a ReadTimeout to requests, a late body chunk a ConnectionError.
+    "requests": (_requests, (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError)),
+    "aiohttp": (_aiohttp, asyncio.TimeoutError),
+}
+
+
+@pytest.mark.parametrize("part", ["head", "chunk"])
+@pytest.mark.parametrize("library", sorted(READERS))
+def test_a_realtime_wait_longer_than_the_clients_timeout_ends_in_that_timeout(
+    cassette_path: Path, serve: Any, library: str, part: str
+) -> None:
+    """Live, a client stops waiting after its read timeout; replay does not keep it waiting
+    for the recorded moment, however late the cassette puts it."""
+    url = _recorded_then_delayed(cassette_path, serve, part)
+    read, timeout_error = READERS[library]
+    started = time.monotonic()
+    with agenttape.use_cassette(cassette_path, realtime=True), pytest.raises(timeout_error):
+        read(url)
+    assert time.monotonic() - started < LATE / 2

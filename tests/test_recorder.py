@@ -582,6 +582,46 @@ def test_secrets_are_redacted_before_a_run_reaches_the_store(
     assert interaction.request.header("authorization") == "<redacted>"
 
 
+def test_secrets_in_tags_and_flag_reasons_never_reach_the_run_header(
+    serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
+) -> None:
+    key = "sk-proj-" + "TagSecretKeyValue0123456789"
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1Xzc3MTAifQ.c2lnbmF0dXJlLXZhbHVl"
+    server = serve(echo)
+    store = tmp_path / "runs"
+    recorder = recorders(store, keep="errors")
+    tags = {"user_id": "u_7710", "session": f"Bearer {jwt}", "auth": {"clientSecret": "cs-42x"}}
+    with recorder.run(**tags) as run:
+        httpx.get(server.url + "/orders")
+        run.flag(f"retried with key {key} after password=hunter2-x")
+    assert recorder.flush(timeout=10)
+    assert run.tags == tags  # the caller's own tags are left as given
+    data = (store / run.path).read_bytes()
+    for secret in (key, jwt.split(".")[1], "cs-42x", "hunter2-x"):
+        assert secret.encode() not in data
+    header = stored(store, run).metadata
+    assert header["tags"] == {
+        "user_id": "u_7710",
+        "session": "<redacted>",
+        "auth": {"clientSecret": "<redacted>"},
+    }
+    assert header["run"]["flags"] == ["retried with key <redacted> after password=<redacted>"]
+    assert header["run"]["reasons"] == [
+        "flagged: retried with key <redacted> after password=<redacted>"
+    ]
+
+
+def test_secrets_in_cassette_tags_never_reach_the_header(
+    serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = serve(echo)
+    path = tmp_path / "tagged.msgpack"
+    with agenttape.use_cassette(path, mode="all", tags={"api_key": "k-123", "note": "ok"}):
+        httpx.get(server.url + "/orders")
+    assert b"k-123" not in path.read_bytes()
+    assert agenttape.load(path).metadata["tags"] == {"api_key": "<redacted>", "note": "ok"}
+
+
 def test_a_run_that_cannot_start_recording_leaves_the_agent_alone(
     serve: Callable[..., Server],
     recorders: Callable[..., agenttape.Recorder],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from agenttape._core.secrets import (
     scrub_bytes,
     scrub_text,
 )
-from tests.servers import Reply, json_reply
+from tests.servers import Reply, Seen, Server, json_reply
 
 FAKE_KEY = "sk-agenttapeFAKEkey0123456789abcdefXYZ"
 OTHER_KEY = "sk-anotherFAKEkey9876543210zyxwvuABC"
@@ -185,3 +187,177 @@ def test_credentials_found_by_the_probes_are_scrubbed() -> None:
     body = f'{{"auth": "{token}", "aws": "AKIAABCDEFGHIJKLMNOP"}}'.encode()
     assert scrub_bytes(body) == b'{"auth": "<redacted>", "aws": "<redacted>"}'
     assert scrub_text(f"Bearer {'x' * 20}") == "<redacted>"
+
+
+# -- credentials the default rules catch wherever a request (or a redirect) puts them -----
+
+PEM_LINES = [
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj",
+    "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu",
+    "NMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa0VzMaQ8s+CLOyS56YyCFGeJZ",
+]
+PEM = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(PEM_LINES) + "\n-----END PRIVATE KEY-----\n"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1Xzc3MTAiLCJpYXQiOjE3MDAwMDAwMDB9"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+
+
+def record_and_replay(path: Path, server: Server, call: Any, again: Any) -> agenttape.Cassette:
+    """Records ``call()`` through a real server, then replays ``again()`` (the same call made
+    with other credentials) offline; returns the cassette as stored."""
+    with agenttape.use_cassette(path, mode="once"):
+        call()
+    server.stop()
+    with agenttape.use_cassette(path) as tape:
+        again()
+    assert tape.all_played
+    return agenttape.load(path)
+
+
+def test_a_private_key_block_in_a_body_is_redacted_whole(serve: Any, cassette_path: Path) -> None:
+    server = serve(lambda seen: json_reply({"ok": True}))
+
+    def call(pem: str) -> None:
+        httpx.post(f"{server.url}/v1/deploy", json={"name": "web", "pem": pem, "replicas": 3})
+
+    other = PEM.replace(PEM_LINES[1], "A" * len(PEM_LINES[1]))
+    record_and_replay(cassette_path, server, lambda: call(PEM), lambda: call(other))
+    data = cassette_path.read_bytes()
+    for line in PEM_LINES:
+        assert line.encode() not in data
+    (interaction,) = agenttape.load(cassette_path).interactions
+    assert json.loads(interaction.request.body) == {
+        "name": "web",
+        "pem": "<redacted>\n",
+        "replicas": 3,
+    }
+
+
+def test_a_key_in_a_gzip_request_body_is_redacted_and_the_body_stays_gzip(
+    serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({"ok": True}))
+
+    def call(key: str) -> None:
+        document = {"model": "m", "note": f"my key is {key}", "api": {"apiKey": "plain-9f8e"}}
+        httpx.post(
+            f"{server.url}/v1/batch",
+            content=gzip.compress(json.dumps(document).encode()),
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+        )
+
+    stored = record_and_replay(
+        cassette_path, server, lambda: call(FAKE_KEY), lambda: call(OTHER_KEY)
+    )
+    (interaction,) = stored.interactions
+    body = interaction.request.body
+    assert body[:2] == b"\x1f\x8b"  # still gzip, so a replayed client sends what it sent
+    assert json.loads(gzip.decompress(body)) == {
+        "model": "m",
+        "note": "my key is <redacted>",
+        "api": {"apiKey": "<redacted>"},
+    }
+    assert interaction.request.header("content-length") == str(len(body))
+    assert b"plain-9f8e" not in cassette_path.read_bytes()
+
+
+def test_a_jwt_in_a_custom_header_is_redacted(serve: Any, cassette_path: Path) -> None:
+    server = serve(lambda seen: json_reply({"ok": True}))
+
+    def call(token: str) -> None:
+        httpx.get(f"{server.url}/v1/me", headers={"x-session-token": token, "x-trace": "t-1"})
+
+    other = JWT.replace("SflKx", "AAAAA")
+    stored = record_and_replay(cassette_path, server, lambda: call(JWT), lambda: call(other))
+    assert JWT.split(".")[1].encode() not in cassette_path.read_bytes()
+    headers = stored.interactions[0].request.headers
+    assert ("x-session-token", "<redacted>") in headers and ("x-trace", "t-1") in headers
+
+
+def test_credential_fields_of_form_and_multipart_bodies_are_redacted(
+    serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({"ok": True}))
+    avatar = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+
+    def call(password: str, secret: str) -> None:
+        form = {"grant_type": "password", "username": "ann", "password": password}
+        httpx.post(f"{server.url}/oauth/token", data={**form, "client_secret": secret})
+        httpx.post(
+            f"{server.url}/v1/profile",
+            data={"username": "ann", "password": password},
+            files={"avatar": ("a.png", avatar, "image/png")},
+            # A fixed boundary: a random one would make the two bodies differ anyway.
+            headers={"Content-Type": "multipart/form-data; boundary=agenttape-test"},
+        )
+
+    stored = record_and_replay(
+        cassette_path,
+        server,
+        lambda: call("hunter2-correct", "cs-9a8b7c6d5e"),
+        lambda: call("another-pass", "cs-000000"),
+    )
+    data = cassette_path.read_bytes()
+    assert b"hunter2-correct" not in data and b"cs-9a8b7c6d5e" not in data
+    form, multipart = stored.interactions
+    assert form.request.body == (
+        b"grant_type=password&username=ann&password=<redacted>&client_secret=<redacted>"
+    )
+    assert form.request.header("content-length") == str(len(form.request.body))
+    assert b'name="username"\r\n\r\nann\r\n' in multipart.request.body
+    assert b'name="password"\r\n\r\n<redacted>\r\n' in multipart.request.body
+    assert avatar in multipart.request.body  # a file part is data, kept byte for byte
+
+
+def test_presigned_url_signatures_and_tokens_are_redacted(serve: Any, cassette_path: Path) -> None:
+    server = serve(lambda seen: Reply(chunks=[b"object bytes"]))
+    credential = "ASIAXXEXAMPLE0000000%2F20250101%2Fus-east-1%2Fs3%2Faws4_request"
+
+    def call(token: str, signature: str) -> None:
+        httpx.get(
+            f"{server.url}/bucket/report.pdf?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+            f"&X-Amz-Credential={credential}&X-Amz-Date=20250101T000000Z&X-Amz-Expires=900"
+            f"&X-Amz-SignedHeaders=host&X-Amz-Security-Token={token}&X-Amz-Signature={signature}"
+        )
+        httpx.get(
+            f"{server.url}/gcs/report.pdf?X-Goog-Algorithm=GOOG4-RSA-SHA256"
+            f"&X-Goog-Signature={signature}"
+        )
+
+    stored = record_and_replay(
+        cassette_path,
+        server,
+        lambda: call("IQoJb3JpZ2luX2VjEJr%2F%2F%2F%2FSESSION", "9c1f" * 16),
+        lambda: call("IQoJb3JpZ2luX2VjOTHER", "0000" * 16),
+    )
+    data = cassette_path.read_bytes()
+    assert b"IQoJb3JpZ2luX2VjEJr" not in data and b"9c1f9c1f" not in data
+    s3, gcs = (interaction.request.url for interaction in stored.interactions)
+    assert "X-Amz-Security-Token=<redacted>&X-Amz-Signature=<redacted>" in s3
+    assert "X-Amz-Date=20250101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host" in s3
+    assert gcs.endswith("X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature=<redacted>")
+
+
+def test_a_token_in_a_redirect_location_is_redacted(serve: Any, cassette_path: Path) -> None:
+    def app(seen: Seen) -> Reply:
+        if seen.path == "/login":
+            target = f"/callback?state=s1&token=tok-{seen.query[0][1]}-0123456789&code={JWT}"
+            return Reply(status=302, headers=[("Location", target)])
+        return json_reply({"signed_in": True})
+
+    server = serve(app)
+
+    def call(user: str) -> None:
+        response = httpx.get(f"{server.url}/login?user={user}", follow_redirects=True)
+        assert response.json() == {"signed_in": True}
+
+    stored = record_and_replay(cassette_path, server, lambda: call("ann"), lambda: call("ann"))
+    data = cassette_path.read_bytes()
+    assert b"tok-ann-0123456789" not in data and JWT.split(".")[1].encode() not in data
+    redirect, landing = stored.interactions
+    assert redirect.response is not None
+    assert redirect.response.header("location") == (
+        "/callback?state=s1&token=<redacted>&code=<redacted>"
+    )
+    assert landing.request.url.endswith("/callback?state=s1&token=<redacted>&code=<redacted>")

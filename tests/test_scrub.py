@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 
 import agenttape
+from agenttape._core import codec, meta
+from agenttape._core.models import Interaction, Request, Response
 from agenttape._tools.redact import _substitute
 from tests.cli_support import assert_one_line_error, cli
 from tests.servers import Seen, Server, gzip_reply, json_reply, sse_reply
@@ -33,7 +35,7 @@ def _app(seen: Seen) -> object:
 
 def test_substitute_moves_chunk_boundaries_with_the_text() -> None:
     data = b"aaaSECRETbbbSECRETcc"
-    out, cuts = _substitute(data, re.compile(b"SECRET"), [2, 5, 10, 18, 19])
+    out, cuts = _substitute(data, re.compile(b"SECRET"), b"<redacted>", [2, 5, 10, 18, 19])
     assert out == b"aaa<redacted>bbb<redacted>cc"
     # before a match: unchanged; inside one: its replacement's end; after: shifted
     assert cuts == [2, 13, 14, 26, 27]
@@ -110,3 +112,52 @@ def test_redact_in_place_atomically(tmp_path: Path, serve: Callable[..., Server]
     again = cli("redact", path, "--header", "x-org-id")
     assert "nothing to redact" in again.stdout
     assert_one_line_error(cli("redact", path, "--regex", "("), "bad regex")
+
+
+def test_redact_through_a_symlink_cleans_the_file_it_points_to(tmp_path: Path) -> None:
+    target = tmp_path / "store" / "real.msgpack"
+    target.parent.mkdir()
+    body = json.dumps({"key": KEY}).encode()
+    interaction = Interaction(
+        Request("GET", "https://api.example.com/v1"), Response(200, body=body, chunks=[(9, 0.0)])
+    )
+    target.write_bytes(codec.encode(meta.new_header(), [interaction]))
+    target.chmod(0o640)
+    link = tmp_path / "link.msgpack"
+    link.symlink_to(target)
+    result = cli("redact", link)
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and link.resolve() == target
+    assert KEY.encode() not in target.read_bytes()
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in target.parent.iterdir()) == ["real.msgpack"]
+
+
+def test_redact_a_body_stored_without_chunk_boundaries(tmp_path: Path) -> None:
+    """A cassette written by another tool may keep a body and no chunk list."""
+    path = tmp_path / "bare.msgpack"
+    interaction = Interaction(Request("GET", "https://x.test/"), Response(200, body=KEY.encode()))
+    path.write_bytes(codec.encode(meta.new_header(), [interaction]))
+    result = cli("redact", path)
+    assert result.returncode == 0, result.stderr
+    (stored,) = agenttape.load(path).interactions
+    assert stored.response is not None
+    assert (stored.response.body, stored.response.chunks) == (b"<redacted>", [])
+
+
+def test_a_key_across_the_pieces_of_a_large_compressed_body_is_redacted(tmp_path: Path) -> None:
+    """A compressed body is rewritten piece by piece: a key where one piece ends and the next
+    begins goes whole, and every other byte stays."""
+    text = b"x" * ((1 << 20) - 10) + f" {KEY} ".encode() + b"y" * (1 << 20)
+    body = gzip.compress(text)
+    path = tmp_path / "large.msgpack"
+    response = Response(
+        200, headers=[("Content-Encoding", "gzip")], body=body, chunks=[(len(body), 0.0)]
+    )
+    path.write_bytes(
+        codec.encode(meta.new_header(), [Interaction(Request("GET", "https://x.test/"), response)])
+    )
+    assert cli("redact", path).returncode == 0
+    (stored,) = agenttape.load(path).interactions
+    assert stored.response is not None
+    assert gzip.decompress(stored.response.body) == text.replace(KEY.encode(), b"<redacted>")

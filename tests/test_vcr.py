@@ -12,7 +12,7 @@ import requests
 import vcr
 
 import agenttape
-from tests.cli_support import assert_one_line_error, cli
+from tests.cli_support import assert_one_line_error, cli, run_bounded
 from tests.servers import Reply, Seen, Server, gzip_reply, json_reply
 
 BINARY = bytes(range(256)) * 4
@@ -122,3 +122,42 @@ def test_import_vcr_rejects_what_is_not_a_vcrpy_cassette(tmp_path: Path) -> None
     assert out.read_bytes() == b"keep me"
     assert cli("import-vcr", good, out, "--force").returncode == 0
     assert agenttape.load(out).interactions == []
+
+
+def laughs(levels: int) -> str:
+    """A vcrpy cassette whose response header stands for 9**levels copies of a word: under
+    1 KB of YAML, gigabytes once its aliases are expanded (billion laughs)."""
+    anchors = ["&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    anchors += [f"&a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, levels + 1)]
+    return (
+        "interactions:\n"
+        f"- laughs: [{', '.join(anchors)}]\n"
+        "  request: {body: null, headers: {}, method: GET, uri: 'http://127.0.0.1/'}\n"
+        "  response:\n"
+        "    status: {code: 200, message: OK}\n"
+        f"    headers: {{X-Laughs: *a{levels}}}\n"
+        "    body: {string: ok}\n"
+        "version: 1\n"
+    )
+
+
+def test_import_vcr_refuses_a_yaml_alias_bomb_in_bounded_time_and_memory(tmp_path: Path) -> None:
+    source = tmp_path / "laughs.yaml"
+    source.write_text(laughs(9))
+    assert source.stat().st_size < 1024
+    target = tmp_path / "out.msgpack"
+    result = run_bounded("import-vcr", source, target)
+    assert result.seconds < 30 and result.peak < 128 << 20, result
+    assert_one_line_error(result, "laughs.yaml", "alias bomb")
+    assert not target.exists()
+
+
+def test_import_vcr_converts_a_cassette_whose_aliases_are_few(tmp_path: Path) -> None:
+    """vcrpy writes an alias for an object it met twice: that is no bomb."""
+    source = tmp_path / "shared.yaml"
+    source.write_text(laughs(2))
+    result = cli("import-vcr", source, tmp_path / "out.msgpack")
+    assert result.returncode == 0, result.stderr
+    (interaction,) = agenttape.load(tmp_path / "out.msgpack").interactions
+    assert interaction.response is not None
+    assert len([v for k, v in interaction.response.headers if k == "X-Laughs"]) == 9

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from . import children
 
 # library module -> adapter module; an adapter exposes ``install(library_module)``.
 ADAPTERS: dict[str, str] = {
@@ -122,3 +123,4 @@ class _PatchingLoader(importlib.abc.Loader):
 
 
 runtime.on_activation(install_adapters)
+runtime.on_change(children.update)

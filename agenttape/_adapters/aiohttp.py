@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, exchange_async
+from .._core.exchange import Schedule, exchange_async, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
 from . import wire
@@ -63,6 +63,9 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
             if interaction.response is None and error is not None and error.kind in _CONNECT_KINDS:
                 await schedule.wait_async(schedule.head)  # the error comes when it came live
                 raise _connect_exception(aiohttp, error, req)
+            problem = interaction.response and wire.unframeable(interaction.response)
+            if problem:
+                raise unplayable(tape, interaction, "aiohttp", problem)
             return _replay_connection(self, req, interaction, schedule)
 
         async def record(recording: Recording) -> Any:
@@ -81,9 +84,16 @@ async def _to_model(req: Any) -> Request:
     return Request(
         method=req.method,
         url=str(req.url),
-        headers=[(str(name), str(value)) for name, value in req.headers.items()],
+        headers=[(_as_sent(name), _as_sent(value)) for name, value in req.headers.items()],
         body=await _body_bytes(req.body),
     )
+
+
+def _as_sent(value: Any) -> str:
+    """A header as the model holds it, one character per byte sent: aiohttp sends headers
+    as UTF-8, so a character past ASCII is its UTF-8 bytes."""
+    text = str(value)
+    return text if text.isascii() else text.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 async def _body_bytes(body: Any) -> bytes:

@@ -176,7 +176,8 @@ class _TapeTransport:
 
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
-            schedule.wait(schedule.head)
+            if not schedule.wait(schedule.head, stream.read_timeout()):
+                raise stream.timed_out()
             return _replay_response(library.hx, interaction, request, stream)
 
         def record(recording: Recording) -> Any:
@@ -198,7 +199,8 @@ class _AsyncTapeTransport(_TapeTransport):
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
-            await schedule.wait_async(schedule.head)
+            if not await schedule.wait_async(schedule.head, stream.read_timeout()):
+                raise stream.timed_out()
             return _replay_response(library.hx, interaction, request, stream)
 
         async def record(recording: Recording) -> Any:
@@ -298,12 +300,13 @@ class _ReplayStream:
         if self._interaction.error is not None:
             raise _exception_for(self._hx, self._interaction, self._request)
 
-    def _read_timeout(self) -> float | None:
+    def read_timeout(self) -> float | None:
+        """The seconds the client waits for data (its read timeout), None for no limit."""
         timeout = self._request.extensions.get("timeout")
         read = timeout.get("read") if isinstance(timeout, dict) else None
         return read if isinstance(read, (int, float)) else None
 
-    def _timed_out(self) -> Exception:
+    def timed_out(self) -> Exception:
         exception: Exception = self._hx.ReadTimeout("timed out", request=self._request)
         return exception
 
@@ -315,28 +318,34 @@ class _ReplayStream:
     def __iter__(self) -> Iterator[bytes]:
         schedule = self._schedule
         if schedule.paced:
+            timeout = self.read_timeout()
             for index, chunk in enumerate(self._chunks()):
-                schedule.wait(schedule.chunk(index))
+                if not schedule.wait(schedule.chunk(index), timeout):
+                    raise self.timed_out()
                 yield chunk
-            schedule.wait(schedule.end)
+            if not schedule.wait(schedule.end, timeout):
+                raise self.timed_out()
         else:
             yield from self._chunks()
-        if schedule.held and not schedule.hold(self._read_timeout()):
-            raise self._timed_out()
+        if schedule.held and not schedule.hold(self.read_timeout()):
+            raise self.timed_out()
         self._end()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         schedule = self._schedule
         if schedule.paced:
+            timeout = self.read_timeout()
             for index, chunk in enumerate(self._chunks()):
-                await schedule.wait_async(schedule.chunk(index))
+                if not await schedule.wait_async(schedule.chunk(index), timeout):
+                    raise self.timed_out()
                 yield chunk
-            await schedule.wait_async(schedule.end)
+            if not await schedule.wait_async(schedule.end, timeout):
+                raise self.timed_out()
         else:
             for chunk in self._chunks():
                 yield chunk
-        if schedule.held and not await schedule.hold_async(self._read_timeout()):
-            raise self._timed_out()
+        if schedule.held and not await schedule.hold_async(self.read_timeout()):
+            raise self.timed_out()
         self._end()
 
     def close(self) -> None:

@@ -1,10 +1,13 @@
 """The network guard (``block_network``): while a cassette that blocks the network is
-active, an outbound connection that no adapter serves raises ``NetworkBlockedError``.
+active, an outbound connection or datagram that no adapter serves raises
+``NetworkBlockedError``.
 
 Adapters open their live connections inside ``runtime.enter_adapter`` (where no cassette is
 active), so only traffic that bypasses every adapter reaches the check: a library without an
-adapter, ``http.client``, a raw ``socket.create_connection``. Host names are remembered from
-``getaddrinfo`` so the error names the host, not only the address it resolved to.
+adapter, ``http.client``, a raw ``socket.create_connection``, a UDP ``sendto``. Host names
+are remembered from ``getaddrinfo`` so the error names the host, not only the address it
+resolved to. A Python child process inherits the guard (see ``children``): there no
+cassette is active, and the guard it inherited decides.
 """
 
 from __future__ import annotations
@@ -12,16 +15,39 @@ from __future__ import annotations
 import fnmatch
 import socket as _socket
 from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from .._core import runtime
 from .._core.errors import NetworkBlockedError
+from .._core.tape import Tape
 
 _PATCHED = "__agenttape_original__"
 _INET = (_socket.AF_INET, _socket.AF_INET6)
 _names: OrderedDict[str, str] = OrderedDict()
 _NAMES_KEPT = 1024
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The network guard a child process inherited: what its errors name, and who may pass.
+    It replays nothing; every connection outside ``allowed_hosts`` is refused."""
+
+    path: Path
+    mode: str
+    allowed_hosts: tuple[str, ...]
+    block_network: bool = True
+
+
+_inherited: Guard | None = None  # the guard a child process got from its parent
+
+
+def inherit(guard: Guard) -> None:
+    """Guards this process as ``guard`` says whenever no cassette of its own is active."""
+    global _inherited
+    _inherited = guard
 
 
 def install(socket: ModuleType) -> None:
@@ -34,6 +60,7 @@ def install(socket: ModuleType) -> None:
         socket_class.connect_ex,
         socket.getaddrinfo,
     )
+    sendto, sendmsg = socket_class.sendto, socket_class.sendmsg
 
     def guarded_connect(self: Any, address: Any) -> None:
         _check(self, address)
@@ -42,6 +69,19 @@ def install(socket: ModuleType) -> None:
     def guarded_connect_ex(self: Any, address: Any) -> int:
         _check(self, address)
         result: int = connect_ex(self, address)
+        return result
+
+    def guarded_sendto(self: Any, data: Any, *rest: Any) -> int:
+        # sendto(data, address) or sendto(data, flags, address): a datagram needs no connect.
+        if rest:
+            _check(self, rest[-1], "a datagram")
+        result: int = sendto(self, data, *rest)
+        return result
+
+    def guarded_sendmsg(self: Any, buffers: Any, *rest: Any) -> int:
+        if len(rest) >= 3 and rest[2] is not None:  # ancdata, flags, address
+            _check(self, rest[2], "a datagram")
+        result: int = sendmsg(self, buffers, *rest)
         return result
 
     def remembering_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
@@ -54,6 +94,8 @@ def install(socket: ModuleType) -> None:
 
     socket_class.connect = guarded_connect
     socket_class.connect_ex = guarded_connect_ex
+    socket_class.sendto = guarded_sendto
+    socket_class.sendmsg = guarded_sendmsg
     socket.getaddrinfo = remembering_getaddrinfo  # type: ignore[attr-defined]
 
 
@@ -75,10 +117,10 @@ def allowed(host: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(host, pattern.lower().strip("[]")) for pattern in patterns)
 
 
-def _check(sock: Any, address: Any) -> None:
+def _check(sock: Any, address: Any, what: str = "a connection") -> None:
     if sock.family not in _INET:
         return
-    tape = runtime.active()
+    tape: Tape | Guard | None = runtime.active() or _inherited
     if tape is None or not tape.block_network:
         return
     ip, port = str(address[0]), address[1]
@@ -86,10 +128,11 @@ def _check(sock: Any, address: Any) -> None:
     if allowed(ip, tape.allowed_hosts) or allowed(name, tape.allowed_hosts):
         return
     target = f"{name}:{port}" if name == ip else f"{name}:{port} ({ip})"
+    where = "" if tape is not _inherited else " in the parent process"
     raise NetworkBlockedError(
-        f"agenttape blocked a connection to {target}: cassette {tape.path} "
-        f"(mode {tape.mode!r}) blocks the network and no recorded interaction serves this "
-        "connection (it comes from code agenttape does not intercept, or a raw socket). "
+        f"agenttape blocked {what} to {target}: cassette {tape.path}{where} "
+        f"(mode {tape.mode!r}) blocks the network and no recorded interaction serves it "
+        "(it comes from code agenttape does not intercept, a raw socket, or a child process). "
         f"Let it through with allowed_hosts=({name!r},), or pass block_network=False.",
         host=name,
         port=port,

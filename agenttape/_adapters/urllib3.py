@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, exchange, skip_retry_wait
+from .._core.exchange import Schedule, exchange, skip_retry_wait, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording, Tape
 from . import wire
@@ -124,6 +124,12 @@ def _exchange(
         if interaction.response is None:
             schedule.wait(schedule.head)  # the error comes when it came live
             raise _exception_for(urllib3, interaction.error, pool, conn, arguments["url"])
+        # A response class of its own reads the head from the socket: written out, it must be
+        # HTTP/1.1 it can read back (the plain class is handed the head as recorded).
+        if scratch.response_class is not http.client.HTTPResponse:
+            problem = wire.unframeable(interaction.response)
+            if problem:
+                raise unplayable(tape, interaction, "urllib3", problem)
         return _replay(urllib3, pool, scratch, interaction, schedule, arguments)
 
     def record(recording: Recording) -> Any:
@@ -261,8 +267,12 @@ class _ReplayRaw(io.RawIOBase):
 
     def head_arrives(self) -> None:
         """Returns when the head, handed over parsed, arrived live (at once but with
-        ``realtime``)."""
-        self._schedule.wait(self._schedule.head)
+        ``realtime``); raises the socket's timeout when the client gives up first."""
+        self._wait(self._schedule.head)
+
+    def _wait(self, due: float | None) -> None:
+        if not self._schedule.wait(due, self.timeout):
+            raise TimeoutError("timed out")
 
     def readable(self) -> bool:
         return True
@@ -276,14 +286,14 @@ class _ReplayRaw(io.RawIOBase):
             if schedule.held and not schedule.hold(self.timeout):
                 raise TimeoutError("timed out")
             if self._end is not None:
-                schedule.wait(self._end)
+                self._wait(self._end)
                 self._end = None
             if self._error is not None and self._error.kind != "protocol_error":
                 raise _socket_error(self._error)
             return 0
         if self._position == 0 and schedule.paced:
             body_index = self._index - self._first_body
-            schedule.wait(schedule.head if body_index < 0 else schedule.chunk(body_index))
+            self._wait(schedule.head if body_index < 0 else schedule.chunk(body_index))
         piece = self._pieces[self._index]
         size = min(len(buffer), len(piece) - self._position)
         buffer[:size] = piece[self._position : self._position + size]
@@ -338,7 +348,12 @@ def _replay(
     if parsed:
         scratch.response_class = _parsed_response
     pool.num_requests += 1
-    response = scratch.getresponse()
+    try:
+        response = scratch.getresponse()
+    except TimeoutError:
+        # The head was due after the client gave up: urllib3's own read timeout, as live.
+        message = f"Read timed out. (read timeout={scratch.timeout})"
+        raise urllib3.exceptions.ReadTimeoutError(pool, arguments["url"], message) from None
     # As _make_request sets them, for the pool to take the connection back.
     response.retries = arguments.get("retries")
     response._connection = arguments.get("response_conn")

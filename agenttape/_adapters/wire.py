@@ -8,11 +8,31 @@ while recording and put it back, piece by piece, for replay.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from .._core.models import Headers, Response
 
 _NO_BODY_STATUS = (204, 304)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BREAKS = re.compile(r"[\r\n\x00]")
+
+
+def unframeable(response: Response) -> str | None:
+    """Why the head of ``response`` cannot be written as HTTP/1.1 for a strict parser to
+    read back as recorded: a header name that is not a token (non-ASCII, a control
+    character, a space or colon), or a line break or NUL in a value, the reason phrase or
+    the version. None when it can. A cassette from elsewhere may hold such a head; written
+    out, it would be refused inside the library or read as other headers."""
+    for name, value in response.headers:
+        if not _TOKEN.fullmatch(name):
+            return f"response header name {name!r} is not an HTTP token"
+        if _BREAKS.search(value):
+            return f"response header {name!r} holds a line break or NUL: {value!r}"
+    for what, text in (("reason phrase", response.reason), ("HTTP version", response.http_version)):
+        if _BREAKS.search(text):
+            return f"the {what} holds a line break or NUL: {text!r}"
+    return None
 
 
 def header(headers: Iterable[tuple[str, str]], name: str) -> str | None:

@@ -10,7 +10,6 @@ reported, never replayed as empty, and never overwritten.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -39,6 +38,11 @@ _MAX_WALK_DEPTH = 128
 _ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
 _MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
 _EARLIEST, _LATEST = -62135596800.0, 253402300799.0  # 0001-01-01 and 9999-12-31, UTC
+LONGEST_WAIT = 7 * 24 * 3600.0
+"""The longest a recorded time (first byte, total, a chunk's offset) may be: realtime replay
+waits for these, and a file must not make it wait for ever (1e9 s) or fail (1e300 s)."""
+STATUSES = range(100, 1000)
+"""A status line holds three digits; anything else is no status a library can be handed."""
 _VERSION = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:[+-][0-9A-Za-z.]+)?")
 
 
@@ -389,6 +393,10 @@ def _plain_headers(value: Any, seen: _SharedPairs) -> Headers | None:
                     name, text = pair
                     if type(name) is not str or type(text) is not str:
                         return None
+                    if not (name.isascii() and text.isascii()) and not (
+                        _latin1(name) and _latin1(text)
+                    ):
+                        return None
                     if seen.room:
                         seen.room -= 1
                         seen[pair] = pair
@@ -402,7 +410,15 @@ def _plain_headers(value: Any, seen: _SharedPairs) -> Headers | None:
         name, text = pair
         if type(name) is not str or type(text) is not str:
             return None
+        if not (_latin1(name) and _latin1(text)):
+            return None
     return [(name, text) for name, text in value]
+
+
+def _latin1(text: str) -> bool:
+    """True when each character is one byte, as on the wire: headers, reason phrases and
+    versions are read as Latin-1, and a library is handed them encoded so."""
+    return text.isascii() or max(text) <= "\xff"
 
 
 def _plain_seconds(value: Any) -> float | None:
@@ -410,7 +426,7 @@ def _plain_seconds(value: Any) -> float | None:
     if type(value) not in _NUMBERS:
         return None
     number = float(value)
-    return number if 0 <= number < math.inf else None
+    return number if 0 <= number <= LONGEST_WAIT else None
 
 
 def _plain_chunks(value: Any, body_size: int) -> list[tuple[int, float]] | None:
@@ -426,7 +442,7 @@ def _plain_chunks(value: Any, body_size: int) -> list[tuple[int, float]] | None:
         size, offset = chunk
         if type(size) is not int or size < 0:
             return None
-        if type(offset) is float and type(chunk) is tuple and 0 <= offset < math.inf:
+        if type(offset) is float and type(chunk) is tuple and 0 <= offset <= LONGEST_WAIT:
             chunks.append(chunk)
         else:
             seconds = _plain_seconds(offset)
@@ -468,8 +484,10 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
         response_headers = _plain_headers(res.get("headers"), seen)
         if (
             type(status) is not int
+            or status not in STATUSES
             or type(reason) is not str
             or type(http_version) is not str
+            or not (_latin1(reason) and _latin1(http_version))
             or type(response_body) is not bytes
             or response_headers is None
         ):
@@ -484,7 +502,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
                 and type(only[0]) is int
                 and type(only[1]) is float
                 and 0 <= only[0] <= len(response_body)
-                and 0 <= only[1] < math.inf
+                and 0 <= only[1] <= LONGEST_WAIT
             ):
                 chunks: list[tuple[int, float]] | None = [only]
             else:
@@ -515,10 +533,12 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
     boundary = raw.get("boundary", "http")
     started, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
     started_at = 0.0 if started is None else float(started) if type(started) in _NUMBERS else None
-    ttfb_seconds = ttfb if type(ttfb) is float and 0 <= ttfb < math.inf else None
+    ttfb_seconds = ttfb if type(ttfb) is float and 0 <= ttfb <= LONGEST_WAIT else None
     if ttfb_seconds is None and ttfb is not None:
         ttfb_seconds = _plain_seconds(ttfb)
-    duration_seconds = duration if type(duration) is float and 0 <= duration < math.inf else None
+    duration_seconds = (
+        duration if type(duration) is float and 0 <= duration <= LONGEST_WAIT else None
+    )
     if duration_seconds is None and duration is not None:
         duration_seconds = _plain_seconds(duration)
     if (
@@ -556,8 +576,11 @@ def _optional_number(value: Any, what: str) -> float | None:
 def _duration(value: int | float, what: str) -> float:
     """Seconds that replay may wait for: a finite, non-negative number."""
     number = float(value)
-    if not 0 <= number < math.inf:
-        raise _Invalid(f"{what} is {number!r}, expected a number of seconds")
+    if not 0 <= number <= LONGEST_WAIT:
+        raise _Invalid(
+            f"{what} is {number!r}, expected a number of seconds from 0 to {LONGEST_WAIT:.0f} "
+            "(a week)"
+        )
     return number
 
 
@@ -581,8 +604,27 @@ def _headers(value: Any, what: str) -> Headers:
             or not isinstance(pair[1], str)
         ):
             raise _Invalid(f"{what} holds {pair!r}, expected [name, value] strings")
+        for text in pair:
+            if not _latin1(text):
+                raise _Invalid(
+                    f"{what} holds {pair!r}: {_outside_latin1(text)}, which no header carries "
+                    "(headers are bytes, read as Latin-1)"
+                )
         headers.append((pair[0], pair[1]))
     return headers
+
+
+def _outside_latin1(text: str) -> str:
+    character = next(c for c in text if c > "\xff")
+    return f"U+{ord(character):04X} is outside Latin-1"
+
+
+def _wire_text(value: Any, what: str) -> str:
+    """A reason phrase or HTTP version: a string of one-byte characters."""
+    text: str = _expect(value, str, what)
+    if not _latin1(text):
+        raise _Invalid(f"{what} is {text!r}: {_outside_latin1(text)}")
+    return text
 
 
 def _decode_interaction(raw: Any) -> Interaction:
@@ -613,10 +655,13 @@ def _decode_interaction(raw: Any) -> Interaction:
             chunks.append((chunk[0], _duration(chunk[1], "response.chunks offset")))
         if total > len(body):
             raise _Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
+        status = _expect(res.get("status"), int, "response.status")
+        if status not in STATUSES:
+            raise _Invalid(f"response.status is {status}, expected three digits (100 to 999)")
         response = Response(
-            status=_expect(res.get("status"), int, "response.status"),
-            reason=_expect(res.get("reason", ""), str, "response.reason"),
-            http_version=_expect(res.get("http_version", "HTTP/1.1"), str, "response.http_version"),
+            status=status,
+            reason=_wire_text(res.get("reason", ""), "response.reason"),
+            http_version=_wire_text(res.get("http_version", "HTTP/1.1"), "response.http_version"),
             headers=_headers(res.get("headers"), "response.headers"),
             body=body,
             chunks=chunks,

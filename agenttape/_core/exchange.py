@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from . import runtime
+from .errors import CassetteFormatError
 from .models import Failure, Interaction, Request
 from .tape import Recording, Tape
 
@@ -96,6 +97,18 @@ async def exchange_async(
         runtime.exit_adapter(token)
 
 
+def unplayable(tape: Tape, interaction: Interaction, library: str, problem: str) -> Exception:
+    """The error for a recorded interaction ``library`` cannot be handed (its parser refuses
+    a header): it names the cassette and the interaction, where the library would fail deep
+    inside itself or read something else than was recorded."""
+    number = next((i for i, known in enumerate(tape.interactions) if known is interaction), None)
+    which = "an interaction" if number is None else f"interaction {number}"
+    return CassetteFormatError(
+        f"{tape.path}: {which} cannot be replayed through {library}: {problem}; "
+        "correct the cassette or record it again"
+    )
+
+
 def _failed(recording: Recording, exc: BaseException, failure_of: FailureOf) -> None:
     """Writes down an exception that escaped the live exchange: the failure in place of a
     response; a body already under way is marked cut (its own errors were taken where it was
@@ -157,17 +170,30 @@ class Schedule:
         """Seconds from now until ``due``; zero or less when it is already due."""
         return due - (time.perf_counter() - self.started)
 
-    def wait(self, due: float | None) -> None:
-        if self.paced and due is not None:
-            delay = self.delay(due)
-            if delay > 0:
-                time.sleep(delay)
+    def _pause(self, due: float | None, timeout: float | None) -> tuple[float, bool]:
+        """(seconds to wait, whether ``due`` comes before the client gives up)."""
+        if not self.paced or due is None:
+            return 0.0, True
+        delay = self.delay(due)
+        if timeout is not None and delay > timeout:
+            return max(timeout, 0.0), False
+        return max(delay, 0.0), True
 
-    async def wait_async(self, due: float | None) -> None:
-        if self.paced and due is not None:
-            delay = self.delay(due)
-            if delay > 0:
-                await asyncio.sleep(delay)
+    def wait(self, due: float | None, timeout: float | None = None) -> bool:
+        """Returns at ``due`` (at once unless paced): True. With ``timeout``, the seconds the
+        client waits for data, returns after that much when ``due`` is later: False, and the
+        adapter raises the client's read timeout, as live."""
+        delay, arrives = self._pause(due, timeout)
+        if delay:
+            time.sleep(delay)
+        return arrives
+
+    async def wait_async(self, due: float | None, timeout: float | None = None) -> bool:
+        """``wait`` without blocking the event loop; cancelling the caller ends it too."""
+        delay, arrives = self._pause(due, timeout)
+        if delay:
+            await asyncio.sleep(delay)
+        return arrives
 
     def release(self) -> None:
         """The client closed the body: a ``hold`` under way returns."""

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,20 +27,22 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
     """Temporary file, fsync, rename: readers see the old file or the new one, never half.
 
     ``data`` may come in pieces (``codec.encode_pieces``); an error while producing them
-    leaves the file it would replace untouched, as any other failed write does.
+    leaves the file it would replace untouched, as any other failed write does. A path that
+    is a symbolic link is written where the link points: the link stays.
     """
+    path = Path(os.path.realpath(path))
     directory = path.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=directory
-        )
+        descriptor, temporary = _create_temporary(path)
     except OSError as exc:
         raise CassetteWriteError(f"cannot write cassette {path}: {exc}") from exc
     try:
-        # mkstemp creates the file 0600; a cassette is a shared artefact, so it keeps the mode
-        # of the file it replaces, or gets the one the umask gives any new file.
-        os.fchmod(descriptor, _file_mode(path))
+        # A cassette is a shared artefact: it keeps the mode of the file it replaces; a new
+        # one has the mode the process's umask gives any new file as it is written.
+        mode = _existing_mode(path)
+        if mode is not None:
+            os.fchmod(descriptor, mode)
         with os.fdopen(descriptor, "wb", buffering=_WRITE_BUFFER) as handle:
             if isinstance(data, bytes):
                 handle.write(data)
@@ -70,20 +71,26 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
 _WRITE_BUFFER = 1 << 17
 
 
-def _file_mode(path: Path) -> int:
+def _existing_mode(path: Path) -> int | None:
     try:
         return stat.S_IMODE(path.stat().st_mode)
     except OSError:
-        return 0o666 & ~_UMASK
+        return None
 
 
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
-_UMASK = _current_umask()
+def _create_temporary(path: Path) -> tuple[int, str]:
+    """A new, unpredictably named file beside ``path``, created 0666 so the kernel applies
+    the umask in force now (reading the umask would change it, for every thread, a moment)."""
+    for _ in range(100):
+        temporary = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(temporary, _CREATE | getattr(os, "O_BINARY", 0), 0o666), temporary
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def _sweep_temporaries(path: Path) -> None:

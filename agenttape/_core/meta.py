@@ -13,6 +13,7 @@ from importlib import metadata
 from typing import Any
 
 from .._version import __version__
+from .secrets import scrub_tags
 
 TRACKED_DISTRIBUTIONS = (
     "httpx",
@@ -91,5 +92,5 @@ def new_header(tags: dict[str, Any] | None = None, run_id: str | None = None) ->
         "platform": platform.platform(),
         "libraries": library_versions(),
         "git": git_state(),
-        "tags": dict(tags or {}),
+        "tags": scrub_tags(dict(tags or {})),
     }

@@ -11,26 +11,39 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from urllib.parse import unquote_plus
 
 from . import jsonpath
+from .encoding import encodings_of
 from .models import Headers, Request
 from .secrets import (
+    JSON_SECRET_REGEX,
     REDACTED,
+    SECRET_BYTES_REGEX,
     SECRET_HEADERS,
     SECRET_QUERY_NAMES,
+    json_field_replacement,
+    may_hold_json_field,
+    may_hold_secret,
     may_hold_secret_text,
     scrub_bytes,
+    scrub_json_fields,
     scrub_text,
 )
+from .substitution import Rule, TooLarge, rewrite_encoded
 
 RULE_KINDS = ("header", "query", "json", "regex")
+REDACT_LIMIT = 64 << 20
+"""Decoded bytes of one compressed body that redaction reads. A compressed request body that
+inflates to more is stored as ``<redacted>`` whole: what could not be read could not be
+proven free of secrets."""
+_REDACTED_BYTES = REDACTED.encode()
+_URL_HEADERS = frozenset({"location", "content-location"})
+_FORM = "application/x-www-form-urlencoded"
+_MULTIPART = "multipart/form-data"
+_PART_NAME = re.compile(rb';\s*name\s*=\s*(?:"([^"]*)"|([^;\s]+))', re.IGNORECASE)
 _SEEN_HEADERS_LIMIT = 1024
 _UNSEEN: list[tuple[str, str]] = []
-
-
-_first = itemgetter(0)
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,7 +97,8 @@ class Redactor:
                     raise ValueError(f"redact rule {rule!r}: bad regex ({exc})") from None
         return cls(frozenset(headers), frozenset(query), tuple(json_paths), tuple(patterns))
 
-    def _text(self, text: str) -> str:
+    def text(self, text: str) -> str:
+        """``text`` with credential shapes and the user's regexes replaced."""
         text = scrub_text(text)
         for pattern in self.patterns:
             text = pattern.sub(REDACTED, text)
@@ -111,7 +125,7 @@ class Redactor:
         """None when no value changes."""
         redacted, changed = [], False
         for name, value in headers:
-            new_value = REDACTED if name.lower() in self.headers else self._text(value)
+            new_value = REDACTED if name.lower() in self.headers else self.text(value)
             changed = changed or new_value != value
             redacted.append((name, new_value))
         return redacted if changed else None
@@ -133,12 +147,12 @@ class Redactor:
                 # Values are looked at decoded: an encoded credential ("Bearer%20...",
                 # "%2F" inside a token) escapes the patterns otherwise.
                 decoded = unquote_plus(value) if "%" in value or "+" in value else value
-                if plain.lower() in self.query or self._text(decoded) != decoded:
+                if plain.lower() in self.query or self.text(decoded) != decoded:
                     pairs[index] = f"{name}={REDACTED}"
                     changed = True
             if changed:
                 url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
-        return url if clean else self._text(url)
+        return url if clean else self.text(url)
 
     def _names_plain(self, query: str) -> bool:
         """True when no value is encoded and no secret name occurs anywhere in the query.
@@ -148,10 +162,30 @@ class Redactor:
             return False
         return self._names_in(query.lower()) is None
 
-    def _body(self, body: bytes) -> bytes:
+    def rules(self) -> tuple[Rule, ...]:
+        """What this redactor replaces in any text, as rules for a body read as a stream:
+        credential shapes, the values of credential JSON keys, and the user's regexes."""
+        return (
+            Rule(SECRET_BYTES_REGEX, _REDACTED_BYTES, may_hold_secret),
+            Rule(JSON_SECRET_REGEX, json_field_replacement, may_hold_json_field),
+            *(Rule(re.compile(p.pattern.encode()), _REDACTED_BYTES) for p in self.patterns),
+        )
+
+    def _body(self, body: bytes, headers: Headers) -> bytes:
         if not body:
             return body
-        body = scrub_bytes(body)
+        content_type = encoded = None
+        for name, value in headers:  # one pass for both: most requests have neither
+            lowered = name.lower()
+            if lowered == "content-type" and content_type is None:
+                content_type = value
+            elif lowered == "content-encoding" and encoded is None:
+                encoded = value
+        if encoded is not None and encoded.strip().lower() not in ("", "identity"):
+            return self._encoded_body(body, encodings_of(headers))
+        body = scrub_json_fields(scrub_bytes(body))
+        if content_type is not None:
+            body = _form_fields(body, content_type)
         if self.json_paths and body.lstrip()[:1] in (b"{", b"["):
             try:
                 document = json.loads(body)
@@ -170,21 +204,134 @@ class Redactor:
             body = text.encode("latin-1", "replace")
         return body
 
+    def _encoded_body(self, body: bytes, codings: list[str]) -> bytes:
+        """A compressed body redacted under its encoding (decoded, rewritten and encoded
+        again as a stream), so a key inside a gzip body never reaches the disk."""
+        try:
+            return rewrite_encoded(scrub_bytes(body), codings, self.rules(), REDACT_LIMIT)
+        except TooLarge:
+            return _REDACTED_BYTES
+
     def request(self, request: Request) -> Request:
         """``request`` itself when nothing in it is secret: the common case allocates nothing."""
         url = self._url(request.url)
         headers = self._headers(request.headers)
-        body = self._body(request.body)
+        body = self._body(request.body, request.headers)
         if url is request.url and headers is request.headers and body is request.body:
             return request
+        if body is not request.body:
+            headers = _with_length(headers, len(body))
         return Request(method=request.method, url=url, headers=headers, body=body)
 
     def response_headers(self, headers: Headers) -> Headers:
-        """Only the secret headers (set-cookie): response bodies stay byte-exact."""
-        secret = self.headers
-        if secret.isdisjoint(map(str.lower, map(_first, headers))):
-            return headers
-        return [(name, REDACTED if name.lower() in secret else value) for name, value in headers]
+        """Response headers as stored: secret headers' values replaced, URLs (``Location``
+        of a redirect) redacted as request URLs are, credential shapes in any value
+        replaced. Response bodies stay byte-exact."""
+        redacted = None
+        for index, (name, value) in enumerate(headers):
+            lowered = name.lower()
+            if lowered in self.headers:
+                new = REDACTED
+            elif lowered in _URL_HEADERS:
+                new = self._url(value)
+            else:
+                new = scrub_text(value)
+            if new != value:
+                if redacted is None:
+                    redacted = list(headers)
+                redacted[index] = (name, new)
+        return headers if redacted is None else redacted
+
+
+def _with_length(headers: Headers, length: int) -> Headers:
+    """``headers`` with Content-Length saying ``length``: a body redaction made shorter or
+    longer is stored with a length that matches it."""
+    if not any(name.lower() == "content-length" for name, _value in headers):
+        return headers
+    return [
+        (name, str(length) if name.lower() == "content-length" else value)
+        for name, value in headers
+    ]
+
+
+def _form_fields(body: bytes, content_type: str) -> bytes:
+    """A form-encoded or multipart body with its credential fields' values replaced (see
+    ``credential_fields``); everything else byte for byte."""
+    spans = credential_fields(body, content_type)
+    if not spans:
+        return body
+    pieces, last = [], 0
+    for _name, start, end in spans:
+        pieces += [body[last:start], _REDACTED_BYTES]
+        last = end
+    pieces.append(body[last:])
+    return b"".join(pieces)
+
+
+def credential_fields(body: bytes, content_type: str) -> list[tuple[str, int, int]]:
+    """(name, start, end) of each value in a form-encoded or multipart body that holds a
+    credential: its field is named so (``SECRET_QUERY_NAMES``), or its decoded value has a
+    credential's shape. Values already ``<redacted>`` are left out. Default redaction
+    replaces these; ``agenttape audit`` reports them."""
+    kind = content_type.partition(";")[0].strip().lower()
+    if kind == _FORM:
+        return _form_spans(body)
+    if kind == _MULTIPART:
+        boundary = _boundary(content_type)
+        return _multipart_spans(body, boundary) if boundary else []
+    return []
+
+
+def _form_spans(body: bytes) -> list[tuple[str, int, int]]:
+    spans = []
+    start = 0
+    for pair in body.split(b"&"):
+        name, equals, value = pair.partition(b"=")
+        value_start = start + len(name) + 1
+        start += len(pair) + 1
+        if not equals or not value or value == _REDACTED_BYTES:
+            continue
+        plain = unquote_plus(name.decode("latin-1"))
+        decoded = unquote_plus(value.decode("latin-1"))
+        if plain.lower() in SECRET_QUERY_NAMES or scrub_text(decoded) != decoded:
+            spans.append((plain, value_start, value_start + len(value)))
+    return spans
+
+
+def _boundary(content_type: str) -> bytes | None:
+    for parameter in content_type.split(";")[1:]:
+        key, _equals, value = parameter.strip().partition("=")
+        if key.strip().lower() == "boundary" and value:
+            return value.strip().strip('"').encode("latin-1")
+    return None
+
+
+def _multipart_spans(body: bytes, boundary: bytes) -> list[tuple[str, int, int]]:
+    """The contents of the parts named as credentials (``name="password"``); a file part
+    (one with a ``filename``) is data, not a field, and is left out."""
+    delimiter = b"--" + boundary
+    spans = []
+    start = body.find(delimiter)
+    while start != -1:
+        head_start = start + len(delimiter)
+        following = body.find(delimiter, head_start)
+        end = len(body) if following == -1 else following
+        head_end = body.find(b"\r\n\r\n", head_start, end)
+        if head_end != -1:
+            head = body[head_start:head_end]
+            found = _PART_NAME.search(head)
+            if found is not None and b"filename" not in head.lower():
+                name = (found.group(1) if found.group(1) is not None else found.group(2)) or b""
+                content_start = head_end + 4
+                content_end = end - 2 if body[end - 2 : end] == b"\r\n" else end
+                content = body[content_start:content_end]
+                plain = name.decode("latin-1")
+                if content != _REDACTED_BYTES and (
+                    plain.lower() in SECRET_QUERY_NAMES or scrub_bytes(content) != content
+                ):
+                    spans.append((plain, content_start, content_end))
+        start = following
+    return spans
 
 
 def _without_password(url: str) -> str:

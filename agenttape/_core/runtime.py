@@ -22,12 +22,25 @@ _inside_adapter: ContextVar[bool] = ContextVar("agenttape_inside_adapter", defau
 _active: list[Tape] = []
 _lock = threading.Lock()
 _installers: list[Callable[[], None]] = []
+_listeners: list[Callable[[Tape | None], None]] = []
 
 
 def on_activation(installer: Callable[[], None]) -> None:
     """Runs ``installer`` whenever a tape is activated: the adapters layer patches the
     libraries it finds imported, without the core importing it."""
     _installers.append(installer)
+
+
+def on_change(listener: Callable[[Tape | None], None]) -> None:
+    """Calls ``listener`` with the newest process-wide tape (None when none is left) each
+    time one is activated or deactivated: what child processes inherit follows it."""
+    _listeners.append(listener)
+
+
+def _changed() -> None:
+    newest = _active[-1] if _active else None
+    for listener in _listeners:
+        listener(newest)
 
 
 def active() -> Tape | None:
@@ -52,6 +65,7 @@ def activate(tape: Tape, *, process_wide: bool = True) -> Token[Tape | None]:
     if process_wide:
         with _lock:
             _active.append(tape)
+            _changed()
     return _current.set(tape)
 
 
@@ -61,6 +75,7 @@ def deactivate(tape: Tape, token: Token[Tape | None]) -> None:
         with _lock:
             if tape in _active:
                 _active.remove(tape)
+                _changed()
     # Exited from another context than the one that entered (a generator-based fixture
     # finalised elsewhere): the variable is then left to that context.
     with contextlib.suppress(ValueError):

@@ -39,6 +39,9 @@ class Tape(Protocol):
     @property
     def allowed_hosts(self) -> tuple[str, ...]: ...
 
+    @property
+    def interactions(self) -> list[Interaction]: ...
+
     def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
         """Replay or record ``request``: the interaction to replay, or a Recording to feed
         while the real exchange runs. Raises UnmatchedInteractionError when replay is the

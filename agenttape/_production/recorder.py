@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .._core.redaction import Redactor
-from .._core.secrets import scrub_text
+from .._core.secrets import scrub_note
 from .otel import annotate_current_span, require_api
 from .run import EXCHANGE_OVERHEAD, RUN_ID, Run, logger
 from .store import SUFFIX, open_store
@@ -182,8 +182,8 @@ class Recorder:
         run.path = Path(f"{run.started:%Y-%m-%d}", run.run_id + SUFFIX)
         summary: dict[str, Any] = {
             "status": status,
-            "reasons": [scrub_text(reason) for reason in reasons],
-            "flags": list(run.flags),
+            "reasons": [scrub_note(reason) for reason in reasons],
+            "flags": [scrub_note(flag) for flag in run.flags],
             "duration": run.duration,
             "interactions": len(run.interactions),
         }

@@ -17,6 +17,7 @@ from typing import Any
 from .._core import codec, runtime
 from .._core.models import Interaction
 from .._core.redaction import Redactor
+from .._core.secrets import scrub_tags
 from .._core.text import counted
 from .store import Store
 
@@ -153,7 +154,7 @@ class Writer:
                 **self._base,
                 "run_id": job.run_id,
                 "created_at": job.started,
-                "tags": job.tags,
+                "tags": scrub_tags(job.tags),
                 "run": job.summary,
             }
             # Response headers were redacted as they arrived; requests are redacted here.

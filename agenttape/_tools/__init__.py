@@ -1,1 +1,1 @@
-"""The command line, its subcommands, the pytest plugin and the bootstrap of ``agenttape run``."""
+"""The command line, its subcommands and the pytest plugin."""

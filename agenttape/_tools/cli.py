@@ -16,7 +16,6 @@ import base64
 import datetime as _dt
 import json
 import os
-import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from .reading import (
     llm_fields,
     model_of,
     readable,
+    reading,
     status_text,
     where,
 )
@@ -231,6 +231,13 @@ def _detail_json(index: int, interaction: Interaction) -> dict[str, Any]:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     header, interactions = read(args.cassette)
+    with reading(os.path.getsize(args.cassette)):
+        return _show(args, header, interactions, out)
+
+
+def _show(
+    args: argparse.Namespace, header: dict[str, Any], interactions: list[Interaction], out: TextIO
+) -> int:
     if args.index is not None:
         index = args.index + len(interactions) if args.index < 0 else args.index
         if not 0 <= index < len(interactions):
@@ -273,7 +280,8 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"--ignore {exc}") from None
     _, a = read(args.a)
     _, b = read(args.b)
-    pairs = compare(a, b, args.ignore)
+    with reading(os.path.getsize(args.a), os.path.getsize(args.b)):
+        pairs = compare(a, b, args.ignore)
     out.write(f"A {args.a} ({len(a)} interactions)\nB {args.b} ({len(b)} interactions)\n")
     out.write("each line reads: expected <A>, got <B>\n")
     differing = 0
@@ -300,18 +308,21 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     if args.endpoint and args.format != "otlp":
         raise UsageError("--endpoint goes with --format otlp")
     header, interactions = read(args.cassette)
-    if args.format == "otlp":
-        from .otlp import send, to_otlp
+    with reading(os.path.getsize(args.cassette)):
+        if args.format == "otlp":
+            from .otlp import to_otlp
 
-        document = to_otlp(header, interactions)
-        if args.endpoint:
-            url = send(document, args.endpoint)
-            sys.stderr.write(f"sent {counted(len(interactions) + 1, 'span')} to {url}\n")
-            return 0
-    elif args.format == "har":
-        document = to_har(header, interactions, os.path.basename(args.cassette))
-    else:
-        document = to_json(header, interactions)
+            document = to_otlp(header, interactions)
+        elif args.format == "har":
+            document = to_har(header, interactions, os.path.basename(args.cassette))
+        else:
+            document = to_json(header, interactions)
+    if args.endpoint:
+        from .otlp import send
+
+        url = send(document, args.endpoint)
+        sys.stderr.write(f"sent {counted(len(interactions) + 1, 'span')} to {url}\n")
+        return 0
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -348,7 +359,7 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
     from .._core.redaction import Redactor
-    from .redact import redact
+    from .redact import BodyTooLarge, redact
 
     rules = [f"header:{h}" for h in args.header]
     rules += [f"query:{q}" for q in args.query]
@@ -359,12 +370,15 @@ def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise UsageError(f"{exc}") from None
     header, interactions = read(args.cassette)
-    changed = sum(redact(interaction, redactor) for interaction in interactions)
+    changed = 0
+    for index, interaction in enumerate(interactions):
+        try:
+            changed += redact(index, interaction, redactor)
+        except BodyTooLarge as exc:
+            raise AgentTapeError(f"{args.cassette}: {exc}") from None
     if changed:
-        path = Path(args.cassette)
-        mode = stat.S_IMODE(path.stat().st_mode)
-        write_atomic(path, codec.encode_pieces(header, interactions))
-        os.chmod(path, mode)  # the rewritten file keeps the permissions it had
+        # Through a symbolic link, the file it points to is rewritten (and keeps its mode).
+        write_atomic(Path(args.cassette), codec.encode_pieces(header, interactions))
         out.write(
             f"redacted {changed} of {counted(len(interactions), 'interaction')} in {args.cassette}\n"
         )
@@ -392,10 +406,10 @@ def _cassette_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    from .audit import audit
+    from .audit import TOO_LARGE, audit
 
     files = _cassette_files(args.paths)
-    found, unreadable = 0, 0
+    found, unscanned, unreadable = 0, 0, 0
     for file in files:
         try:
             header, interactions = read(file)
@@ -403,19 +417,27 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
             unreadable += 1
             sys.stderr.write(f"{PROG} audit: error: {exc}\n")
             continue
-        for finding in audit(header, interactions):
-            found += 1
+        for finding in audit(header, interactions, file.stat().st_size):
+            if finding.kind == TOO_LARGE:
+                unscanned += 1
+            else:
+                found += 1
             out.write(f"{file}: {finding.describe()}\n")
     read_files = len(files) - unreadable
     summary = f"{counted(found, 'secret')} found in {counted(read_files, 'cassette')}"
+    if unscanned:
+        summary += (
+            f"; {counted(unscanned, 'body', 'bodies')} too large to scan in full "
+            "(decompression bombs?), not proven clean"
+        )
     if unreadable:
         summary += f"; {unreadable} could not be read"
     if found:
         summary += "; remove them with 'agenttape redact' (or re-record with redact= rules)"
-    (sys.stderr if found or unreadable else out).write(summary + "\n")
+    (sys.stderr if found or unscanned or unreadable else out).write(summary + "\n")
     if unreadable:
         return 2
-    return 1 if found else 0
+    return 1 if found or unscanned else 0
 
 
 # -- run ---------------------------------------------------------------------------------------

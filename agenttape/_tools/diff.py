@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .._core import jsonpath
 from .._core.matching import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
-from .reading import body_end, decode_body, is_sse, parse_json, parse_sse, sse_text
+from .reading import body_end, decode_body, is_sse, parse_json, parse_sse, parseable, sse_text
 
 
 @dataclass(slots=True)
@@ -54,9 +54,12 @@ def _text_difference(where: str, want: str, got: str) -> str:
 
 
 def _body_differences(a: Response, b: Response, ignore: tuple[str, ...]) -> list[str]:
-    want, got = decode_body(a.headers, a.body).data, decode_body(b.headers, b.body).data
+    decoded_a, decoded_b = decode_body(a.headers, a.body), decode_body(b.headers, b.body)
+    want, got = decoded_a.data, decoded_b.data
     if want == got:
         return []
+    if not (parseable(a.body, decoded_a) and parseable(b.body, decoded_b)):
+        return [_bytes_difference(want, got)]
     if is_sse(a.headers) and is_sse(b.headers):
         want_text, got_text = sse_text(parse_sse(want)), sse_text(parse_sse(got))
         if want_text == got_text:
@@ -73,12 +76,16 @@ def _body_differences(a: Response, b: Response, ignore: tuple[str, ...]) -> list
     try:
         return [_text_difference("response body", want.decode(), got.decode())]
     except UnicodeDecodeError:
-        digest_a = hashlib.sha256(want).hexdigest()[:12]
-        digest_b = hashlib.sha256(got).hexdigest()[:12]
-        return [
-            f"response body: expected {len(want)} bytes (sha256 {digest_a}), "
-            f"got {len(got)} bytes (sha256 {digest_b})"
-        ]
+        return [_bytes_difference(want, got)]
+
+
+def _bytes_difference(want: bytes, got: bytes) -> str:
+    digest_a = hashlib.sha256(want).hexdigest()[:12]
+    digest_b = hashlib.sha256(got).hexdigest()[:12]
+    return (
+        f"response body: expected {len(want)} bytes (sha256 {digest_a}), "
+        f"got {len(got)} bytes (sha256 {digest_b})"
+    )
 
 
 def compare(a: list[Interaction], b: list[Interaction], ignore: Iterable[str] = ()) -> list[Pair]:

@@ -163,11 +163,14 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
             post["_encoding"] = "base64"
         har_request["postData"] = post
     if response is not None:
-        decoded = decode_body(response.headers, response.body).data
+        readable_body = decode_body(response.headers, response.body)
+        decoded = readable_body.data
         content: dict[str, Any] = {
             "size": len(decoded),
             "mimeType": first_header(response.headers, "content-type") or "x-unknown",
         }
+        if readable_body.note:
+            content["comment"] = readable_body.note
         if len(decoded) != len(response.body):
             content["compression"] = len(decoded) - len(response.body)
         if decoded:

@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -83,10 +84,45 @@ def default_path(item: pytest.Item) -> Path:
 
 
 def _lock_directory() -> Path:
-    user = f"-{os.getuid()}" if hasattr(os, "getuid") else ""
-    directory = Path(tempfile.gettempdir()) / f"agenttape-locks{user}"
-    directory.mkdir(exist_ok=True)
-    return directory
+    """The directory of the lock files: this user's own, in the temporary directory every
+    xdist worker shares. Anyone may create names there, so one planted under this name (a
+    link, or another user's directory) is refused; this user's own is made private (0700)."""
+    user = os.getuid()
+    directory = Path(tempfile.gettempdir()) / f"agenttape-locks-{user}"
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    info = os.lstat(directory)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        problem = "is not a directory (a symbolic link?)"
+    elif info.st_uid != user:
+        problem = f"belongs to user {info.st_uid}"
+    else:
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.chmod(directory, 0o700)
+        return directory
+    pytest.fail(
+        f"agenttape: the lock directory {directory} {problem}; remove it and run again",
+        pytrace=False,
+    )
+
+
+def _open_lock(lock: Path) -> int:
+    """The lock file, opened for reading and writing: never through a link, and only a
+    plain file of this user with no other name. Anything else found under its name (left
+    when the directory was open to others) is removed and the file made anew."""
+    for _attempt in range(2):
+        try:
+            descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            if not os.path.islink(lock):
+                pytest.fail(f"agenttape: cannot open the lock file {lock}: {exc}", pytrace=False)
+        else:
+            info = os.fstat(descriptor)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and info.st_nlink == 1:
+                return descriptor
+            os.close(descriptor)
+        os.unlink(lock)
+    pytest.fail(f"agenttape: cannot make the lock file {lock} anew", pytrace=False)
 
 
 @contextlib.contextmanager
@@ -100,7 +136,8 @@ def _exclusive(path: Path, run_id: str) -> Iterator[bool]:
         yield True
         return
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
-    with open(_lock_directory() / f"{digest}.lock", "a+") as handle:
+    descriptor = _open_lock(_lock_directory() / f"{digest}.lock")
+    with os.fdopen(descriptor, "r+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             handle.seek(0)

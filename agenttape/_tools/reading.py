@@ -6,12 +6,16 @@ Nothing here changes what is stored; every function works on copies of the recor
 
 from __future__ import annotations
 
+import contextlib
 import json
-import zlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from .._core import encoding
+from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction, Request, Response, first_header
 
 JsonValue = Any
@@ -20,89 +24,68 @@ JsonValue = Any
 @dataclass(slots=True)
 class Decoded:
     """A body made readable: ``data`` with content-encoding undone, and a note when it could
-    not be (fully) undone. ``cut`` is True when decoding stopped at the ``limit`` asked for:
-    ``data`` then holds the first ``limit`` bytes of the decoded body."""
+    not be (fully) undone."""
 
     data: bytes
     note: str = ""
-    cut: bool = False
+    cut: bool = False  # the limit stopped decoding before the body's end
 
 
-def _inflate(data: bytes, wbits: int, limit: int | None) -> tuple[bytes, bool]:
-    """Decompress as much as there is (at most ``limit`` + 1 bytes, so a small body that
-    inflates to gigabytes costs no more than ``limit``); True when the stream was complete."""
-    decompressor = zlib.decompressobj(wbits)
-    if limit is not None:
-        return decompressor.decompress(data, limit + 1), decompressor.eof
-    out = decompressor.decompress(data)
-    out += decompressor.flush()
-    return out, decompressor.eof
+READ_LIMIT = 8 << 20
+"""Decoded bytes shown of one body: a compressed body may inflate to gigabytes."""
+
+READ_FLOOR = 32 << 20
+READ_RATIO = 8
+"""Decoded bytes one reading of a cassette may produce in all: ``READ_FLOOR``, or
+``READ_RATIO`` times the file's size when that is more. A file of many small bombs cannot
+make a command hold more than a small multiple of its size (plus the floor)."""
+
+PARSE_FLOOR = 1 << 20
+PARSE_RATIO = 64
+"""A decoded body is parsed (JSON, events) when it is whole and no larger than
+``PARSE_FLOOR`` or ``PARSE_RATIO`` times its stored size: parsing costs many times the text
+(a list of empty objects, thirty times), and no real body compresses sixty-four fold."""
+
+_budget: ContextVar[list[int] | None] = ContextVar("agenttape_read_budget", default=None)
 
 
-def _undo(encoding: str, data: bytes, limit: int | None) -> tuple[bytes, str]:
-    if encoding in ("gzip", "x-gzip"):
-        out, complete = _inflate(data, 16 + zlib.MAX_WBITS, limit)
-        return out, "" if complete else "gzip stream is incomplete; showing what decodes"
-    if encoding == "deflate":
-        try:
-            out, complete = _inflate(data, zlib.MAX_WBITS, limit)
-        except zlib.error:
-            out, complete = _inflate(data, -zlib.MAX_WBITS, limit)
-        return out, "" if complete else "deflate stream is incomplete; showing what decodes"
-    if encoding == "br":
-        try:
-            import brotli  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            raise ValueError("br-encoded; install 'brotli' to read it") from None
-        if limit is None:
-            return bytes(brotli.decompress(data)), ""
-        try:
-            out = brotli.Decompressor().process(data, output_buffer_limit=limit + 1)
-        except TypeError:
-            raise ValueError("br-encoded; this brotli cannot decode within a size bound") from None
-        return bytes(out), ""
-    if encoding == "zstd":
-        try:
-            import zstandard  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            raise ValueError("zstd-encoded; install 'zstandard' to read it") from None
-        if limit is None:
-            return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data)), ""
-        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
-            return bytes(reader.read(limit + 1)), ""
-    if encoding in ("identity", ""):
-        return data, ""
-    raise ValueError(f"unknown content-encoding {encoding!r}")
-
-
-def content_encodings(headers: Headers) -> list[str]:
-    """The Content-Encoding codings in the order they were applied, lower-cased."""
-    return [
-        part.strip().lower()
-        for part in (first_header(headers, "content-encoding") or "").split(",")
-        if part.strip() and part.strip().lower() != "identity"
-    ]
+@contextlib.contextmanager
+def reading(*sizes: int) -> Iterator[None]:
+    """Bounds what the bodies of the cassettes of ``sizes`` bytes may decode to while the
+    block runs (``show``, ``export``, ``diff``)."""
+    token = _budget.set([max(READ_FLOOR, READ_RATIO * sum(sizes))])
+    try:
+        yield
+    finally:
+        _budget.reset(token)
 
 
 def decode_body(headers: Headers, body: bytes, *, limit: int | None = None) -> Decoded:
-    """``body`` with its Content-Encoding undone (last applied first).
+    """``body`` with its Content-Encoding undone (last applied first), within ``limit``
+    (``READ_LIMIT`` unless given) and what is left of the reading's budget."""
+    codings = encodings_of(headers)
+    if not codings:
+        return Decoded(body)
+    budget = _budget.get()
+    limit = READ_LIMIT if limit is None else limit
+    if budget is not None:
+        limit = min(limit, budget[0])
+    if limit <= 0:
+        note = "not decoded: the bodies before it used up what one reading decodes"
+        return Decoded(body, f"{note}; shown as stored", cut=True)
+    decoding = encoding.Decoding(codings, body, limit)
+    data = b"".join(decoding)
+    if budget is not None:
+        budget[0] -= decoding.produced
+    if decoding.error:
+        return Decoded(body, f"{decoding.error}; shown as stored")
+    return Decoded(data, encoding.note(decoding, len(data)), decoding.cut)
 
-    With ``limit``, no step produces more than ``limit`` bytes: a decompression bomb costs
-    ``limit`` bytes of memory, and the result says it was ``cut``.
-    """
-    data, notes, cut = body, [], False
-    for encoding in reversed(content_encodings(headers)):
-        try:
-            data, note = _undo(encoding, data, limit)
-        except (ValueError, zlib.error) as exc:
-            return Decoded(data, f"{exc}; shown as stored")
-        if limit is not None and len(data) > limit:
-            data, cut = data[:limit], True
-            notes.append(f"decoded only as far as its first {limit:,} bytes")
-            break
-        if note:
-            notes.append(note)
-    return Decoded(data, "; ".join(notes), cut)
+
+def parseable(body: bytes, decoded: Decoded) -> bool:
+    """True when ``decoded`` (``body`` decoded) is worth parsing: see ``PARSE_FLOOR``."""
+    size = len(decoded.data)
+    return not decoded.cut and (size <= PARSE_FLOOR or size <= PARSE_RATIO * len(body))
 
 
 def is_sse(headers: Headers) -> bool:
@@ -203,27 +186,34 @@ def body_end(interaction: Interaction) -> BodyEnd | None:
     return "closed_after_end" if _reached_end_of_stream(response) else "closed_early"
 
 
-# Bytes a body is decoded to, at most, to read how it ended: bounds what a compressed body
-# that inflates to gigabytes can cost.
-END_READ_LIMIT = 64 * 1024 * 1024
-
-
 def _reached_end_of_stream(response: Response) -> bool:
     if not is_sse(response.headers):
         return False
-    decoded = decode_body(response.headers, response.body, limit=END_READ_LIMIT)
-    if decoded.cut:
-        return False  # its end was never read
+    decoded = decode_body(response.headers, response.body)
     data = decoded.data
-    if not data.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
-        return False  # the last event was never dispatched
-    events = parse_sse(data)
+    if decoded.cut or not data.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
+        return False  # the last event was never dispatched, or its end is not known
+    events = parse_sse(_tail(data))
     if not events:
         return False
     last = events[-1]
     if last.data == "[DONE]" or last.event in END_OF_STREAM_EVENTS:
         return True
     return isinstance(last.data, dict) and last.data.get("type") in END_OF_STREAM_EVENTS
+
+
+_TAIL = 1 << 20
+
+
+def _tail(data: bytes) -> bytes:
+    """The events at the end of a stream: the last ``_TAIL`` bytes from an event boundary
+    on, so a stream of a million events is not parsed to read its last one."""
+    if len(data) <= _TAIL:
+        return data
+    tail = data[-_TAIL:]
+    starts = [tail.find(boundary) for boundary in (b"\n\n", b"\r\r")]
+    found = [start for start in starts if start != -1]
+    return tail[min(found) :] if found else tail
 
 
 def _text_pieces(document: JsonValue) -> list[str]:
@@ -272,35 +262,16 @@ def readable(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
     data = decoded.data
     if not data:
         return "empty", None, decoded.note
-    if is_sse(headers):
-        return "sse", [event.as_dict() for event in parse_sse(data)], decoded.note
-    is_json, document = parse_json(data)
-    if is_json:
-        return "json", document, decoded.note
+    if parseable(body, decoded):
+        if is_sse(headers):
+            return "sse", [event.as_dict() for event in parse_sse(data)], decoded.note
+        is_json, document = parse_json(data)
+        if is_json:
+            return "json", document, decoded.note
     try:
         return "text", data.decode("utf-8"), decoded.note
     except UnicodeDecodeError:
         return "binary", data, decoded.note
-
-
-def where(request: Request) -> str:
-    """Host and path of a request, without credentials or query: the column ``show`` lists."""
-    parts = urlsplit(request.url)
-    host = parts.netloc.rpartition("@")[2]
-    return f"{host}{parts.path or '/'}"
-
-
-def status_text(interaction: Interaction) -> str:
-    """The status ``show`` lists: the code, how a body ended short, or the transport error."""
-    response, error = interaction.response, interaction.error
-    if response is None:
-        return error.kind if error is not None else "?"
-    end = body_end(interaction)
-    if end == "cut":
-        return f"{response.status}, cut"
-    if end == "closed_early":
-        return f"{response.status}, closed early"
-    return str(response.status)
 
 
 # -- LLM call parameters ----------------------------------------------------------------------
@@ -321,3 +292,23 @@ def model_of(interaction: Interaction) -> str:
     """The model ``show`` lists for an interaction; empty when it is not an LLM call."""
     call = interaction.llm
     return call.model or "" if call is not None else ""
+
+
+def where(request: Request) -> str:
+    """Host and path of a request, without credentials or query: the column ``show`` lists."""
+    parts = urlsplit(request.url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{host}{parts.path or '/'}"
+
+
+def status_text(interaction: Interaction) -> str:
+    """The status ``show`` lists: the code, how a body ended short, or the transport error."""
+    response, error = interaction.response, interaction.error
+    if response is None:
+        return error.kind if error is not None else "?"
+    end = body_end(interaction)
+    if end == "cut":
+        return f"{response.status}, cut"
+    if end == "closed_early":
+        return f"{response.status}, closed early"
+    return str(response.status)

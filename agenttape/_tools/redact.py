@@ -1,31 +1,40 @@
 """Redacting a cassette already on disk (``agenttape redact``).
 
 Requests get the same redaction as at record time. Response headers lose secret values, and
-response bodies (which recording never touches) lose credential-shaped runs, the user's
-regexes and JSON paths: running the command is the user asking. A compressed body is
-decompressed, redacted and compressed again; chunk boundaries move with the text around them
-so a stream still replays in the same pieces.
+response bodies (which recording never touches) lose credential-shaped runs, the values of
+credential JSON keys, the user's regexes and JSON paths: running the command is the user
+asking. A compressed body is decoded, redacted and encoded again as a stream, within a
+bound; chunk boundaries move with the text around them so a stream still replays in the
+same pieces.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import zlib
 from bisect import bisect_right
 
-from .._core import jsonpath
-from .._core.models import Interaction, Response, first_header
-from .._core.redaction import Redactor
-from .._core.secrets import REDACTED, SECRET_REGEX
+from .._core import encoding, jsonpath
+from .._core.encoding import encodings_of, recodable
+from .._core.errors import AgentTapeError
+from .._core.models import Interaction, Response
+from .._core.redaction import REDACT_LIMIT, Redactor
+from .._core.secrets import REDACTED
+from .._core.substitution import Replacement, TooLarge, rewrite_encoded
 
 _REDACTED = REDACTED.encode()
-_DEFAULT = re.compile(SECRET_REGEX.pattern.encode())
+
+JSON_PATH_LIMIT = 64 << 20
+"""Decoded bytes of a compressed body that ``--json-path`` rules parse: a JSON path needs the
+document whole."""
+
+
+class BodyTooLarge(AgentTapeError):
+    """A compressed body inflates to more than redaction reads: nothing is written."""
 
 
 def _substitute(
-    data: bytes, pattern: re.Pattern[bytes], cuts: list[int]
+    data: bytes, pattern: re.Pattern[bytes], replacement: Replacement, cuts: list[int]
 ) -> tuple[bytes, list[int]]:
     """``data`` with every match replaced, and ``cuts`` (chunk boundaries) moved along: a
     boundary inside a match lands at the end of its replacement."""
@@ -36,10 +45,13 @@ def _substitute(
         start, end = match.span()
         if start == end:
             continue
+        new = replacement if isinstance(replacement, bytes) else replacement(match)
+        if new == match.group():
+            continue
         pieces.append(data[last:start])
         length += start - last
-        pieces.append(_REDACTED)
-        length += len(_REDACTED)
+        pieces.append(new)
+        length += len(new)
         spans.append((start, end, length))
         last = end
     if not spans:
@@ -55,25 +67,6 @@ def _substitute(
         start, end, new_end = spans[index]
         moved.append(new_end if cut < end else new_end + (cut - end))
     return b"".join(pieces), moved
-
-
-def _encode(encoding: str, data: bytes) -> bytes:
-    if encoding in ("gzip", "x-gzip"):
-        return gzip.compress(data, mtime=0)
-    return zlib.compress(data)
-
-
-def _decode(encoding: str, data: bytes) -> bytes | None:
-    if encoding in ("", "identity"):
-        return data
-    try:
-        if encoding in ("gzip", "x-gzip"):
-            return gzip.decompress(data)
-        if encoding == "deflate":
-            return zlib.decompress(data)
-    except (OSError, EOFError, zlib.error):
-        return None
-    return None
 
 
 def _json_paths(data: bytes, paths: tuple[str, ...]) -> bytes:
@@ -95,14 +88,15 @@ def _rechunk(response: Response, body: bytes, cuts: list[int] | None) -> None:
     """Set the new body; ``cuts`` are its chunk boundaries, or None to spread the chunks
     evenly (after recompression, old boundaries mean nothing)."""
     chunks = response.chunks
-    if cuts is None:
-        count = len(chunks)
-        cuts = [round(len(body) * (i + 1) / count) for i in range(count - 1)] if count else []
-    ends = [*cuts, len(body)] if chunks else []
-    sizes = [end - start for start, end in zip([0, *cuts], ends, strict=True)]
-    response.chunks = [
-        (size, offset) for size, (_old, offset) in zip(sizes, chunks, strict=True) if size
-    ]
+    if chunks:  # a body recorded without chunk boundaries keeps none
+        if cuts is None:
+            count = len(chunks)
+            cuts = [round(len(body) * (i + 1) / count) for i in range(count - 1)]
+        ends = [*cuts, len(body)]
+        sizes = [end - start for start, end in zip([0, *cuts], ends, strict=True)]
+        response.chunks = [
+            (size, offset) for size, (_old, offset) in zip(sizes, chunks, strict=True) if size
+        ]
     if response.header("content-length") is not None and len(body) != len(response.body):
         response.headers = [
             (name, str(len(body)) if name.lower() == "content-length" else value)
@@ -111,32 +105,48 @@ def _rechunk(response: Response, body: bytes, cuts: list[int] | None) -> None:
     response.body = body
 
 
+def _encoded_body(response: Response, codings: list[str], redactor: Redactor) -> bytes:
+    """The compressed body redacted: rules as a stream, then JSON paths on the whole
+    document when there are any."""
+    body = rewrite_encoded(response.body, codings, redactor.rules(), REDACT_LIMIT)
+    if not redactor.json_paths:
+        return body
+    decoding = encoding.Decoding(codings, body, JSON_PATH_LIMIT)
+    data = b"".join(decoding)
+    if decoding.cut:
+        raise TooLarge(f"inflates to more than the {JSON_PATH_LIMIT >> 20} MiB a JSON path reads")
+    if decoding.error or decoding.incomplete:
+        return body
+    rewritten = _json_paths(data, redactor.json_paths)
+    return body if rewritten is data else encoding.encode(codings, rewritten)
+
+
 def _response_body(response: Response, redactor: Redactor) -> None:
-    encoding = (first_header(response.headers, "content-encoding") or "").strip().lower()
-    data = _decode(encoding, response.body)
-    if data is None:
-        return  # an encoding this cannot undo and redo (br, zstd, a cut-short stream)
+    codings = [coding for coding in encodings_of(response.headers) if coding != "identity"]
+    if codings:
+        if recodable(codings):  # else br, zstd: nothing here could encode it again
+            body = _encoded_body(response, codings, redactor)
+            if body is not response.body:
+                _rechunk(response, body, None)
+        return
+    data = response.body
     cuts: list[int] = []
     total = 0
     for size, _offset in response.chunks[:-1]:
         total += size
         cuts.append(total)
-    for pattern in (_DEFAULT, *(re.compile(p.pattern.encode()) for p in redactor.patterns)):
-        data, cuts = _substitute(data, pattern, cuts)
+    for rule in redactor.rules():
+        data, cuts = _substitute(data, rule.pattern, rule.replacement, cuts)
     rewritten = _json_paths(data, redactor.json_paths)
     if rewritten is not data:
         data, cuts = rewritten, []  # re-serialised: no boundary survives
-    original = response.body if not encoding else _decode(encoding, response.body)
-    if data == original:
-        return
-    if encoding:
-        _rechunk(response, _encode(encoding, data), None)
-    else:
+    if data != response.body:
         _rechunk(response, data, cuts if len(cuts) == len(response.chunks) - 1 else None)
 
 
-def redact(interaction: Interaction, redactor: Redactor) -> bool:
-    """Redact one interaction in place; True when anything changed."""
+def redact(index: int, interaction: Interaction, redactor: Redactor) -> bool:
+    """Redact interaction ``index`` in place; True when anything changed. Raises
+    BodyTooLarge when a compressed body inflates to more than can be read."""
     before = (
         interaction.request,
         interaction.response and (list(interaction.response.headers), interaction.response.body),
@@ -145,9 +155,15 @@ def redact(interaction: Interaction, redactor: Redactor) -> bool:
     response = interaction.response
     if response is not None:
         response.headers = [
-            (name, redactor._text(value))
+            (name, redactor.text(value))
             for name, value in redactor.response_headers(response.headers)
         ]
-        _response_body(response, redactor)
+        try:
+            _response_body(response, redactor)
+        except TooLarge as exc:
+            raise BodyTooLarge(
+                f"interaction {index}: the response body {exc}, too much to redact "
+                "(a decompression bomb?); nothing was written"
+            ) from None
     after = (interaction.request, response and (response.headers, response.body))
     return before != after

@@ -1,7 +1,7 @@
 """``agenttape run``: a program that never imports agenttape, and its Python subprocesses,
 recorded and replayed through one cassette.
 
-How: the command runs with ``agenttape/_tools/bootstrap`` first on PYTHONPATH; its
+How: the command runs with ``agenttape/_bootstrap`` first on PYTHONPATH; its
 ``sitecustomize`` opens a cassette in each Python process before user code runs, as the
 environment variables below say.
 
@@ -42,7 +42,7 @@ CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"
 MODE_VARIABLE = "AGENTTAPE_RUN_MODE"
 FRAGMENTS_VARIABLE = "AGENTTAPE_RUN_FRAGMENTS"
 REQUESTED_MODE_VARIABLE = "AGENTTAPE_RUN_REQUESTED_MODE"
-BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
+BOOTSTRAP = Path(__file__).resolve().parent.parent / "_bootstrap"
 
 # What each process does, decided once by the parent: "replay" (read only), "record"
 # (everything to a fragment) or "new_episodes" (replay, misses to a fragment).

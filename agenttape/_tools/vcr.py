@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,70 @@ class VcrImportError(AgentTapeError):
     """The file is not a vcrpy cassette this converter can read."""
 
 
+ALIAS_FLOOR = 1 << 20
+ALIAS_RATIO = 8
+"""What a YAML file may stand for once its aliases are expanded: ``ALIAS_RATIO`` times its
+own size, at least ``ALIAS_FLOOR`` (nodes plus scalar characters). vcrpy writes an alias
+only for an object it met twice; a file past this is an alias bomb (billion laughs), where
+a few hundred bytes stand for gigabytes."""
+
+# An anchor as YAML writes one: ``&name`` where a node starts. Most cassettes have none, and
+# then the file is not walked at all.
+_ANCHOR = re.compile(r"(?:^|[\s\[{,:])&[^\s,\[\]{}]", re.MULTILINE)
+
+
+def _check_aliases(text: str, name: str) -> None:
+    """Refuses a YAML file whose aliases expand past ``ALIAS_FLOOR``; reads its events
+    once, never building the document, so the check takes time and memory in proportion to
+    the file."""
+    if not _ANCHOR.search(text):
+        return
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    limit = max(ALIAS_FLOOR, ALIAS_RATIO * len(text))
+    expanded: dict[str, int] = {}  # anchor -> what its node stands for, aliases expanded
+    open_nodes: list[tuple[str | None, list[int]]] = []  # collections not yet ended
+    total = 0
+
+    def count(size: int) -> None:
+        nonlocal total
+        total += size
+        if total > limit:
+            raise VcrImportError(
+                f"{name}: its YAML aliases stand for more than {limit} nodes and characters "
+                f"(an alias bomb?); not converted"
+            )
+        if open_nodes:
+            open_nodes[-1][1][0] += size
+
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.ScalarEvent):
+                count(1 + len(event.value))
+                if event.anchor:
+                    expanded[event.anchor] = 1 + len(event.value)
+            elif isinstance(event, yaml.AliasEvent):
+                size = expanded.get(event.anchor)
+                if size is None:
+                    raise VcrImportError(
+                        f"{name}: alias *{event.anchor} refers to a node that is not complete "
+                        "(a recursive alias); not converted"
+                    )
+                count(size)
+            elif isinstance(event, yaml.CollectionStartEvent):
+                count(1)
+                open_nodes.append((event.anchor, [1]))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, (size,) = open_nodes.pop()
+                if anchor:
+                    expanded[anchor] = size
+                if open_nodes:  # already in ``total``, item by item: now in its parent
+                    open_nodes[-1][1][0] += size
+    except yaml.YAMLError:
+        return  # not YAML: the deserializer says so
+
+
 def _headers(raw: Any) -> Headers:
     headers: Headers = []
     items = raw.items() if hasattr(raw, "items") else raw or []
@@ -24,8 +89,16 @@ def _headers(raw: Any) -> Headers:
         for value in values if isinstance(values, (list, tuple)) else [values]:
             if isinstance(value, bytes):
                 value = value.decode("latin-1")
-            headers.append((str(name), str(value)))
+            headers.append((_as_sent(str(name)), _as_sent(str(value))))
     return headers
+
+
+def _as_sent(text: str) -> str:
+    """A header one character per byte, as every cassette holds headers: text vcrpy kept
+    past Latin-1 is taken as the UTF-8 bytes a client sends for it."""
+    if text.isascii() or max(text) <= "\xff":
+        return text
+    return text.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 def _bytes(value: Any) -> bytes:
@@ -87,6 +160,8 @@ def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
     except (OSError, UnicodeDecodeError) as exc:
         raise VcrImportError(f"{name}: cannot be read as a vcrpy cassette ({exc})") from None
     serializer = jsonserializer if name.endswith(".json") else yamlserializer
+    if serializer is yamlserializer:
+        _check_aliases(text, name)
     try:
         requests, responses = deserialize(text, serializer)[:2]
     except Exception as exc:

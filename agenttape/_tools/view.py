@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction
 from .._core.text import counted
 from .._version import __version__
@@ -38,7 +39,6 @@ from .reading import (
     BODY_END_TEXT,
     Event,
     body_end,
-    content_encodings,
     decode_body,
     is_sse,
     parse_json,
@@ -197,7 +197,7 @@ def body_view(
     ``binary``), the formatted ``text`` (for a stream, the text it spelled out) and the
     ``events``, and ``notes`` on decoding and on what was cut. Bounded: see ``DECODE_LIMIT``,
     ``SHOWN_LIMIT``, ``EVENT_LIMIT``."""
-    encodings = content_encodings(headers)
+    encodings = encodings_of(headers)
     view: dict[str, Any] = {"size": len(body), "encoding": ", ".join(encodings)}
     notes: list[str] = []
     decoded = decode_body(headers, body, limit=DECODE_LIMIT)

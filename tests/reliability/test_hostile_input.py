@@ -3,23 +3,33 @@ never hangs, and never needs more than a small multiple of the file's size in me
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import math
 import pickle
+import shutil
+import struct
 import tracemalloc
+import zlib
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import httpx
 import msgpack
 import pytest
+import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agenttape
 from agenttape._core import codec
+from tests.cli_support import Bounded, assert_one_line_error, run_bounded
 from tests.reliability.scale import properties
 from tests.reliability.strategies import cassettes, document_of, values
+from tests.servers import Reply, Server
 
 # Python objects cost more than their msgpack bytes (a list of two short strings is ~6x its
 # encoding); the reader refuses files that would cost more than this.
@@ -353,10 +363,12 @@ def test_many_chunks_in_a_small_file_load(tmp_path: Path) -> None:
     assert list(loaded.response.iter_chunks()) == [b"x"] * 5000
 
 
-@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf, 1e300, -1e300, -1.0])
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf, 1e300, -1e300, 1e9, -1.0])
 @pytest.mark.parametrize("field", ["started_at", "ttfb", "duration", "offset"])
 def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
-    """Times that cannot be waited for or shown are refused when the file is read."""
+    """Times that cannot be waited for or shown are refused when the file is read: realtime
+    replay waits for a first byte, a duration and a chunk's offset, so none may be longer
+    than a week (1e9 s would keep it waiting for ever, 1e300 s make it fail)."""
     response = agenttape.Response(200, body=b"ab", chunks=[(1, 0.0), (1, 0.5)])
     interaction = agenttape.Interaction(
         agenttape.Request("GET", "http://h/"), response, started_at=1.0, ttfb=0.1, duration=0.2
@@ -368,7 +380,248 @@ def test_times_out_of_range(field: str, number: float, tmp_path: Path) -> None:
     else:
         raw[field] = number
     data = msgpack.packb(document, use_bin_type=True)
-    # Before 1970 is still a moment; 1e300 seconds is long, but a wait that ends.
-    valid = number == (-1.0 if field == "started_at" else 1e300)
+    # Before 1970 is still a moment; 1e9 seconds after it too.
+    valid = field == "started_at" and number in (-1.0, 1e9)
     assert (read_bounded(data) is None) == valid
     load_through_api(data, tmp_path / "times.msgpack")
+
+
+@pytest.mark.parametrize("status", [0, -1, 99, 1000, 99999])
+def test_statuses_no_status_line_holds_are_refused(status: int, tmp_path: Path) -> None:
+    interaction = agenttape.Interaction(
+        agenttape.Request("GET", "http://h/"), agenttape.Response(200)
+    )
+    document = document_of(codec.encode({"agenttape_version": "0"}, [interaction]))
+    document["interactions"][0]["response"]["status"] = status
+    data = msgpack.packb(document, use_bin_type=True)
+    error = read_bounded(data)
+    assert isinstance(error, agenttape.CassetteFormatError)
+    assert f"interaction 0: response.status is {status}" in str(error)
+    load_through_api(data, tmp_path / "status.msgpack")
+    result = run_bounded("show", tmp_path / "status.msgpack")
+    assert_one_line_error(result, "status.msgpack", "response.status")
+
+
+def recorded_then_edited(path: Path, edit: Callable[[dict[str, Any]], None]) -> str:
+    """A cassette recorded from a real server, then edited by ``edit`` (given the response
+    as stored); returns the URL it answers."""
+    server = Server(lambda seen: Reply(headers=[("X-Note", "fine")], chunks=[b"ok"]))
+    try:
+        with agenttape.use_cassette(path, mode="once"):
+            httpx.get(server.url)
+    finally:
+        server.stop()
+    document = msgpack.unpackb(path.read_bytes(), timestamp=3)
+    edit(document["interactions"][0]["response"])
+    path.write_bytes(msgpack.packb(document, use_bin_type=True, datetime=True))
+    return server.url
+
+
+@pytest.mark.parametrize(
+    ("place", "text"),
+    [("header value", "ok \u2713"), ("header name", "X-\u2713"), ("reason", "OK \u2713")],
+)
+def test_text_no_header_carries_is_refused_at_load(place: str, text: str, tmp_path: Path) -> None:
+    """Headers are bytes, held one character per byte: a character past Latin-1 never came
+    from the wire, and every library would fail encoding it back."""
+
+    def edit(response: dict[str, Any]) -> None:
+        if place == "reason":
+            response["reason"] = text
+        elif place == "header name":
+            response["headers"][0][0] = text
+        else:
+            response["headers"][0][1] = text
+
+    path = tmp_path / "latin.msgpack"
+    recorded_then_edited(path, edit)
+    with pytest.raises(
+        agenttape.CassetteFormatError, match=r"interaction 0: .*U\+2713 is outside Latin-1"
+    ):
+        agenttape.load(path)
+
+
+def _replay_through(library: str, url: str) -> dict[str, str]:
+    if library == "httpx":
+        return dict(httpx.get(url).headers)
+    if library == "requests":
+        return dict(requests.get(url).headers)
+
+    async def get() -> dict[str, str]:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            await response.read()
+            return dict(response.headers)
+
+    return asyncio.run(get())
+
+
+ODD_HEADERS = {
+    "a non-ASCII name": ("X-Na\xefve", "1"),
+    "a control character in a name": ("X\x01Note", "1"),
+    "a space in a name": ("X Note", "1"),
+    "a line break in a value": ("X-Note", "a\r\nX-Injected: 1"),
+    "a NUL in a value": ("X-Note", "a\x00b"),
+}
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_HEADERS))
+@pytest.mark.parametrize("library", ["httpx", "requests", "aiohttp"])
+def test_a_header_a_library_cannot_take_is_an_agenttape_error_naming_the_interaction(
+    odd: str, library: str, tmp_path: Path
+) -> None:
+    """A head that loads but that a library's parser refuses (aiohttp reads the head from
+    bytes, and rejects what HTTP/1.1 forbids) fails with an error naming the cassette and
+    the interaction, never inside the library; a library that takes it gets it as stored."""
+    name, value = ODD_HEADERS[odd]
+
+    def edit(response: dict[str, Any]) -> None:
+        response["headers"][0] = [name, value]
+
+    path = tmp_path / "odd.msgpack"
+    url = recorded_then_edited(path, edit)
+    with agenttape.use_cassette(path):
+        if library == "aiohttp":
+            with pytest.raises(agenttape.CassetteFormatError) as caught:
+                _replay_through(library, url)
+            message = str(caught.value)
+            assert message.startswith(f"{path}: interaction 0 cannot be replayed through aiohttp")
+        else:
+            headers = _replay_through(library, url)
+            assert {key.lower(): item for key, item in headers.items()}[name.lower()] == value
+
+
+# -- decompression bombs --------------------------------------------------------------------
+
+BOMB_SIZE = 4 << 30
+_STRETCH = 64 << 20
+
+
+def gzip_bomb(size: int) -> bytes:
+    """A gzip stream of ``size`` zero bytes (a multiple of 64 MiB) that any decoder accepts:
+    one compressed stretch repeated, a few MiB in all."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    zeros = bytes(_STRETCH)
+    stretch = compressor.compress(zeros) + compressor.flush(zlib.Z_FULL_FLUSH)
+    end = compressor.flush()
+    crc = 0
+    for _ in range(size // _STRETCH):
+        crc = zlib.crc32(zeros, crc)
+    head = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = struct.pack("<II", crc, size & 0xFFFFFFFF)
+    return head + stretch * (size // _STRETCH) + end + trailer
+
+
+def record_from(path: Path, encoding: str, body: bytes) -> Path:
+    """A cassette recorded from a real server that answers with ``body`` so encoded; the
+    client reads it raw, as a client that never decodes it would."""
+    server = Server(
+        lambda seen: Reply(
+            headers=[("Content-Type", "application/json"), ("Content-Encoding", encoding)],
+            chunks=[body],
+        )
+    )
+    try:
+        with agenttape.use_cassette(path, mode="all"), httpx.stream("GET", server.url) as response:
+            for _ in response.iter_raw():
+                pass
+    finally:
+        server.stop()
+    return path
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Cassettes whose stored bodies inflate to gigabytes: gzip and deflate bodies of a few
+    MiB, a gzip inside a gzip of a few KiB, and a gzip request body."""
+    folder = tmp_path_factory.mktemp("bombs")
+    gzipped = gzip_bomb(BOMB_SIZE)
+    request = agenttape.Request(
+        "POST", "http://127.0.0.1/upload", [("Content-Encoding", "gzip")], gzipped
+    )
+    upload = folder / "upload.msgpack"
+    upload.write_bytes(
+        codec.encode(
+            {"agenttape_version": "0"},
+            [agenttape.Interaction(request, agenttape.Response(200, body=b"{}"))],
+        )
+    )
+    return {
+        "gzip": record_from(folder / "gzip.msgpack", "gzip", gzipped),
+        "deflate": record_from(folder / "deflate.msgpack", "deflate", gzipped[10:-8]),
+        "gzip in gzip": record_from(
+            folder / "nested.msgpack", "gzip, gzip", gzip.compress(gzipped, 9, mtime=0)
+        ),
+        "request": upload,
+    }
+
+
+def assert_bounded(result: Bounded, path: Path) -> None:
+    assert "Traceback" not in result.stderr and "MemoryError" not in result.stderr, result.stderr
+    # Each body decodes to at most 8 MiB for reading: the process stays near that.
+    assert result.peak < 256 << 20, (result.peak, path.stat().st_size)
+    assert result.seconds < 60, result.seconds
+
+
+READING = [
+    ("show", "-i", "0"),
+    ("show", "-i", "0", "--json"),
+    ("export", "--format", "json"),
+    ("export", "--format", "har"),
+]
+
+
+@pytest.mark.parametrize("kind", ["gzip", "deflate", "gzip in gzip"])
+@pytest.mark.parametrize("command", READING, ids=" ".join)
+def test_reading_a_decompression_bomb_is_bounded_and_says_what_was_cut(
+    bombs: dict[str, Path], kind: str, command: tuple[str, ...]
+) -> None:
+    path = bombs[kind]
+    result = run_bounded(command[0], path, *command[1:])
+    assert_bounded(result, path)
+    assert result.returncode == 0, result.stderr
+    assert "decoded only the first" in result.stdout
+
+
+@pytest.mark.parametrize("kind", ["gzip", "gzip in gzip", "request"])
+def test_audit_of_a_decompression_bomb_is_bounded_and_not_called_clean(
+    bombs: dict[str, Path], kind: str
+) -> None:
+    path = bombs[kind]
+    result = run_bounded("audit", path)
+    assert_bounded(result, path)
+    assert result.returncode == 1
+    assert "too-large-to-scan" in result.stdout
+    assert "too large to scan in full" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["gzip", "gzip in gzip"])
+def test_redact_refuses_a_response_body_bomb_and_leaves_the_file(
+    bombs: dict[str, Path], kind: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "copy.msgpack"
+    shutil.copyfile(bombs[kind], path)
+    result = run_bounded("redact", path)
+    assert_bounded(result, path)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "interaction 0" in result.stderr and "nothing was written" in result.stderr
+    assert path.read_bytes() == bombs[kind].read_bytes()
+
+
+def test_redact_of_a_request_body_bomb_stores_it_redacted(
+    bombs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A compressed request body too large to read cannot be proven free of secrets: it is
+    stored as ``<redacted>`` whole, as recording stores one."""
+    path = tmp_path / "copy.msgpack"
+    shutil.copyfile(bombs["request"], path)
+    result = run_bounded("redact", path)
+    assert_bounded(result, path)
+    assert result.returncode == 0, result.stderr
+    (interaction,) = agenttape.load(path).interactions
+    assert interaction.request.body == b"<redacted>"
+
+
+def test_diff_of_decompression_bombs_is_bounded(bombs: dict[str, Path]) -> None:
+    result = run_bounded("diff", bombs["gzip"], bombs["gzip in gzip"])
+    assert_bounded(result, bombs["gzip"])
+    assert result.returncode == 1, result.stderr  # one says gzip, the other gzip twice

@@ -1,0 +1,1 @@
+"""The directory put on the PYTHONPATH of Python child processes; see sitecustomize."""

@@ -1,1 +1,0 @@
-"""The directory ``agenttape run`` puts on PYTHONPATH; see sitecustomize."""
