@@ -99,9 +99,7 @@ def test_dated_folders_older_than_since_are_not_read(store: Path) -> None:
     (old / "r_ancient.msgpack").write_bytes(b"not a cassette")
     assert "r_ancient" not in ids(list_runs(store, since="1d"))
     [damaged] = [info for info in list_runs(store) if info.run_id == "r_ancient"]
-    assert (
-        damaged.status == "unreadable" and "not an agenttape cassette" in damaged.reasons[0]
-    )
+    assert damaged.status == "unreadable" and "not an agenttape cassette" in damaged.reasons[0]
     assert "r_ancient" not in ids(list_runs(store, errors=True))
 
 

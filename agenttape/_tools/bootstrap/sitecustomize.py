@@ -20,7 +20,8 @@ def _start() -> None:
     except ImportError as exc:
         sys.stderr.write(
             f"agenttape run: {sys.executable} cannot import agenttape ({exc}); "
-            "this process is not recorded or replayed\n"
+            "only what this process sends through the recording proxy (HTTPS_PROXY) is "
+            "recorded or replayed\n"
         )
         return
     run_command.start_in_process()
