@@ -591,3 +591,27 @@ def test_a_stream_the_client_closed_early_is_recorded_and_held_open_on_replay(
         with pytest.raises(httpx.ReadTimeout):  # held open, never a clean end
             next(pieces)
     assert replaying.stop() == 0
+
+
+@needs_curl
+def test_a_stream_closed_after_its_end_event_ends_on_replay(
+    serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    """Recorded by a reader that stops at ``data: [DONE]`` (as the Python openai SDK does);
+    replayed to readers that read on to the end (curl, the openai npm SDK): it ends there."""
+    server = serve(lambda seen: sse_reply(EVENTS, delay=0.2))
+    cassette = tmp_path / "tape.msgpack"
+    with agenttape.use_cassette(cassette, mode="all"), httpx.stream("GET", server.url) as response:
+        for piece in response.iter_raw():
+            if b"[DONE]" in piece:
+                break
+    server.stop()
+    recorded = agenttape.load(cassette).interactions[0].response
+    assert recorded is not None and recorded.truncated and recorded.body == b"".join(EVENTS)
+    with agenttape.use_cassette(cassette):
+        assert httpx.get(server.url, timeout=2).content == b"".join(EVENTS)
+    replayed = cli(
+        "run", "--cassette", cassette, "--", "curl", "-sS", "--max-time", "5", server.url
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == b"".join(EVENTS).decode()
