@@ -45,9 +45,13 @@ class Client(Protocol):
 
     waiter: Waiter
 
-    def head(self, response: Response) -> None: ...
+    def head(self, response: Response) -> None:
+        """May be held back to go out with the first body piece; ``flush`` sends it."""
+        ...
 
     def data(self, chunk: bytes) -> None: ...
+
+    def flush(self) -> None: ...
 
     def end(self) -> None: ...
 
@@ -117,6 +121,8 @@ def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> Non
         _fail(error, client)
         return
     client.head(response)
+    if schedule.paced:
+        client.flush()  # the head is due now, the first piece later
     for index, chunk in enumerate(response.iter_chunks()):
         schedule.wait(schedule.chunk(index))
         client.data(chunk)

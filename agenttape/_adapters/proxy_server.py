@@ -352,6 +352,12 @@ class _H1Connection:
         self, method: str, target: str, headers: Headers, body: bytes
     ) -> ProxyRequest | None:
         server = self.server
+        upgrade = (header(headers, "upgrade") or "").lower()
+        if "websocket" in upgrade:
+            self._refuse(501, "WebSockets through the recording proxy are not supported yet")
+            return None
+        if upgrade:  # h2c: answered in HTTP/1.1, as a server that ignores the offer would
+            headers = [(n, v) for n, v in headers if n.lower() not in ("upgrade", "http2-settings")]
         if self.tunnel is not None:
             origin = self.tunnel
             path = target if target.startswith("/") else _path_of(target)
@@ -399,7 +405,10 @@ def _path_of(url: str) -> str:
 
 class _H1Client:
     """Writes one response to an HTTP/1.1 client as recorded: status line, headers in their
-    order and case, each body piece framed as one chunk when the body is chunked."""
+    order and case, each body piece framed as one chunk when the body is chunked.
+
+    The head waits to go out with the first piece of the body (one write, one wake-up of the
+    client) unless the exchange is about to wait first (``flush``)."""
 
     def __init__(self, connection: _H1Connection, method: str) -> None:
         self._connection = connection
@@ -408,16 +417,23 @@ class _H1Client:
         self._body = True
         self._chunked = False
         self._eof = False
+        self._head = b""
         self.closed = False
         self.close_after = False
-        self.waiter: Waiter = _H1Waiter(connection)
+        self.waiter: Waiter = _H1Waiter(connection, self)
 
     def _send(self, data: bytes) -> None:
+        if self._head:
+            data, self._head = self._head + data, b""
         try:
             self._sock.sendall(data)
         except OSError as exc:
             self.closed = True
             raise ClientGone() from exc
+
+    def flush(self) -> None:
+        if self._head:
+            self._send(b"")
 
     def head(self, response: Response) -> None:
         status, headers = response.status, response.headers
@@ -429,7 +445,7 @@ class _H1Client:
         lines = [_status_line(response)]
         lines += [f"{name}: {value}\r\n".encode("latin-1") for name, value in headers]
         lines.append(b"\r\n")
-        self._send(b"".join(lines))
+        self._head = b"".join(lines)
 
     def data(self, chunk: bytes) -> None:
         if not self._body or not chunk:
@@ -439,12 +455,18 @@ class _H1Client:
     def end(self) -> None:
         if self._chunked:
             self._send(b"0\r\n\r\n")
+        else:
+            self.flush()
 
     def reset(self) -> None:
+        with contextlib.suppress(ClientGone):
+            self.flush()  # a head that arrived before the failure reached the client
         self.closed = True
         _reset(self._sock)
 
     def hold(self) -> None:
+        with contextlib.suppress(ClientGone):
+            self.flush()
         while not self.closed:
             try:
                 select.select([self._sock], [], [])
@@ -461,11 +483,15 @@ class _H1Waiter(Waiter):
     """An HTTP/1.1 client is gone when its socket reads end-of-file; bytes it sent meanwhile
     (a pipelined request) are kept for the parser."""
 
-    def __init__(self, connection: _H1Connection) -> None:
+    def __init__(self, connection: _H1Connection, client: _H1Client) -> None:
         self._connection = connection
+        self._client = client
 
     def fds(self) -> list[Any]:
         return [self._connection.sock]
+
+    def flush(self) -> None:
+        self._client.flush()
 
     def gone(self) -> bool:
         sock = self._connection.sock
@@ -713,6 +739,9 @@ class _H2Client:
 
     def end(self) -> None:
         self._call(lambda conn: conn.end_stream(self._stream.stream_id))
+
+    def flush(self) -> None:
+        """Everything is sent as it is written."""
 
     def reset(self) -> None:
         from h2.errors import ErrorCodes

@@ -53,7 +53,11 @@ class Origin:
 
 
 class Waiter:
-    """What a waiting read watches besides the upstream socket: the client going away."""
+    """What a waiting read watches besides the upstream socket: the client going away.
+    ``flush`` runs before the read blocks, so output held back to be sent together goes out
+    before any wait."""
+
+    poll: float | None = None
 
     def fds(self) -> list[Any]:
         return []
@@ -61,7 +65,8 @@ class Waiter:
     def gone(self) -> bool:
         return False
 
-    poll: float | None = None
+    def flush(self) -> None:
+        pass
 
 
 def upstream_headers(headers: Headers) -> Headers:
@@ -130,6 +135,7 @@ class UpstreamConnection:
         sock = self.sock
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return
+        waiter.flush()
         watched = [sock, *waiter.fds()]
         while True:
             try:
@@ -158,14 +164,12 @@ class UpstreamConnection:
 
 
 def _framing(headers: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[bytes, bytes]]:
-    """The headers h11 checks, with a Host and a framing it accepts for what is sent."""
-    kept = [
-        (n, v) for n, v in headers if n.lower() not in (b"content-length", b"transfer-encoding")
-    ]
-    if not any(n.lower() == b"host" for n, _ in kept):
-        kept.insert(0, (b"Host", b"upstream"))
+    """What h11 needs to follow the exchange (it never writes these): a Host, the framing of
+    what is sent, and the headers that decide whether the connection stays open."""
+    kept = [(b"Host", b"upstream")]
+    kept += [(n, v) for n, v in headers if n.lower() in (b"connection", b"expect")]
     if body:
-        kept.append((b"Content-Length", str(len(body)).encode()))
+        kept.append((b"Content-Length", b"%d" % len(body)))
     return kept
 
 

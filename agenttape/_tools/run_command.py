@@ -343,7 +343,15 @@ def run(
     try:
         try:
             if proxy_command.available():
-                proxy = _start_proxy(cassette, each, fragments, mode, options, report)
+                try:
+                    proxy = _start_proxy(cassette, each, fragments, mode, options, report)
+                except AgentTapeError as exc:
+                    if needs_proxy:
+                        raise
+                    # A Python program records in-process; only programs it starts miss out.
+                    report(
+                        f"note: the recording proxy did not start ({exc}); only Python processes are recorded"
+                    )
             status = _run_child(command, cassette, mode, each, fragments, proxy)
         finally:
             if proxy is not None:
