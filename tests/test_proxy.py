@@ -10,10 +10,12 @@ import os
 import socket
 import ssl
 import stat
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -615,3 +617,71 @@ def test_a_stream_closed_after_its_end_event_ends_on_replay(
     )
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == b"".join(EVENTS).decode()
+
+
+@pytest.mark.parametrize("http2", [False, True])
+def test_concurrent_clients_and_streams(
+    http2: bool,
+    serve_tls: Callable[..., Server],
+    start_proxy: Callable[..., ProxyProcess],
+    upstream_ca: tuple[object, Path],
+    cassette_path: Path,
+) -> None:
+    """Eight threads at once, on one shared client: HTTP/2 multiplexes their requests as
+    streams of one connection, HTTP/1.1 opens a connection each."""
+    server = serve_tls(lambda seen: Reply(chunks=[seen.path.encode()], delay=0.01))
+    ca = trusting(agenttape_ca())
+
+    def run(proxy: ProxyProcess) -> list[bytes]:
+        with httpx.Client(proxy=proxy.url, verify=ca, http2=http2) as client:
+
+            def fetch(n: int) -> bytes:
+                return b"".join(client.get(f"{server.url}/item/{n}/{k}").content for k in range(5))
+
+            with ThreadPoolExecutor(8) as pool:
+                return list(pool.map(fetch, range(8)))
+
+    recording = start_proxy(
+        "--cassette", cassette_path, "--mode", "all", env=upstream_env(upstream_ca)
+    )
+    live = run(recording)
+    assert recording.stop() == 0, recording.stderr
+    server.stop()
+    assert len(agenttape.load(cassette_path).interactions) == 40
+    replaying = start_proxy("--cassette", cassette_path)
+    assert run(replaying) == live
+    assert replaying.stop() == 0, replaying.stderr
+    assert live[3] == b"".join(f"/item/3/{k}".encode() for k in range(5))
+
+
+@needs_curl
+def test_uploads_and_http2_prior_knowledge_in_base_url_mode(
+    serve: Callable[..., Server], start_proxy: Callable[..., ProxyProcess], cassette_path: Path
+) -> None:
+    server = serve(app)
+    body = json.dumps({"text": "x" * 5000}).encode()
+    recording = start_proxy("--cassette", cassette_path, "--mode", "all", "--upstream", server.url)
+    posted = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "-H",
+            "Expect: 100-continue",
+            "--data-binary",
+            "@-",
+            f"{recording.url}/echo",
+        ],
+        input=body,
+        capture_output=True,
+        check=False,
+    )
+    h2c = subprocess.run(
+        ["curl", "-sS", "--http2-prior-knowledge", f"{recording.url}/gz", "-o", "-"],
+        capture_output=True,
+        check=False,
+    )
+    assert recording.stop() == 0, recording.stderr
+    assert posted.stdout == body
+    assert h2c.returncode == 0 and h2c.stdout == gzip.compress(b'{"ok": true}', mtime=0)
+    urls = [i.request.url for i in agenttape.load(cassette_path).interactions]
+    assert urls[-2:] == [f"{server.url}/echo", f"{server.url}/gz"]

@@ -17,6 +17,7 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -99,6 +100,7 @@ class ProxyServer:
         self.port: int = self._listener.getsockname()[1]
         self._upstream_tls: ssl.SSLContext | None = None
         self._connections: set[socket.socket] = set()
+        self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self._stopping = False
         self._thread = threading.Thread(target=self._accept, name="agenttape-proxy", daemon=True)
@@ -120,9 +122,14 @@ class ProxyServer:
         self._thread.join(timeout=5)
         with self._lock:
             connections = list(self._connections)
+            threads = list(self._threads)
         for sock in connections:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+        # Exchanges under way see their sockets close and seal what they recorded.
+        deadline = time.monotonic() + 2.0
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def upstream_tls(self) -> ssl.SSLContext:
         if self._upstream_tls is None:
@@ -148,9 +155,12 @@ class ProxyServer:
                 sock.close()
                 continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(
+            thread = threading.Thread(
                 target=self._serve, args=(sock,), name="agenttape-proxy-client", daemon=True
-            ).start()
+            )
+            with self._lock:
+                self._threads.add(thread)
+            thread.start()
 
     def _serve(self, sock: socket.socket) -> None:
         with self._lock:
@@ -167,6 +177,7 @@ class ProxyServer:
                 sock.close()
             with self._lock:
                 self._connections.discard(sock)
+                self._threads.discard(threading.current_thread())
 
     def open_tunnel(
         self, sock: socket.socket, target: str, pending: bytes, pool: UpstreamPool
