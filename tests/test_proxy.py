@@ -4,6 +4,7 @@ recordings, replay never touches the network, and bad input has a clear outcome.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
@@ -583,7 +584,7 @@ def test_a_stream_the_client_closed_early_is_recorded_and_held_open_on_replay(
     assert interaction.response is not None and interaction.response.truncated
     assert interaction.error is None and interaction.response.body == EVENTS[0]
     replaying = start_proxy("--cassette", cassette_path)
-    timeout = httpx.Timeout(5, read=0.5)
+    timeout = httpx.Timeout(5, read=1.5)
     with (
         httpx.Client(proxy=replaying.url, timeout=timeout) as client,
         client.stream("GET", f"{server.url}/sse") as response,
@@ -627,19 +628,33 @@ def test_concurrent_clients_and_streams(
     upstream_ca: tuple[object, Path],
     cassette_path: Path,
 ) -> None:
-    """Eight threads at once, on one shared client: HTTP/2 multiplexes their requests as
-    streams of one connection, HTTP/1.1 opens a connection each."""
+    """Eight clients at once: over HTTP/1.1 eight threads share one client (a connection
+    each); over HTTP/2 eight tasks share one async client, their requests multiplexed as
+    streams of one connection."""
     server = serve_tls(lambda seen: Reply(chunks=[seen.path.encode()], delay=0.01))
     ca = trusting(agenttape_ca())
 
+    def path(n: int, k: int) -> str:
+        return f"{server.url}/item/{n}/{k}"
+
     def run(proxy: ProxyProcess) -> list[bytes]:
-        with httpx.Client(proxy=proxy.url, verify=ca, http2=http2) as client:
+        if http2:
+            return asyncio.run(run_async(proxy))
+        with httpx.Client(proxy=proxy.url, verify=ca) as client:
 
             def fetch(n: int) -> bytes:
-                return b"".join(client.get(f"{server.url}/item/{n}/{k}").content for k in range(5))
+                return b"".join(client.get(path(n, k)).content for k in range(5))
 
             with ThreadPoolExecutor(8) as pool:
                 return list(pool.map(fetch, range(8)))
+
+    async def run_async(proxy: ProxyProcess) -> list[bytes]:
+        async with httpx.AsyncClient(proxy=proxy.url, verify=ca, http2=True) as client:
+
+            async def fetch(n: int) -> bytes:
+                return b"".join([(await client.get(path(n, k))).content for k in range(5)])
+
+            return list(await asyncio.gather(*(fetch(n) for n in range(8))))
 
     recording = start_proxy(
         "--cassette", cassette_path, "--mode", "all", env=upstream_env(upstream_ca)
