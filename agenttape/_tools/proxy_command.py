@@ -159,12 +159,10 @@ def _node_quote(text: str) -> str:
 
 def describe_misses(misses: list[UnmatchedInteractionError]) -> str:
     """What ``agenttape run`` and ``agenttape proxy`` say when requests went unanswered."""
-    first = misses[0]
-    text = (
+    return (
         f"{counted(len(misses), 'request')} through the proxy had no recorded interaction "
-        f"(each was answered with status 599); the first:\n{first}"
+        f"(each was answered with status 599); the first:\n{misses[0]}"
     )
-    return text
 
 
 def describe_distrust(proxy: Proxy) -> str:
@@ -242,6 +240,9 @@ def _banner(proxy: Proxy, cassette: Cassette, upstream: str | None, out: TextIO)
         "  export " + " ".join(f"{name}={proxy.url}" for name in PROXY_VARIABLES[:2]),
         "  export " + " ".join(f"{name}={shlex.quote(str(bundle))}" for name in BUNDLE_VARIABLES),
         f"  export NODE_EXTRA_CA_CERTS={shlex.quote(str(proxy.ca.cert_path))} NODE_USE_ENV_PROXY=1",
+        "  export NODE_OPTIONS="
+        + shlex.quote(f"--require {_node_quote(str(NODE_PRELOAD))}")
+        + "  # Node before 24: fetch through the proxy",
     ]
     if upstream:
         lines.append(f"base URL: {proxy.url} forwards to {upstream}")

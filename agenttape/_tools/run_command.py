@@ -28,8 +28,9 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core import codec, meta
 from .._core.cassette import Cassette
@@ -41,6 +42,10 @@ from .._core.options import MODE_ENVIRONMENT_VARIABLE, Mode
 from .._core.replay_queue import Key, ReplayQueue
 from .._core.text import counted
 from .proxy_command import PROXY_VARIABLE
+
+if TYPE_CHECKING:
+    from .._adapters.proxy_upstream import Origin
+    from .proxy_command import Proxy
 
 CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"
 MODE_VARIABLE = "AGENTTAPE_RUN_MODE"
@@ -302,11 +307,12 @@ def _sources(processes: int, proxied: int) -> str:
     return " and ".join(parts)
 
 
+@dataclass
 class RunOptions:
-    """What ``agenttape run`` may add for the proxy: routes for live traffic."""
+    """What ``agenttape run`` may add for the proxy: where live traffic for an origin goes
+    instead while recording (a local stand-in)."""
 
-    def __init__(self, routes: dict[Any, Any] | None = None) -> None:
-        self.routes = routes or {}
+    routes: dict[Origin, Origin] = field(default_factory=dict)
 
 
 def run(
@@ -339,7 +345,7 @@ def run(
     else:
         cassette.parent.mkdir(parents=True, exist_ok=True)
         fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
-    proxy = None
+    proxy: Proxy | None = None
     try:
         try:
             if proxy_command.available():
@@ -350,7 +356,8 @@ def run(
                         raise
                     # A Python program records in-process; only programs it starts miss out.
                     report(
-                        f"note: the recording proxy did not start ({exc}); only Python processes are recorded"
+                        f"note: the recording proxy did not start ({exc}); only Python "
+                        "processes are recorded"
                     )
             status = _run_child(command, cassette, mode, each, fragments, proxy)
         finally:
@@ -371,7 +378,7 @@ def run(
 
 def _start_proxy(
     cassette: Path, each: str, fragments: Path, mode: str, options: RunOptions, report: Any
-) -> Any:
+) -> Proxy:
     from .proxy_command import Proxy
 
     proxy_cassette = open_cassette(cassette, each, fragments, mode, PROXY_LABEL)
@@ -413,7 +420,7 @@ def _run_child(
     mode: str,
     each: str,
     fragments: Path,
-    proxy: Any,
+    proxy: Proxy | None,
 ) -> int:
     # Built once the proxy's cassette is open: a replay's placeholder keys are inherited.
     environment = dict(os.environ)
