@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import trustme
@@ -77,6 +78,30 @@ class ProxyProcess:
             _out, self.stderr = self.process.communicate(timeout=30)
             self.returncode = self.process.returncode
         return self.returncode
+
+
+T = TypeVar("T")
+
+
+def record_then_replay(
+    start: Callable[..., ProxyProcess],
+    cassette: Path,
+    run: Callable[[ProxyProcess], T],
+    servers: list[Server],
+    env: dict[str, str] | None = None,
+) -> tuple[T, T]:
+    """``run`` through a recording proxy; the servers stopped; ``run`` again through a
+    replaying one. Both proxies must exit cleanly (no miss)."""
+    recording = start("--cassette", cassette, "--mode", "all", env=env)
+    live = run(recording)
+    assert recording.stop() == 0, recording.stderr
+    assert "saved" in recording.stderr, recording.stderr
+    for server in servers:
+        server.stop()
+    replaying = start("--cassette", cassette)
+    replayed = run(replaying)
+    assert replaying.stop() == 0, replaying.stderr
+    return live, replayed
 
 
 @pytest.fixture

@@ -26,7 +26,14 @@ import requests
 import agenttape
 from agenttape._adapters.proxy_server import is_loopback
 from tests.cli_support import cli
-from tests.proxy_support import ProxyProcess, agenttape_ca, curl, needs_curl, node_env
+from tests.proxy_support import (
+    ProxyProcess,
+    agenttape_ca,
+    curl,
+    needs_curl,
+    node_env,
+    record_then_replay,
+)
 from tests.servers import HALF_JSON, Reply, Seen, Server, gzip_reply, refused_port, sse_reply
 
 EVENTS = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\n', b"data: [DONE]\n\n"]
@@ -83,18 +90,10 @@ def test_records_https_and_http_byte_exact_then_replays_offline(
             outputs.append(result.stdout)
         return outputs
 
-    recording = start_proxy(
-        "--cassette", cassette_path, "--mode", "once", env=upstream_env(upstream_ca)
+    live, replayed = record_then_replay(
+        start_proxy, cassette_path, run, [plain, secure], upstream_env(upstream_ca)
     )
-    live = run(recording)
-    assert recording.stop() == 0, recording.stderr
-    assert "saved 5 interactions" in recording.stderr
-    plain.stop()
-    secure.stop()
-
-    replaying = start_proxy("--cassette", cassette_path)
-    assert run(replaying) == live  # every byte curl saw, status line and chunk framing included
-    assert replaying.stop() == 0, replaying.stderr
+    assert replayed == live  # every byte curl saw, status line and chunk framing included
 
     tape = agenttape.load(cassette_path)
     assert [i.request.url for i in tape.interactions] == urls
@@ -288,15 +287,10 @@ def test_http2_clients_get_the_same_answers(
                 )
         return out
 
-    recording = start_proxy(
-        "--cassette", cassette_path, "--mode", "all", env=upstream_env(upstream_ca)
+    live, replayed = record_then_replay(
+        start_proxy, cassette_path, run, [server], upstream_env(upstream_ca)
     )
-    live = run(recording)
-    assert recording.stop() == 0, recording.stderr
-    server.stop()
-    replaying = start_proxy("--cassette", cassette_path)
-    assert run(replaying) == live
-    assert replaying.stop() == 0, replaying.stderr
+    assert replayed == live
     assert [v for v, *_ in live] == ["HTTP/2", "HTTP/2", "HTTP/2"]
     assert live[1][2] == b'{"ok": true}'  # httpx undid the gzip the proxy passed through
     assert b"".join(live[2][3]) == b"".join(EVENTS)
@@ -656,16 +650,11 @@ def test_concurrent_clients_and_streams(
 
             return list(await asyncio.gather(*(fetch(n) for n in range(8))))
 
-    recording = start_proxy(
-        "--cassette", cassette_path, "--mode", "all", env=upstream_env(upstream_ca)
+    live, replayed = record_then_replay(
+        start_proxy, cassette_path, run, [server], upstream_env(upstream_ca)
     )
-    live = run(recording)
-    assert recording.stop() == 0, recording.stderr
-    server.stop()
+    assert replayed == live
     assert len(agenttape.load(cassette_path).interactions) == 40
-    replaying = start_proxy("--cassette", cassette_path)
-    assert run(replaying) == live
-    assert replaying.stop() == 0, replaying.stderr
     assert live[3] == b"".join(f"/item/3/{k}".encode() for k in range(5))
 
 

@@ -172,20 +172,7 @@ class CertificateAuthority:
             .not_valid_after(now + _dt.timedelta(days=365))
             .add_extension(x509.SubjectAlternativeName([alternative]), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=True,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(key_agreement=True), critical=True)
             .add_extension(x509.ExtendedKeyUsage([eku.SERVER_AUTH]), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .add_extension(
@@ -194,6 +181,25 @@ class CertificateAuthority:
             )
             .sign(self._key, hashes.SHA256())
         )
+
+
+def _key_usage(**allowed: bool) -> Any:
+    """A KeyUsage extension allowing digital signatures and what ``allowed`` names."""
+    x509 = _crypto()[0]
+    usages = dict.fromkeys(
+        (
+            "content_commitment",
+            "key_encipherment",
+            "data_encipherment",
+            "key_agreement",
+            "key_cert_sign",
+            "crl_sign",
+            "encipher_only",
+            "decipher_only",
+        ),
+        False,
+    )
+    return x509.KeyUsage(digital_signature=True, **{**usages, **allowed})
 
 
 def _new_ca() -> tuple[bytes, bytes]:
@@ -216,20 +222,7 @@ def _new_ca() -> tuple[bytes, bytes]:
         .not_valid_before(now - _dt.timedelta(days=1))
         .not_valid_after(now + _dt.timedelta(days=3650))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
         .sign(key, hashes.SHA256())
     )
