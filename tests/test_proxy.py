@@ -689,3 +689,21 @@ def test_uploads_and_http2_prior_knowledge_in_base_url_mode(
     assert h2c.returncode == 0 and h2c.stdout == gzip.compress(b'{"ok": true}', mtime=0)
     urls = [i.request.url for i in agenttape.load(cassette_path).interactions]
     assert urls[-2:] == [f"{server.url}/echo", f"{server.url}/gz"]
+
+
+@needs_curl
+def test_new_episodes_replays_what_is_recorded_and_adds_the_rest(
+    serve: Callable[..., Server], start_proxy: Callable[..., ProxyProcess], cassette_path: Path
+) -> None:
+    server = serve(app)
+    first = start_proxy("--cassette", cassette_path, "--mode", "all")
+    assert curl(f"{server.url}/limited", proxy=first.url).returncode == 0
+    assert first.stop() == 0
+    second = start_proxy("--cassette", cassette_path, "--mode", "new_episodes")
+    replayed = curl(f"{server.url}/limited", proxy=second.url)
+    added = curl(f"{server.url}/gz", proxy=second.url)
+    assert second.stop() == 0, second.stderr
+    assert replayed.returncode == added.returncode == 0
+    assert [s.path for s in server.seen] == ["/limited", "/gz"]  # the first one was replayed
+    urls = [i.request.url for i in agenttape.load(cassette_path).interactions]
+    assert urls == [f"{server.url}/limited", f"{server.url}/gz"]
