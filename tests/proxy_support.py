@@ -9,7 +9,6 @@ Node are skipped with a reason only where Node is not installed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
@@ -174,6 +173,8 @@ def node_modules() -> Path:
         pytest.skip("npm is not installed on this machine")
     NODE_CACHE.mkdir(parents=True, exist_ok=True)
     modules = NODE_CACHE / "node_modules"
+    import fcntl  # POSIX; the tests that use Node run there
+
     with open(NODE_CACHE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers install it once between them
         if not (modules / "openai" / "package.json").exists():

@@ -339,13 +339,15 @@ def test_python_processes_under_run_are_recorded_once(
     server = serve(app)
     script = tmp_path / "ask.py"
     script.write_text(
-        "import os, httpx, requests\n"
+        "import os, urllib.request, httpx, requests\n"
         "assert os.environ['HTTPS_PROXY'].startswith('http://127.0.0.1:')\n"
+        "assert urllib.request.getproxies() == {'no': 'example.internal'}  # the user's own\n"
         "print(httpx.get(os.environ['API'] + '/gz').json(), requests.get(os.environ['API'] + '/limited').status_code)\n"
     )
     cassette = tmp_path / "tape.msgpack"
     command = f"python3 {script} && curl -sS $API/echo -d '[1]'"
     env = {
+        "NO_PROXY": "example.internal",
         "API": server.url,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }

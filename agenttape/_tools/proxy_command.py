@@ -10,6 +10,7 @@ variables before Node 24 unless told, ``NODE_USE_ENV_PROXY=1`` and a small prelo
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import signal
@@ -28,9 +29,11 @@ if TYPE_CHECKING:
     from .._adapters.proxy_server import ProxyServer
     from .._adapters.proxy_upstream import Origin
 
-PROXY_VARIABLE = "AGENTTAPE_RUN_PROXY"
-"""The proxy's URL in the environment of the programs ``agenttape run`` starts: Python
-processes, recorded in-process, leave it out of their own proxy settings."""
+USER_PROXIES_VARIABLE = "AGENTTAPE_RUN_USER_PROXIES"
+"""The proxy settings the user had (``urllib.request.getproxies()``, as JSON) before
+``agenttape run`` pointed the command at the recording proxy: Python processes, recorded
+in-process, keep using those (a corporate proxy, ``NO_PROXY``) instead of the recording
+proxy."""
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
 NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
 BUNDLE_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
@@ -128,7 +131,9 @@ class Proxy:
         files go to ``scratch``."""
         url = self.url
         variables = dict.fromkeys(PROXY_VARIABLES, url)
-        variables[PROXY_VARIABLE] = url
+        import urllib.request
+
+        variables[USER_PROXIES_VARIABLE] = json.dumps(urllib.request.getproxies())
         variables["NODE_USE_ENV_PROXY"] = "1"
         user_bundle = base.get("SSL_CERT_FILE")
         bundle = self.ca.write_bundle(

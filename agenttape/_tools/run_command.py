@@ -41,7 +41,7 @@ from .._core.models import Interaction
 from .._core.options import MODE_ENVIRONMENT_VARIABLE, Mode
 from .._core.replay_queue import Key, ReplayQueue
 from .._core.text import counted
-from .proxy_command import PROXY_VARIABLE
+from .proxy_command import USER_PROXIES_VARIABLE
 
 if TYPE_CHECKING:
     from .._adapters.proxy_upstream import Origin
@@ -187,29 +187,32 @@ def start_in_process() -> None:
         os._exit(2)
     if isinstance(cassette, _FragmentCassette) and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=cassette.forked)  # not on Windows: nothing forks
-    proxy = os.environ.get(PROXY_VARIABLE)
-    if proxy:
-        _bypass_proxy(proxy)
+    user_proxies = os.environ.get(USER_PROXIES_VARIABLE)
+    if user_proxies is not None:
+        _keep_user_proxies(user_proxies)
     atexit.register(_close, cassette)
 
 
-def _bypass_proxy(proxy: str) -> None:
-    """This process records in-process: its HTTP libraries (httpx, requests, aiohttp, urllib)
-    read proxy settings through ``urllib.request.getproxies``, which here leaves out the
-    run's recording proxy. The environment itself is untouched, so a program this process
-    starts (Node, curl) still goes through the proxy."""
+def _keep_user_proxies(saved: str) -> None:
+    """This process records in-process, so its HTTP libraries (httpx, requests, aiohttp,
+    urllib) keep the proxy settings the user had, read through ``urllib.request``, instead of
+    the run's recording proxy: nothing is recorded twice. The environment itself is left as
+    the run set it, so a program this process starts (Node, curl) still goes through the
+    proxy."""
+    import json
     import urllib.request
 
-    original = urllib.request.getproxies
+    try:
+        proxies = {str(k): str(v) for k, v in json.loads(saved).items()}
+    except (ValueError, AttributeError):
+        proxies = {}
 
     def getproxies() -> dict[str, str]:
-        return {
-            scheme: url
-            for scheme, url in original().items()
-            if url.rstrip("/") != proxy.rstrip("/")
-        }
+        return dict(proxies)
 
+    # ``proxy_bypass`` (NO_PROXY) reads ``getproxies_environment`` when it is called.
     urllib.request.getproxies = getproxies
+    urllib.request.getproxies_environment = getproxies
 
 
 def _save_at_multiprocessing_exit(cassette: Cassette) -> None:
