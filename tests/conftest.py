@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,13 @@ sys.path.insert(0, str(EXAMPLES))
 from llm_standin import StandIn  # noqa: E402
 
 from tests.cli_support import recorded_session  # noqa: E402
+from tests.proxy_support import node_modules, serve_tls, start_proxy, upstream_ca  # noqa: E402, F401
+
+# The recording proxy's CA goes to a directory of the test run's own, never the user's.
+if not os.environ.get("AGENTTAPE_CONFIG_DIR"):
+    _config = tempfile.mkdtemp(prefix="agenttape-test-config-")
+    os.environ["AGENTTAPE_CONFIG_DIR"] = _config
+    atexit.register(shutil.rmtree, _config, True)
 
 
 @pytest.fixture

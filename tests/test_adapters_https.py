@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ssl
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ from tests.servers import HALF_JSON, App, Reply, Server, aws_app, gzip_reply
 
 
 @pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
+def ca(upstream_ca: tuple[trustme.CA, Path]) -> trustme.CA:
+    """The test CA that signs the certificates of ``serve_tls``'s servers (conftest)."""
+    return upstream_ca[0]
 
 
 @pytest.fixture
@@ -29,22 +30,6 @@ def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
     path = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(path))
     return str(path)
-
-
-@pytest.fixture
-def serve_tls(ca: trustme.CA) -> Iterator[Callable[[App], Server]]:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
-    servers: list[Server] = []
-
-    def start(app: App) -> Server:
-        server = Server(app, tls=context)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def rate_limited(seen: Any) -> Reply:

@@ -16,7 +16,13 @@ import sys
 
 def _start() -> None:
     if os.environ.get("AGENTTAPE_RUN_CASSETTE"):
-        who, what = "agenttape run", "this process is not recorded or replayed"
+        who, what = (
+            "agenttape run",
+            (
+                "only what this process sends through the recording proxy (HTTPS_PROXY) is "
+                "recorded or replayed"
+            ),
+        )
     elif os.environ.get("AGENTTAPE_GUARD"):
         who, what = "agenttape", "its network is not guarded"
     else:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from . import runtime
+from .bodies import reached_end_of_stream
 from .errors import CassetteFormatError
 from .models import Failure, Interaction, Request
 from .tape import Recording, Tape
@@ -136,7 +137,10 @@ class Schedule:
     sends nothing after its last recorded piece and never ends by itself: an early end would
     be an end of stream that never happened, and SDKs act on one (reconnect, retry, report a
     broken stream). It stays open until the client closes it (``release``) or the client's
-    own read timeout fires (``hold`` returns False).
+    own read timeout fires (``hold`` returns False). A stream of events the client closed
+    after its own end-of-stream event (``data: [DONE]``, ``message_stop``) is not held: the
+    server ends it there, and a client that reads on (the openai npm SDK does) must see it
+    end.
     """
 
     paced: bool
@@ -152,7 +156,12 @@ class Schedule:
     def of(cls, interaction: Interaction, realtime: bool) -> Schedule:
         started = time.perf_counter()
         response = interaction.response
-        held = response is not None and response.truncated and interaction.error is None
+        held = (
+            response is not None
+            and response.truncated
+            and interaction.error is None
+            and not reached_end_of_stream(response)
+        )
         if not realtime:
             return cls(False, 0.0, (), None, held, started)
         duration = interaction.duration

@@ -1,6 +1,6 @@
 """The ``agenttape`` command: look into cassettes (in the terminal or as one HTML page), compare
-runs, convert, clean and audit them, run any Python program under a cassette, and find the runs
-a Recorder kept.
+runs, convert, clean and audit them, run any program under a cassette (or serve one through the
+recording proxy), and find the runs a Recorder kept.
 
 Exit status: 0 success; 1 the answer is "yes, there is something" (``diff``: the runs differ,
 ``audit``: a secret was found); 2 bad usage or an input that cannot be read, always with one
@@ -455,11 +455,53 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     if mode not in MODES:
         raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
     cassette = Path(args.cassette) if args.cassette else run_command.default_cassette(command)
+    options = run_command.RunOptions(routes=_routes(args.route))
 
     def report(message: str) -> None:
         sys.stderr.write(f"{PROG} run: {message}\n")
+        sys.stderr.flush()
 
-    return run_command.run(command, cassette, mode, report)
+    return run_command.run(command, cassette, mode, report, options)
+
+
+def _routes(routes: list[str]) -> dict[Any, Any]:
+    from .proxy_command import parse_routes
+
+    try:
+        return parse_routes(routes)
+    except ValueError as exc:
+        raise UsageError(f"{exc}") from None
+
+
+# -- proxy -------------------------------------------------------------------------------------
+
+
+def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
+    from . import proxy_command
+
+    if args.print_ca:
+        return proxy_command.print_ca(out)
+    mode = args.mode or os.environ.get("AGENTTAPE_MODE") or "none"
+    if mode not in MODES:
+        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port (0 to 65535; 0 picks a free one)")
+    if args.upstream:
+        from .._adapters.proxy_server import origin_of
+
+        try:
+            origin_of(args.upstream)
+        except ValueError as exc:
+            raise UsageError(f"--upstream {exc}") from None
+    return proxy_command.serve(
+        Path(args.cassette),
+        mode,
+        port=args.port,
+        upstream=args.upstream,
+        routes=_routes(args.route),
+        out=out,
+        err=sys.stderr,
+    )
 
 
 # -- runs / fetch ------------------------------------------------------------------------------
@@ -624,16 +666,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run",
-        help="run a Python program (and its Python subprocesses) under a cassette",
+        help="run any program (Python, Node, curl, ...) and its subprocesses under a cassette",
         description=(
-            "Run COMMAND with every Python process it starts recording to or replaying from "
-            "one cassette, with no change to its code. A bare 'python' means this interpreter."
+            "Run COMMAND with every process it starts recording to or replaying from one "
+            "cassette, with no change to its code: Python processes in-process, every other "
+            "program through the recording proxy (HTTPS_PROXY, with the agenttape CA trusted). "
+            "A bare 'python' means this interpreter. Exits with the command's status, or 1 "
+            "when it succeeded but a request through the proxy had no recorded interaction."
         ),
     )
     run.add_argument("--cassette", metavar="P", help="default: cassettes/<script name>.msgpack")
     run.add_argument(
         "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
     )
+    route_help = (
+        "while recording, send live traffic for FROM to TO instead (a local stand-in); the "
+        "cassette keeps FROM. e.g. https://api.openai.com=http://127.0.0.1:8765 (repeatable)"
+    )
+    run.add_argument("--route", action="append", default=[], metavar="FROM=TO", help=route_help)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     run.set_defaults(handler=cmd_run)
 
@@ -655,6 +705,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the page here (atomically) and open no browser",
     )
     view.set_defaults(handler=cmd_view)
+
+    proxy = commands.add_parser(
+        "proxy",
+        help="the recording proxy on its own, for programs started elsewhere",
+        description=(
+            "Serve a cassette to any program through a proxy on 127.0.0.1: as a forward proxy "
+            "(HTTPS_PROXY/HTTP_PROXY; HTTPS is opened with a certificate from the agenttape CA, "
+            "which the program must trust) and, with --upstream, at a base URL. Runs until "
+            "Ctrl-C, then saves. A request nothing recorded serves is answered with status 599."
+        ),
+    )
+    proxy.add_argument(
+        "--cassette", metavar="P", default="cassettes/proxy.msgpack", help="default: %(default)s"
+    )
+    proxy.add_argument(
+        "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
+    )
+    proxy.add_argument(
+        "--port", type=int, default=0, metavar="N", help="default: a free port, printed at start"
+    )
+    proxy.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="base-URL mode: requests that name no host go to URL "
+        "(point OPENAI_BASE_URL and the like at the proxy)",
+    )
+    proxy.add_argument("--route", action="append", default=[], metavar="FROM=TO", help=route_help)
+    proxy.add_argument(
+        "--print-ca",
+        action="store_true",
+        help="print the path of the agenttape CA certificate (made if need be) and exit",
+    )
+    proxy.set_defaults(handler=cmd_proxy)
 
     runs = commands.add_parser(
         "runs", help="list the runs a Recorder kept in STORE, newest first, with tags and status"
@@ -694,7 +777,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if handler is None:
             raise UsageError(
                 "give a command: show, view, diff, export, import-vcr, redact, audit, run, "
-                "runs or fetch "
+                "proxy, runs or fetch "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)

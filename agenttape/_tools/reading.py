@@ -10,29 +10,52 @@ import contextlib
 import json
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from .._core import encoding
-from .._core.encoding import encodings_of
-from .._core.models import Headers, Interaction, Request, Response, first_header
+from .._core import bodies
+from .._core.bodies import (
+    END_OF_STREAM_EVENTS,
+    READ_LIMIT,
+    Decoded,
+    Event,
+    is_sse,
+    parse_json,
+    parse_sse,
+    reached_end_of_stream,
+)
+from .._core.models import Headers, Interaction, Request
+
+__all__ = [
+    "BODY_END_TEXT",
+    "END_OF_STREAM_EVENTS",
+    "LLM_FIELDS",
+    "PARSE_FLOOR",
+    "PARSE_RATIO",
+    "READ_FLOOR",
+    "READ_LIMIT",
+    "READ_RATIO",
+    "BodyEnd",
+    "Decoded",
+    "Event",
+    "JsonValue",
+    "body_end",
+    "decode_body",
+    "is_sse",
+    "llm_fields",
+    "model_of",
+    "parse_json",
+    "parse_sse",
+    "parseable",
+    "readable",
+    "reading",
+    "sse_text",
+    "status_text",
+    "where",
+]
 
 JsonValue = Any
 
-
-@dataclass(slots=True)
-class Decoded:
-    """A body made readable: ``data`` with content-encoding undone, and a note when it could
-    not be (fully) undone."""
-
-    data: bytes
-    note: str = ""
-    cut: bool = False  # the limit stopped decoding before the body's end
-
-
-READ_LIMIT = 8 << 20
-"""Decoded bytes shown of one body: a compressed body may inflate to gigabytes."""
 
 READ_FLOOR = 32 << 20
 READ_RATIO = 8
@@ -63,96 +86,20 @@ def reading(*sizes: int) -> Iterator[None]:
 def decode_body(headers: Headers, body: bytes, *, limit: int | None = None) -> Decoded:
     """``body`` with its Content-Encoding undone (last applied first), within ``limit``
     (``READ_LIMIT`` unless given) and what is left of the reading's budget."""
-    codings = encodings_of(headers)
-    if not codings:
-        return Decoded(body)
     budget = _budget.get()
-    limit = READ_LIMIT if limit is None else limit
+    bound = READ_LIMIT if limit is None else limit
     if budget is not None:
-        limit = min(limit, budget[0])
-    if limit <= 0:
-        note = "not decoded: the bodies before it used up what one reading decodes"
-        return Decoded(body, f"{note}; shown as stored", cut=True)
-    decoding = encoding.Decoding(codings, body, limit)
-    data = b"".join(decoding)
-    if budget is not None:
-        budget[0] -= decoding.produced
-    if decoding.error:
-        return Decoded(body, f"{decoding.error}; shown as stored")
-    return Decoded(data, encoding.note(decoding, len(data)), decoding.cut)
+        bound = min(bound, budget[0])
+    decoded = bodies.decode_body(headers, body, limit=bound)
+    if budget is not None and decoded.data is not body:
+        budget[0] -= len(decoded.data)
+    return decoded
 
 
 def parseable(body: bytes, decoded: Decoded) -> bool:
     """True when ``decoded`` (``body`` decoded) is worth parsing: see ``PARSE_FLOOR``."""
     size = len(decoded.data)
     return not decoded.cut and (size <= PARSE_FLOOR or size <= PARSE_RATIO * len(body))
-
-
-def is_sse(headers: Headers) -> bool:
-    content_type = (first_header(headers, "content-type") or "").lower()
-    return content_type.startswith("text/event-stream")
-
-
-def parse_json(data: bytes | str) -> tuple[bool, JsonValue]:
-    """(True, document) when ``data`` is JSON; (False, None) otherwise."""
-    text = data.strip()
-    if not text or text[:1] not in ("{", "[", b"{", b"["):
-        return False, None
-    try:
-        return True, json.loads(text)
-    except (ValueError, RecursionError):
-        return False, None
-
-
-@dataclass(slots=True)
-class Event:
-    """One server-sent event; ``data`` holds the JSON document when the data is JSON."""
-
-    data: JsonValue
-    event: str | None = None
-    id: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.event is not None:
-            out["event"] = self.event
-        if self.id is not None:
-            out["id"] = self.id
-        out.update(self.extra)
-        out["data"] = self.data
-        return out
-
-
-def parse_sse(data: bytes) -> list[Event]:
-    """Split a text/event-stream body into events, as the WHATWG parser does."""
-    text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
-    events = []
-    for block in text.split("\n\n"):
-        lines: list[str] = []
-        event = Event(data=None)
-        seen = False
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            name, _colon, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            seen = True
-            if name == "data":
-                lines.append(value)
-            elif name == "event":
-                event.event = value
-            elif name == "id":
-                event.id = value
-            else:
-                event.extra[name] = value
-        if not seen:
-            continue
-        joined = "\n".join(lines)
-        is_json, document = parse_json(joined)
-        event.data = document if is_json else joined
-        events.append(event)
-    return events
 
 
 BodyEnd = Literal["complete", "closed_after_end", "closed_early", "cut"]
@@ -168,11 +115,6 @@ BODY_END_TEXT: dict[str, str] = {
     "cut": "cut short by a transport error",
 }
 
-# Event types that end a stream of events (OpenAI Responses, Anthropic Messages).
-END_OF_STREAM_EVENTS = frozenset(
-    {"message_stop", "response.completed", "response.incomplete", "response.failed"}
-)
-
 
 def body_end(interaction: Interaction) -> BodyEnd | None:
     """How the response body ended; None when there was no response."""
@@ -183,37 +125,7 @@ def body_end(interaction: Interaction) -> BodyEnd | None:
         return "cut"  # a function boundary that raised returned its whole answer
     if not response.truncated:
         return "complete"
-    return "closed_after_end" if _reached_end_of_stream(response) else "closed_early"
-
-
-def _reached_end_of_stream(response: Response) -> bool:
-    if not is_sse(response.headers):
-        return False
-    decoded = decode_body(response.headers, response.body)
-    data = decoded.data
-    if decoded.cut or not data.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")):
-        return False  # the last event was never dispatched, or its end is not known
-    events = parse_sse(_tail(data))
-    if not events:
-        return False
-    last = events[-1]
-    if last.data == "[DONE]" or last.event in END_OF_STREAM_EVENTS:
-        return True
-    return isinstance(last.data, dict) and last.data.get("type") in END_OF_STREAM_EVENTS
-
-
-_TAIL = 1 << 20
-
-
-def _tail(data: bytes) -> bytes:
-    """The events at the end of a stream: the last ``_TAIL`` bytes from an event boundary
-    on, so a stream of a million events is not parsed to read its last one."""
-    if len(data) <= _TAIL:
-        return data
-    tail = data[-_TAIL:]
-    starts = [tail.find(boundary) for boundary in (b"\n\n", b"\r\r")]
-    found = [start for start in starts if start != -1]
-    return tail[min(found) :] if found else tail
+    return "closed_after_end" if reached_end_of_stream(response) else "closed_early"
 
 
 def _text_pieces(document: JsonValue) -> list[str]:

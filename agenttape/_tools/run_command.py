@@ -1,9 +1,12 @@
-"""``agenttape run``: a program that never imports agenttape, and its Python subprocesses,
+"""``agenttape run``: a program that never imports agenttape, and every process it starts,
 recorded and replayed through one cassette.
 
 How: the command runs with ``agenttape/_bootstrap`` first on PYTHONPATH; its
 ``sitecustomize`` opens a cassette in each Python process before user code runs, as the
-environment variables below say.
+environment variables below say. Every other program (Node, curl, Go, a JVM) reaches the
+network through the recording proxy, which runs in this process for the command's lifetime
+and serves the same cassette; Python processes leave the proxy out of their own proxy
+settings, so nothing is recorded twice.
 
 Why fragments: several processes writing one cassette at exit would overwrite each other
 (the last one wins, the others are lost). So while recording, each process writes only what it
@@ -25,8 +28,9 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core import codec, meta
 from .._core.cassette import Cassette
@@ -37,6 +41,11 @@ from .._core.models import Interaction
 from .._core.options import MODE_ENVIRONMENT_VARIABLE, Mode
 from .._core.replay_queue import Key, ReplayQueue
 from .._core.text import counted
+from .proxy_command import USER_PROXIES_VARIABLE
+
+if TYPE_CHECKING:
+    from .._adapters.proxy_upstream import Origin
+    from .proxy_command import Proxy
 
 CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"
 MODE_VARIABLE = "AGENTTAPE_RUN_MODE"
@@ -52,15 +61,18 @@ PROCESS_MODES = ("replay", "record", "new_episodes")
 class _FragmentCassette(Cassette):
     """A cassette that saves only what this process recorded, to its own fragment file."""
 
-    def __init__(self, path: Path, fragments: Path, mode: Mode) -> None:
+    def __init__(self, path: Path, fragments: Path, mode: Mode, label: str = "") -> None:
         super().__init__(path, mode=mode)
         self.fragments = fragments
+        self.label = label
         self.first_new = 0
         self.fragment = self._fragment_name()
 
     def _fragment_name(self) -> Path:
+        label = f"-{self.label}" if self.label else ""
         return (
-            self.fragments / f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.msgpack"
+            self.fragments
+            / f"{time.time_ns():020d}-{os.getpid()}{label}-{uuid.uuid4().hex[:8]}.msgpack"
         )
 
     def open(self) -> None:
@@ -140,35 +152,67 @@ class _LedgerQueue(ReplayQueue):
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def open_cassette(
+    path: Path, process_mode: str, fragments: Path, requested: str, label: str = ""
+) -> Cassette:
+    """The cassette one process of the run serves, started: it records to a fragment of its
+    own, or replays sharing the run's ledger of what was played."""
+    if process_mode in ("record", "new_episodes"):
+        if process_mode == "record":
+            # Opened on a fresh fragment name: nothing on disk is read or overwritten.
+            recorder = _FragmentCassette(fragments / "recording", fragments, "all", label)
+            recorder.path = recorder.fragment
+        else:
+            recorder = _FragmentCassette(path, fragments, "new_episodes", label)
+        recorder.open()
+        return recorder
+    cassette = _SharedReplayCassette(path, fragments / "played", requested)
+    cassette.start()
+    return cassette
+
+
 def start_in_process() -> None:
     """Called by the bootstrap: open the cassette for this process, close it at exit."""
     path = Path(os.environ[CASSETTE_VARIABLE])
     process_mode = os.environ.get(MODE_VARIABLE, "replay")
     fragments = Path(os.environ.get(FRAGMENTS_VARIABLE) or path.parent)
-    cassette: Cassette
+    requested = os.environ.get(REQUESTED_MODE_VARIABLE, "none")
     try:
-        if process_mode in ("record", "new_episodes"):
-            if process_mode == "record":
-                # Opened on a fresh fragment name: nothing on disk is read or overwritten.
-                recorder = _FragmentCassette(fragments / "recording", fragments, mode="all")
-                recorder.path = recorder.fragment
-            else:
-                recorder = _FragmentCassette(path, fragments, mode="new_episodes")
-            recorder.open()
-            if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
-                os.register_at_fork(after_in_child=recorder.forked)
-            cassette = recorder
-        else:
-            requested = os.environ.get(REQUESTED_MODE_VARIABLE, "none")
-            cassette = _SharedReplayCassette(path, fragments / "played", requested)
-            cassette.__enter__()
+        cassette = open_cassette(path, process_mode, fragments, requested)
     except AgentTapeError as exc:
         # Never run the program unprotected. SystemExit here would make the interpreter
         # report a fatal error in site, with a traceback, so leave at once instead.
         sys.stderr.write(f"agenttape run: error: {exc}\n")
         sys.stderr.flush()
         os._exit(2)
+    if isinstance(cassette, _FragmentCassette) and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=cassette.forked)  # not on Windows: nothing forks
+    user_proxies = os.environ.get(USER_PROXIES_VARIABLE)
+    if user_proxies is not None:
+        _keep_user_proxies(user_proxies)
     atexit.register(_close, cassette)
+
+
+def _keep_user_proxies(saved: str) -> None:
+    """This process records in-process, so its HTTP libraries (httpx, requests, aiohttp,
+    urllib) keep the proxy settings the user had, read through ``urllib.request``, instead of
+    the run's recording proxy: nothing is recorded twice. The environment itself is left as
+    the run set it, so a program this process starts (Node, curl) still goes through the
+    proxy."""
+    import json
+    import urllib.request
+
+    try:
+        proxies = {str(k): str(v) for k, v in json.loads(saved).items()}
+    except (ValueError, AttributeError):
+        proxies = {}
+
+    def getproxies() -> dict[str, str]:
+        return dict(proxies)
+
+    # ``proxy_bypass`` (NO_PROXY) reads ``getproxies_environment`` when it is called.
+    urllib.request.getproxies = getproxies
+    urllib.request.getproxies_environment = getproxies
 
 
 def _save_at_multiprocessing_exit(cassette: Cassette) -> None:
@@ -193,8 +237,13 @@ def process_mode(mode: str, cassette: Path) -> str:
     return "replay"
 
 
+# Interpreters whose first file argument names the program, as ``python script.py`` does.
+_SCRIPT_RUNNERS = ("node", "nodejs", "deno", "bun", "ruby", "perl", "php", "tsx", "ts-node")
+
+
 def default_cassette(command: list[str]) -> Path:
-    """``cassettes/<script>.msgpack`` for ``python script.py``, else the program's name."""
+    """``cassettes/<script>.msgpack`` for ``python script.py`` and ``node agent.mjs``, else
+    the program's name."""
     name = Path(command[0]).name
     if name.startswith("python") and len(command) > 1:
         for argument in command[1:]:
@@ -205,7 +254,18 @@ def default_cassette(command: list[str]) -> Path:
                 else:
                     name = Path(argument).stem
                 break
+    elif name in _SCRIPT_RUNNERS:
+        for argument in command[1:]:
+            if not argument.startswith("-") and Path(argument).suffix:
+                name = Path(argument).stem
+                break
     return Path("cassettes") / f"{name or 'run'}.msgpack"
+
+
+def is_python(command: list[str]) -> bool:
+    """Whether the command is a Python interpreter (recorded in-process, no proxy needed)."""
+    first = command[0]
+    return Path(first).name.startswith("python") or first == sys.executable
 
 
 def _python(command: list[str]) -> list[str]:
@@ -217,21 +277,55 @@ def _python(command: list[str]) -> list[str]:
     return command
 
 
-def _merge(fragments: Path) -> tuple[dict[str, Any] | None, list[Interaction], int]:
-    """Every fragment's interactions, interleaved by start time, each process's own order kept."""
+PROXY_LABEL = "proxy"
+
+
+def _merge(fragments: Path) -> tuple[dict[str, Any] | None, list[Interaction], int, int]:
+    """Every fragment's interactions, interleaved by start time, each process's own order
+    kept; with the number of Python processes that recorded and of interactions the proxy
+    recorded."""
     files = sorted(fragments.glob("*.msgpack"))
     header: dict[str, Any] | None = None
     runs = []
+    processes = proxied = 0
     for file in files:
         file_header, interactions = read(file)
         header = header if header is not None else file_header
+        if f"-{PROXY_LABEL}-" in file.name:
+            proxied += len(interactions)
+        else:
+            processes += 1
         runs.append(interactions)
     merged = list(heapq.merge(*runs, key=lambda interaction: interaction.started_at))
-    return header, merged, len(files)
+    return header, merged, processes, proxied
 
 
-def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
-    """Run ``command`` under ``cassette``; returns the command's exit status."""
+def _sources(processes: int, proxied: int) -> str:
+    """Where recorded interactions came from, for the report."""
+    parts = []
+    if processes:
+        parts.append(f"from {counted(processes, 'process', 'processes')}")
+    if proxied:
+        parts.append(f"{proxied} through the proxy" if processes else "through the proxy")
+    return " and ".join(parts)
+
+
+@dataclass
+class RunOptions:
+    """What ``agenttape run`` may add for the proxy: where live traffic for an origin goes
+    instead while recording (a local stand-in)."""
+
+    routes: dict[Origin, Origin] = field(default_factory=dict)
+
+
+def run(
+    command: list[str], cassette: Path, mode: str, report: Any, options: RunOptions | None = None
+) -> int:
+    """Run ``command`` under ``cassette``; returns the command's exit status (1 when it
+    succeeded but a request through the proxy had no recorded interaction)."""
+    from . import proxy_command
+
+    options = options or RunOptions()
     cassette = cassette.resolve()
     if cassette.exists():
         read(cassette)  # a damaged cassette stops the run before anything touches it
@@ -241,12 +335,97 @@ def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
             f"cassette {cassette} does not exist and mode is {mode!r} (replay only); "
             "record it with --mode once or --mode all"
         )
+    needs_proxy = not is_python(command)
+    if needs_proxy and not proxy_command.available():
+        raise AgentTapeError(
+            f"{command[0]} is not a Python program: agenttape run records it through the "
+            "recording proxy, which needs the 'proxy' extra: "
+            "pip install 'agenttape-recorder[proxy]'"
+        )
     if each == "replay":
         # Only the ledger lives here: replay works from a read-only checkout too.
         fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
     else:
         cassette.parent.mkdir(parents=True, exist_ok=True)
         fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
+    proxy: Proxy | None = None
+    try:
+        try:
+            if proxy_command.available():
+                try:
+                    proxy = _start_proxy(cassette, each, fragments, mode, options, report)
+                except AgentTapeError as exc:
+                    if needs_proxy:
+                        raise
+                    # A Python program records in-process; only programs it starts miss out.
+                    report(
+                        f"note: the recording proxy did not start ({exc}); only Python "
+                        "processes are recorded"
+                    )
+            status = _run_child(command, cassette, mode, each, fragments, proxy)
+        finally:
+            if proxy is not None:
+                proxy.close()
+        if each != "replay":
+            _save(cassette, each, fragments, report)
+    finally:
+        shutil.rmtree(fragments, ignore_errors=True)
+    if proxy is not None:
+        if proxy.distrusted:
+            report(proxy_command.describe_distrust(proxy))
+        if proxy.misses:
+            report(f"error: {proxy_command.describe_misses(proxy.misses)}")
+            return status or 1
+    return status
+
+
+def _start_proxy(
+    cassette: Path, each: str, fragments: Path, mode: str, options: RunOptions, report: Any
+) -> Proxy:
+    from .proxy_command import Proxy
+
+    proxy_cassette = open_cassette(cassette, each, fragments, mode, PROXY_LABEL)
+    try:
+        return Proxy(
+            proxy_cassette, routes=options.routes, log=lambda line: report(f"proxy: {line}")
+        )
+    except BaseException:
+        proxy_cassette.stop()
+        raise
+
+
+def _save(cassette: Path, each: str, fragments: Path, report: Any) -> None:
+    """Merges what every process and the proxy recorded into the cassette."""
+    header, recorded, processes, proxied = _merge(fragments)
+    if each == "new_episodes":
+        header, existing = read(cassette)
+        if recorded:
+            write_atomic(cassette, codec.encode_pieces(header, existing + recorded))
+        report(f"added {counted(len(recorded), 'interaction')} to {cassette}")
+    elif not recorded:
+        kept = "left as it was" if cassette.exists() else "not written"
+        report(
+            "nothing was recorded: the command made no HTTP request (did it fail before "
+            f"sending one, for a missing API key say?); {cassette} was {kept}, so the "
+            "next run records again"
+        )
+    else:
+        write_atomic(cassette, codec.encode_pieces(header or meta.new_header(), recorded))
+        report(
+            f"recorded {counted(len(recorded), 'interaction')} "
+            f"{_sources(processes, proxied)} to {cassette}"
+        )
+
+
+def _run_child(
+    command: list[str],
+    cassette: Path,
+    mode: str,
+    each: str,
+    fragments: Path,
+    proxy: Proxy | None,
+) -> int:
+    # Built once the proxy's cassette is open: a replay's placeholder keys are inherited.
     environment = dict(os.environ)
     environment.pop(MODE_ENVIRONMENT_VARIABLE, None)
     python_path = environment.get("PYTHONPATH")
@@ -255,47 +434,29 @@ def run(command: list[str], cassette: Path, mode: str, report: Any) -> int:
     environment[MODE_VARIABLE] = each
     environment[REQUESTED_MODE_VARIABLE] = mode
     environment[FRAGMENTS_VARIABLE] = str(fragments)
+    if proxy is not None:
+        from .proxy_command import NO_PROXY_VARIABLES
+
+        environment.update(proxy.environment(fragments, environment))
+        for name in NO_PROXY_VARIABLES:  # everything the program sends is recorded
+            environment.pop(name, None)
     try:
+        child = subprocess.Popen(_python(command), env=environment)
+    except FileNotFoundError:
+        raise AgentTapeError(f"command not found: {command[0]}") from None
+    except PermissionError:
+        raise AgentTapeError(f"command is not executable: {command[0]}") from None
+    interrupted = False
+    while True:
         try:
-            child = subprocess.Popen(_python(command), env=environment)
-        except FileNotFoundError:
-            raise AgentTapeError(f"command not found: {command[0]}") from None
-        except PermissionError:
-            raise AgentTapeError(f"command is not executable: {command[0]}") from None
-        interrupted = False
-        while True:
-            try:
-                status = child.wait()
-                break
-            except KeyboardInterrupt:
-                # The child got the same signal: wait while it saves what it recorded; a
-                # second interrupt stops it for good.
-                if interrupted:
-                    child.kill()
-                interrupted = True
-        if status < 0:
-            status = 128 - status
-        if each != "replay":
-            header, recorded, processes = _merge(fragments)
-            if each == "new_episodes":
-                header, existing = read(cassette)
-                if recorded:
-                    write_atomic(cassette, codec.encode_pieces(header, existing + recorded))
-                report(f"added {counted(len(recorded), 'interaction')} to {cassette}")
-            elif not recorded:
-                kept = "left as it was" if cassette.exists() else "not written"
-                report(
-                    "nothing was recorded: the command made no HTTP request (did it fail before "
-                    f"sending one, for a missing API key say?); {cassette} was {kept}, so the "
-                    "next run records again"
-                )
-            else:
-                write_atomic(cassette, codec.encode_pieces(header or meta.new_header(), recorded))
-                report(
-                    f"recorded {counted(len(recorded), 'interaction')} from "
-                    f"{counted(processes, 'process', 'processes')} "
-                    f"to {cassette}"
-                )
-        return status
-    finally:
-        shutil.rmtree(fragments, ignore_errors=True)
+            status = child.wait()
+            break
+        except KeyboardInterrupt:
+            # The child got the same signal: wait while it saves what it recorded; a
+            # second interrupt stops it for good.
+            if interrupted:
+                child.kill()
+            interrupted = True
+    if status < 0:
+        status = 128 - status
+    return status

@@ -1,0 +1,237 @@
+"""The recording proxy as an adapter: a request a program sent through the proxy goes through
+the shared exchange seam like a request of any patched library.
+
+The proxy's engine (``proxy_server``) reads the client's request into the model and hands
+``ProxyAdapter.handle`` a ``Client`` to answer through; the tape decides, as for every other
+adapter, whether the answer is replayed or recorded from the real server. Replaying writes the
+recorded head and body pieces to the client (at their offsets with ``realtime``) and re-enacts
+a recorded failure at the socket: a reset, or, for a timeout, no answer until the client gives
+up. A request nothing recorded serves is answered with status 599 and the miss explained in a
+JSON body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import h11
+
+from .._core.errors import UnmatchedInteractionError
+from .._core.exchange import Schedule, exchange
+from .._core.models import Failure, Interaction, Request, Response
+from .._core.tape import Recording, Tape
+from .header_tables import decode_headers, decode_text
+from .proxy_upstream import (
+    ClientGone,
+    Origin,
+    UpstreamConnection,
+    UpstreamError,
+    UpstreamPool,
+    Waiter,
+)
+
+MISS_STATUS = 599
+MISS_REASON = "No Recorded Interaction"
+_TIMEOUTS = frozenset({"connect_timeout", "read_timeout", "write_timeout", "pool_timeout"})
+
+
+class Client(Protocol):
+    """The program's side of one exchange, however it speaks (HTTP/1.1 or HTTP/2).
+
+    ``data`` raises ClientGone once the client has gone away."""
+
+    waiter: Waiter
+
+    def head(self, response: Response) -> None:
+        """May be held back to go out with the first body piece; ``flush`` sends it."""
+        ...
+
+    def data(self, chunk: bytes) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def end(self) -> None: ...
+
+    def reset(self) -> None:
+        """The exchange failed at the socket: the client sees its connection (or stream) reset."""
+        ...
+
+    def hold(self) -> None:
+        """Answers nothing until the client gives up and closes."""
+        ...
+
+
+@dataclass(slots=True)
+class ProxyRequest:
+    """A client's request: ``request`` as recorded and sent (URL as the client addressed it),
+    the ``origin`` it is sent to, and the request ``target`` written on the request line."""
+
+    request: Request
+    origin: Origin
+    target: str
+
+
+def failure_of(exc: BaseException) -> Failure | None:
+    if isinstance(exc, UpstreamError):
+        return Failure(exc.kind, exc.type_name, str(exc))
+    return None
+
+
+@dataclass
+class ProxyAdapter:
+    """Serves each request a client sends through the proxy from ``tape``."""
+
+    tape: Tape
+    log: Callable[[str], None] = lambda line: None
+    misses: list[UnmatchedInteractionError] = field(default_factory=list)
+
+    def handle(self, incoming: ProxyRequest, client: Client, pool: UpstreamPool) -> None:
+        request = incoming.request
+
+        def replay(interaction: Interaction, schedule: Schedule) -> None:
+            _replay(interaction, schedule, client)
+
+        def record(recording: Recording) -> None:
+            _record(incoming, recording, client, pool)
+
+        try:
+            exchange(self.tape, request, replay=replay, record=record, failure_of=failure_of)
+        except UnmatchedInteractionError as miss:
+            self.misses.append(miss)
+            self.log(
+                f"no recorded interaction for {request.method} {request.url}: answered "
+                f"{MISS_STATUS}"
+            )
+            _answer_miss(miss, client)
+        except ClientGone:
+            pass
+        except UpstreamError as exc:
+            self.log(f"{request.method} {request.url}: {exc.kind} ({exc.type_name}: {exc})")
+            client.reset()
+
+
+def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> None:
+    response, error = interaction.response, interaction.error
+    schedule.wait(schedule.head)
+    if response is None:
+        assert error is not None
+        _fail(error, client)
+        return
+    client.head(response)
+    if schedule.paced:
+        client.flush()  # the head is due now, the first piece later
+    for index, chunk in enumerate(response.iter_chunks()):
+        schedule.wait(schedule.chunk(index))
+        client.data(chunk)
+    if error is not None:
+        schedule.wait(schedule.end)
+        _fail(error, client)
+    elif schedule.held:
+        client.hold()  # the client closed this body early when it was recorded
+    else:
+        client.end()
+
+
+def _fail(error: Failure, client: Client) -> None:
+    if error.kind in _TIMEOUTS:
+        client.hold()
+    else:
+        client.reset()
+
+
+def _record(
+    incoming: ProxyRequest, recording: Recording, client: Client, pool: UpstreamPool
+) -> None:
+    connection, event = _send(incoming, client, pool)
+    status, reason = event.status_code, decode_text(event.reason)
+    version, headers = (
+        decode_text(b"HTTP/" + event.http_version),
+        decode_headers(event.headers.raw_items()),
+    )
+    recording.respond(status, reason, version, headers)
+    try:
+        # The client gets the headers as the server sent them; the recording keeps them
+        # redacted.
+        client.head(Response(status, reason, version, headers))
+        while True:
+            event = connection.next_event(client.waiter)
+            if isinstance(event, h11.Data):
+                recording.chunk(event.data)
+                client.data(event.data)
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                break
+    except ClientGone:
+        connection.close()
+        recording.finish(truncated=True)
+        raise
+    except UpstreamError as exc:
+        connection.close()
+        recording.fail(Failure(exc.kind, exc.type_name, str(exc)))
+        raise
+    recording.finish()
+    pool.release(connection)
+    client.end()
+
+
+def _send(
+    incoming: ProxyRequest, client: Client, pool: UpstreamPool
+) -> tuple[UpstreamConnection, h11.Response]:
+    """Sends the request and waits for the response head. A kept-alive connection the server
+    closed meanwhile is replaced once, as a client's own pool does."""
+    connection = pool.acquire(incoming.origin)
+    while True:
+        try:
+            connection.send(incoming.request, incoming.target)
+            event = connection.next_event(client.waiter)
+            while isinstance(event, h11.InformationalResponse):
+                event = connection.next_event(client.waiter)
+            if isinstance(event, h11.ConnectionClosed):
+                raise UpstreamError(
+                    "protocol_error",
+                    "RemoteProtocolError",
+                    "Server disconnected without sending a response.",
+                )
+            assert isinstance(event, h11.Response)
+            return connection, event
+        except ClientGone:
+            connection.close()
+            raise UpstreamError(
+                "read_timeout",
+                "ReadTimeout",
+                "the client gave up before the server answered",
+            ) from None
+        except UpstreamError:
+            connection.close()
+            if not connection.reused:
+                raise
+            connection = pool.connect(incoming.origin)
+
+
+def _answer_miss(miss: UnmatchedInteractionError, client: Client) -> None:
+    request = miss.request
+    body = json.dumps(
+        {
+            "error": {
+                "message": str(miss),
+                "type": "agenttape_unmatched_interaction",
+                "code": "unmatched_interaction",
+                "request": f"{request.method} {request.url}",
+                "cassette": miss.cassette_path,
+                "mode": miss.mode,
+            }
+        },
+        indent=2,
+    ).encode()
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        # Stainless SDKs (openai, anthropic) would otherwise retry a 5xx, missing again.
+        ("x-should-retry", "false"),
+        ("X-Agenttape-Miss", "1"),
+    ]
+    client.head(Response(MISS_STATUS, MISS_REASON, "HTTP/1.1", headers))
+    client.data(body)
+    client.end()
