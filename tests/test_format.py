@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Callable
@@ -181,13 +182,14 @@ def changed(which: int, changes: list[tuple[tuple[str, ...], int]]) -> object:
         for key in path[:-1]:
             target = target.get(key) if isinstance(target, dict) else None
         if not path:
-            raw = ODD_VALUES[choice] if choice >= 0 else raw
+            raw = copy.deepcopy(ODD_VALUES[choice]) if choice >= 0 else raw
         elif not isinstance(target, dict):
             continue
         elif choice < 0:
             target.pop(path[-1], None)
         else:
-            target[path[-1]] = ODD_VALUES[choice]
+            # A copy: the same list or dict set twice would nest in itself.
+            target[path[-1]] = copy.deepcopy(ODD_VALUES[choice])
     return raw
 
 
