@@ -618,7 +618,7 @@ def test_the_index_on_a_real_s3_compatible_server(
     serve: Callable[..., Server],
 ) -> None:
     server = serve(echo)
-    url = "s3://agent-runs/prod"
+    url = "s3://agent-runs/indexed"  # moto's buckets outlive its server: a prefix of our own
     with agenttape.Recorder(url, keep="errors", storage_options=s3) as recorder:
         for user_id in ("u_1", "u_7710", "u_7710"):
             with recorder.run(user_id=user_id):
@@ -660,3 +660,20 @@ def _rows_of(store: Any) -> list[run_index.IndexRow]:
     files = run_index.index_files(store)
     with run_index.IndexReader(store, files) as reader:
         return reader.select(files, since=None, errors=False, tags={})
+
+
+def test_the_duckdb_query_of_the_docs_keeps_one_row_per_run_mid_compaction(varied: Path) -> None:
+    page = (ROOT / "docs" / "run-index.md").read_text(encoding="utf-8")
+    sql = page.split("### DuckDB", 1)[1].split("```sql", 1)[1].split("```", 1)[0]
+    sql = sql.replace("'runs/_index/", f"'{varied}/_index/")
+    [first, *_] = index_parquet(varied)
+    shutil.copy(first, first.with_name("20990101T000000.000000Z-merged.parquet"))
+    listed = [row[0] for row in duckdb.sql(sql).fetchall()]
+    # What agenttape runs lists, but the run written after the index and the top-level one.
+    assert listed == ["r_now", "r_hour", "r_kinds"]
+    assert [info.run_id for info in list_runs(varied, tags={"user_id": "u_7710"}, since="7d")] == [
+        "r_now",
+        "r_late",
+        "r_hour",
+        "r_kinds",
+    ]
