@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -172,8 +173,6 @@ def test_the_batch_waits_for_flush_close_its_age_or_its_size(
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    import time
-
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -419,8 +418,8 @@ def test_a_store_whose_index_cannot_be_written_keeps_and_lists_every_run(
     assert code == 0 and all(run_id in output for run_id in runs)
 
 
-# Whether the quotatest filesystem refuses writes under _index/.
-QUOTA = {"full": False}
+# Whether the quotatest filesystem refuses writes under _index/, and how often it was asked.
+QUOTA = {"full": False, "refused": 0}
 
 
 @pytest.fixture
@@ -435,12 +434,13 @@ def quota_store() -> Iterator[str]:
 
         def pipe_file(self, path: str, value: bytes, *args: Any, **kwargs: Any) -> None:
             if QUOTA["full"] and "/_index/" in path:
+                QUOTA["refused"] += 1
                 raise OSError(errno.EDQUOT, "Disk quota exceeded")
             super().pipe_file(path, value, *args, **kwargs)
 
     fsspec.register_implementation("quotatest", OverQuota, clobber=True)
     OverQuota.store.clear()
-    QUOTA["full"] = False
+    QUOTA.update(full=False, refused=0)
     yield "quotatest://fleet"
     QUOTA["full"] = False
     OverQuota.store.clear()
@@ -477,6 +477,25 @@ def test_an_index_over_quota_hides_no_run_and_its_rows_are_written_once_it_has_r
     with run_index.IndexReader(store, run_index.index_files(store)) as reader:
         indexed = reader.paths(run_index.index_files(store))
     assert len(indexed) == 3
+
+
+def test_a_big_batch_the_index_refuses_waits_before_it_is_tried_again(
+    serve: Callable[..., Server],
+    recorders: Callable[..., agenttape.Recorder],
+    quota_store: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = serve(echo)
+    monkeypatch.setattr(run_index, "BATCH_ROWS", 2)
+    QUOTA["full"] = True
+    recorder = recorders(quota_store, keep="all")
+    for _ in range(6):
+        with recorder.run():
+            httpx.get(server.url + "/fine")
+    assert _wait_for(lambda: recorder.stats.written == 6)
+    time.sleep(0.3)
+    assert QUOTA["refused"] == 1  # not once per run while the batch stays big
+    assert recorder.stats.lost == 0
 
 
 def test_a_damaged_or_half_written_index_file_falls_back_to_headers_and_says_so_once(

@@ -6,7 +6,8 @@ called) in columns any Parquet engine reads: ``<store>/_index/date=YYYY-MM-DD/*.
 
 Files are only ever added whole and then, by compaction or a rebuild, deleted once their rows
 are in a newer file; so a reader may see a run's row twice, never half a file, and keeps the
-row of the newest file (file names sort by the time of their newest row).
+row of the newest file (file names start with the time they were written; a merged file's,
+with its newest part's).
 pyarrow (writing) and DuckDB (reading) are imported only when used.
 """
 
@@ -67,6 +68,8 @@ class IndexRow:
 
 @dataclass(slots=True, frozen=True)
 class IndexFile:
+    """One Parquet file of the index: its name in the store and the day it holds."""
+
     name: str
     day: str
 
@@ -95,6 +98,7 @@ def describe(
     created = header.get("created_at")
     created = _aware(created) if isinstance(created, _dt.datetime) else None
     tags = header.get("tags")
+    reasons = summary.get("reasons")
     count = summary.get("interactions")
     duration = summary.get("duration")
     hosts: set[str] = set()
@@ -113,7 +117,7 @@ def describe(
         run_id=str(header.get("run_id") or name.rsplit("/", 1)[-1][: -len(SUFFIX)]),
         created=created,
         status=str(summary.get("status", "ok")),
-        reasons=[r for r in summary.get("reasons", []) if isinstance(r, str)],
+        reasons=[r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else [],
         n=count if isinstance(count, int) and not isinstance(count, bool) else None,
         size=size,
         path=name,
@@ -281,6 +285,7 @@ class Batch:
     def __init__(self) -> None:
         self.rows: list[IndexRow] = []
         self.started = 0.0
+        self.retry_at = 0.0
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -291,24 +296,31 @@ class Batch:
         self.rows.append(row)
 
     def due(self) -> bool:
-        return bool(self.rows) and (
-            len(self.rows) >= BATCH_ROWS or time.monotonic() - self.started >= BATCH_SECONDS
+        now = time.monotonic()
+        return (
+            bool(self.rows)
+            and now >= self.retry_at
+            and (len(self.rows) >= BATCH_ROWS or now - self.started >= BATCH_SECONDS)
         )
 
     def wait(self) -> float | None:
         """Seconds until the batch is due by age; None with nothing waiting."""
         if not self.rows:
             return None
-        return max(0.0, self.started + BATCH_SECONDS - time.monotonic())
+        return max(
+            0.0, self.started + BATCH_SECONDS - time.monotonic(), self.retry_at - time.monotonic()
+        )
 
     def take(self) -> list[IndexRow]:
         rows, self.rows = self.rows, []
         return rows
 
     def keep(self, rows: list[IndexRow]) -> int:
-        """Put back rows that failed, for the next batch; the number dropped past the limit."""
+        """Put back rows that failed, for the next batch (not before BATCH_SECONDS, however
+        many wait); the number dropped past the limit."""
         self.rows = rows + self.rows
         self.started = time.monotonic()
+        self.retry_at = self.started + BATCH_SECONDS
         dropped = max(0, len(self.rows) - MAX_WAITING_ROWS)
         if dropped:
             del self.rows[:dropped]
