@@ -342,15 +342,20 @@ def _indexed_runs(
         and (day >= start or day not in days)
         and (since_day is None or day >= since_day)
     }
-    # Runs at the top level are few and always read from their files.
-    loose = [stored for stored in top if stored.name.endswith(SUFFIX)]
-    for day in sorted(recent):
-        loose += [stored for stored in store.listing(day)[1] if stored.name.endswith(SUFFIX)]
     queried = [found for found in files if since_day is None or found.day >= since_day]
     tail = [found for found in files if found.day in recent]
-    with run_index.IndexReader(store, list({f.name: f for f in queried + tail}.values())) as index:
-        rows = index.select(queried, since=wanted.since, errors=wanted.errors, tags=wanted.tags)
-        known = index.paths(tail)
+    # The recent folders are listed while the index is fetched and queried: on object
+    # storage both wait on requests.
+    with ThreadPoolExecutor(1) as pool:
+        listed = pool.submit(
+            lambda: [stored for day in sorted(recent) for stored in store.listing(day)[1]]
+        )
+        needed = list({found.name: found for found in queried + tail}.values())
+        with run_index.IndexReader(store, needed) as index:
+            rows = index.select(queried, since=wanted.since, errors=wanted.errors, tags=wanted.tags)
+            known = index.paths(tail)
+        # Runs at the top level are few and always read from their files.
+        loose = [stored for stored in top + listed.result() if stored.name.endswith(SUFFIX)]
     runs = {row.path: _run_info(row) for row in rows if "/" in row.path}
     unindexed = [
         stored
