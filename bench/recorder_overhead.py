@@ -4,8 +4,10 @@
    handling agent runs of 4 requests (a ~2 KB JSON chat call, a tool GET, ...) — against a
    local server in its own process; wall and CPU time, and each run's latency, with no
    recorder, with ``keep="errors"`` (every run recorded, healthy ones dropped at the end),
-   with ``keep="all"`` (every run written to a local folder), and, for reference, with one
-   plain ``use_cassette(mode="all")`` recording everything. Target: <= 1.1 x. Measured three
+   with ``keep="all"`` (every run written to a local folder, and to the run index when
+   pyarrow is installed), with ``keep="all"`` and no run index (``all-unindexed``: what the
+   index costs is the difference), and, for reference, with one plain
+   ``use_cassette(mode="all")`` recording everything. Target: <= 1.1 x. Measured three
    ways: with an upstream that takes 10 ms per answer and 8 threads (a service with CPU to
    spare, as one waiting on model calls is); with 16 threads against a 5 ms upstream; and
    with an upstream that answers at once. The last two keep the client's CPU (its GIL) busy
@@ -33,6 +35,7 @@ import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 import agenttape  # noqa: E402
+from agenttape._production import run_index  # noqa: E402
 
 REQUESTS = 2_000
 PER_RUN = 4
@@ -103,7 +107,12 @@ def workload(
     by a pool of worker threads, and each run's latency. The recorder's writer is flushed
     after the timing: the service never waits for it."""
     runs = REQUESTS // PER_RUN
-    recorder = None if variant in ("off", "cassette") else agenttape.Recorder(folder, keep=variant)
+    recorder = None
+    if variant == "all-unindexed":
+        with mock.patch.object(run_index, "can_write", lambda: False):
+            recorder = agenttape.Recorder(folder, keep="all")
+    elif variant not in ("off", "cassette"):
+        recorder = agenttape.Recorder(folder, keep=variant)
     tape = agenttape.use_cassette(folder / "tape.msgpack", mode="all")
 
     with httpx.Client(limits=httpx.Limits(max_connections=threads)) as client:
@@ -133,11 +142,11 @@ def workload(
         recorder.close()
         stats = recorder.stats
         assert stats.lost == 0, stats
-        assert stats.written == (runs if variant == "all" else 0), stats
+        assert stats.written == (runs if variant.startswith("all") else 0), stats
     return elapsed, cpu, latencies
 
 
-VARIANTS = ("off", "errors", "all", "cassette")
+VARIANTS = ("off", "errors", "all", "all-unindexed", "cassette")
 
 
 def overhead(url: str, rounds: int, threads: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,17 @@ class Store(ABC):
     @abstractmethod
     def read_prefix(self, name: str, size: int) -> bytes: ...
 
+    def read_many(self, names: Sequence[str], size: int | None = None) -> list[bytes | Exception]:
+        """Several files (their first ``size`` bytes, or whole); an error in place of a file
+        that cannot be read. An object store answers them in parallel."""
+        found: list[bytes | Exception] = []
+        for name in names:
+            try:
+                found.append(self.read(name) if size is None else self.read_prefix(name, size))
+            except OSError as exc:
+                found.append(exc)
+        return found
+
     @abstractmethod
     def files(self) -> list[StoredFile]:
         """Cassettes at the top level and one folder down."""
@@ -49,6 +61,23 @@ class Store(ABC):
     @abstractmethod
     def find(self, run_id: str) -> str | None:
         """The name of the run's cassette, or None."""
+
+    @abstractmethod
+    def listing(self, folder: str = "") -> tuple[list[str], list[StoredFile]]:
+        """The folders and the files directly in ``folder`` (hidden names left out); a
+        missing folder is empty."""
+
+    @abstractmethod
+    def walk(self, folder: str) -> list[StoredFile]:
+        """Every file below ``folder``, at any depth (hidden names left out)."""
+
+    @abstractmethod
+    def delete(self, name: str) -> None:
+        """Remove one file; one already gone is not an error."""
+
+    @abstractmethod
+    def location(self, name: str) -> str:
+        """The file's full path or URL, as another program (a query engine) opens it."""
 
 
 class LocalStore(Store):
@@ -123,6 +152,36 @@ class LocalStore(Store):
                 return path.relative_to(self.root).as_posix()
         return None
 
+    def listing(self, folder: str = "") -> tuple[list[str], list[StoredFile]]:
+        folders: list[str] = []
+        found: list[StoredFile] = []
+        prefix = f"{folder}/" if folder else ""
+        try:
+            entries = list(os.scandir(self.root / folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return folders, found
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir():
+                folders.append(entry.name)
+            elif entry.is_file():
+                found.append(StoredFile(prefix + entry.name, entry.stat().st_size))
+        return folders, found
+
+    def walk(self, folder: str) -> list[StoredFile]:
+        folders, found = self.listing(folder)
+        for name in folders:
+            found.extend(self.walk(f"{folder}/{name}"))
+        return found
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.root / name)
+
+    def location(self, name: str) -> str:
+        return os.path.join(self.url, name)
+
 
 class FsspecStore(Store):
     """Any fsspec filesystem; object stores make each put whole, so readers never see half."""
@@ -165,6 +224,18 @@ class FsspecStore(Store):
         data: bytes = self.fs.cat_file(self._path(name), start=0, end=size)
         return data
 
+    def read_many(self, names: Sequence[str], size: int | None = None) -> list[bytes | Exception]:
+        if not names:
+            return []
+        paths = [self._path(name) for name in names]
+        found: list[bytes | Exception] = self.fs.cat_ranges(
+            paths, [0] * len(paths), [size] * len(paths), on_error="return"
+        )
+        return [
+            FileNotFoundError(name) if isinstance(data, KeyError) else data
+            for name, data in zip(names, found, strict=True)
+        ]
+
     def files(self) -> list[StoredFile]:
         # Other processes write here too: never answer from a cached listing.
         self.fs.invalidate_cache(self.root)
@@ -182,6 +253,46 @@ class FsspecStore(Store):
             return file_name
         matches = sorted(self.fs.glob(self._path(f"*/{file_name}")), reverse=True)
         return self._name(matches[0]) if matches else None
+
+    def listing(self, folder: str = "") -> tuple[list[str], list[StoredFile]]:
+        path = self._path(folder) if folder else self.root
+        self.fs.invalidate_cache(path)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return [], []
+        folders: list[str] = []
+        found: list[StoredFile] = []
+        for info in entries:
+            name = self._name(info["name"])
+            if not name or name.rsplit("/", 1)[-1].startswith("."):
+                continue
+            if info.get("type") == "directory":
+                folders.append(name.rsplit("/", 1)[-1])
+            else:
+                found.append(StoredFile(name, int(info.get("size") or 0)))
+        return folders, found
+
+    def walk(self, folder: str) -> list[StoredFile]:
+        path = self._path(folder)
+        self.fs.invalidate_cache(path)
+        try:
+            found = self.fs.find(path, detail=True)
+        except FileNotFoundError:
+            return []
+        return [
+            StoredFile(self._name(name), int(info.get("size") or 0))
+            for name, info in found.items()
+            if info.get("type") != "directory" and "/." not in "/" + self._name(name)
+        ]
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._path(name))
+
+    def location(self, name: str) -> str:
+        location: str = self.fs.unstrip_protocol(self._path(name))
+        return location
 
 
 def open_store(

@@ -1,7 +1,9 @@
 """Finding the runs a recorder kept: list them by tag, time and status; copy one out to replay.
 
-Listing reads only the head of each cassette (the header comes before the interactions), so
-it stays cheap on object storage; a dated folder older than ``since`` is not read at all.
+The run index (``run_index``) answers a listing when the store has one and DuckDB is
+installed. Otherwise the listing reads only the head of each cassette (the header comes before
+the interactions), so it stays cheap on object storage; a dated folder older than ``since`` is
+not read at all. Both give the same rows: each run's fields come from ``run_index.describe``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +23,10 @@ import msgpack
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
+from . import run_index
 from .run import RUN_ID
-from .store import SUFFIX, Store, StoredFile, open_store
+from .run_index import IndexRow
+from .store import SUFFIX, LocalStore, Store, StoredFile, open_store
 
 # Bytes read first to find a header; a bigger header is read whole.
 HEAD_BYTES = 64 * 1024
@@ -147,9 +153,10 @@ def _peek_header(data: bytes) -> dict[str, Any] | None:
     return header
 
 
-def read_header(store: Store, stored: StoredFile) -> dict[str, Any]:
-    """A run's cassette header; CassetteFormatError when the file is not a readable cassette."""
-    data = store.read_prefix(stored.name, HEAD_BYTES)
+def read_header(store: Store, stored: StoredFile, head: bytes | None = None) -> dict[str, Any]:
+    """A run's cassette header (from ``head``, its first bytes, when already read);
+    CassetteFormatError when the file is not a readable cassette."""
+    data = store.read_prefix(stored.name, HEAD_BYTES) if head is None else head
     header = _peek_header(data)
     if header is None:
         if len(data) < stored.size:
@@ -158,30 +165,41 @@ def read_header(store: Store, stored: StoredFile) -> dict[str, Any]:
     return header
 
 
-def _info(store: Store, stored: StoredFile) -> RunInfo:
-    run_id = stored.name.rsplit("/", 1)[-1][: -len(SUFFIX)]
+def _info(store: Store, stored: StoredFile, head: bytes | Exception | None = None) -> RunInfo:
     try:
-        header = read_header(store, stored)
+        if isinstance(head, Exception):
+            raise head
+        header = read_header(store, stored, head)
     except (CassetteFormatError, OSError) as exc:
-        return RunInfo(
-            run_id, stored.name, stored.size, None, status="unreadable", reasons=[str(exc)]
-        )
-    raw_summary = header.get("run")
-    summary: dict[str, Any] = raw_summary if isinstance(raw_summary, dict) else {}
-    created = header.get("created_at")
-    tags = header.get("tags")
-    interactions = summary.get("interactions")
-    duration = summary.get("duration")
+        return _run_info(run_index.unreadable(stored, str(exc)))
+    return _run_info(run_index.describe(header, stored.name, stored.size))
+
+
+# Heads read in one go: an object store answers them in parallel.
+HEADS_AT_ONCE = 256
+
+
+def _infos(store: Store, files: Iterable[StoredFile]) -> Iterator[RunInfo]:
+    """Each file's RunInfo, the heads read a few hundred at a time."""
+    pending = list(files)
+    for start in range(0, len(pending), HEADS_AT_ONCE):
+        chunk = pending[start : start + HEADS_AT_ONCE]
+        heads = store.read_many([stored.name for stored in chunk], HEAD_BYTES)
+        for stored, head in zip(chunk, heads, strict=True):
+            yield _info(store, stored, head)
+
+
+def _run_info(row: IndexRow) -> RunInfo:
     return RunInfo(
-        run_id=str(header.get("run_id") or run_id),
-        name=stored.name,
-        size=stored.size,
-        created_at=_aware(created) if isinstance(created, _dt.datetime) else None,
-        tags=tags if isinstance(tags, dict) else {},
-        status=str(summary.get("status", "ok")),
-        reasons=[str(r) for r in summary.get("reasons", []) if isinstance(r, str)],
-        interactions=interactions if isinstance(interactions, int) else None,
-        duration=float(duration) if isinstance(duration, (int, float)) else None,
+        run_id=row.run_id,
+        name=row.path,
+        size=row.size,
+        created_at=row.created,
+        tags=row.tags,
+        status=row.status,
+        reasons=row.reasons,
+        interactions=row.n,
+        duration=row.duration,
     )
 
 
@@ -190,7 +208,33 @@ def _before(stored: StoredFile, since: _dt.datetime) -> bool:
     folder, slash, _file = stored.name.partition("/")
     if not slash or not DATED_FOLDER.fullmatch(folder):
         return False
-    return folder < since.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
+    return folder < _day(since)
+
+
+def _day(moment: _dt.datetime) -> str:
+    return moment.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+@dataclass(slots=True, frozen=True)
+class RunFilter:
+    """What ``runs`` asked for; the one test every listed run passes, however it was read."""
+
+    tags: dict[str, Any]
+    since: _dt.datetime | None
+    errors: bool
+
+    def __call__(self, info: RunInfo) -> bool:
+        if info.status == "unreadable":
+            # A damaged file is listed when nothing was filtered, so it gets noticed.
+            return not (self.tags or self.since is not None or self.errors)
+        if self.since is not None and (info.created_at is None or info.created_at < self.since):
+            return False
+        if self.errors and not info.is_error:
+            return False
+        return all(
+            key in info.tags and _tag_matches(info.tags[key], value)
+            for key, value in self.tags.items()
+        )
 
 
 def list_runs(
@@ -200,40 +244,229 @@ def list_runs(
     since: _dt.datetime | str | None = None,
     errors: bool = False,
     storage_options: dict[str, Any] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[RunInfo]:
     """Runs in ``store``, newest first: with every tag in ``tags``, created at or after
     ``since``, and (``errors=True``) only those that raised, were flagged or saw a failure.
 
-    A damaged file is listed as ``unreadable`` when no filter is given, so it gets noticed.
+    With a run index and DuckDB installed the index answers, plus the run files it does not
+    hold yet; otherwise, or when the index cannot be read (said once through ``warn``), the
+    headers of the run files do. A damaged file is listed as ``unreadable`` when no filter is
+    given, so it gets noticed.
     """
     opened = open_store(store, storage_options)
     moment = (
         parse_since(since) if isinstance(since, str) else None if since is None else _aware(since)
     )
-    wanted = dict(tags or {})
-    filtered = bool(wanted) or moment is not None or errors
-    runs = []
-    for stored in opened.files():
-        if moment is not None and _before(stored, moment):
-            continue
-        info = _info(opened, stored)
-        if info.status == "unreadable":
-            if not filtered:
-                runs.append(info)
-            continue
-        if moment is not None and (info.created_at is None or info.created_at < moment):
-            continue
-        if errors and not info.is_error:
-            continue
-        if any(
-            key not in info.tags or not _tag_matches(info.tags[key], value)
-            for key, value in wanted.items()
-        ):
-            continue
-        runs.append(info)
+    wanted = RunFilter(dict(tags or {}), moment, errors)
+    runs: list[RunInfo] | None = None
+    if run_index.can_read():
+        try:
+            runs = list_indexed_runs(opened, wanted)
+        except IndexUnreadableError as exc:
+            if warn is not None:
+                warn(
+                    f"the run index of {opened.url} cannot be read ({exc}); listed the runs "
+                    f"from their files instead, which is slower; repair it with: "
+                    f"agenttape index rebuild {opened.url}"
+                )
+    elif warn is not None and run_index.INDEX in opened.listing()[0]:
+        warn(
+            f"{opened.url} has a run index, but listing from it needs DuckDB: "
+            f"{run_index.EXTRA}; listed the runs from their files instead"
+        )
+    if runs is None:
+        files = [
+            stored for stored in opened.files() if moment is None or not _before(stored, moment)
+        ]
+        runs = [info for info in _infos(opened, files) if wanted(info)]
     oldest = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
     runs.sort(key=lambda info: (info.created_at or oldest, info.run_id), reverse=True)
     return runs
+
+
+class IndexUnreadableError(Exception):
+    """The index is there but cannot be read: a damaged or half-copied file, a failed read."""
+
+
+# Runs whose rows may still be in a writer's batch are looked for in their files: those of
+# the newest indexed day and later, and of the day an hour ago (a batch holds at most 60 s of
+# runs; the hour covers runs that started before midnight and ended after it).
+UNINDEXED_WINDOW = _dt.timedelta(hours=1)
+
+
+def list_indexed_runs(
+    store: Store, wanted: RunFilter, now: _dt.datetime | None = None
+) -> list[RunInfo] | None:
+    """The runs the index lists, plus those it does not hold yet, read from their files: every
+    run file in a dated folder from the newest indexed day on (or from the day an hour ago,
+    if earlier), in a dated folder the index has no day for, or at the top level. None when
+    the store has no index.
+
+    An index file deleted while it is read (a compaction or rebuild finished meanwhile) makes
+    it start again, with the files there are then.
+    """
+    for attempt in range(INDEX_ATTEMPTS):
+        files = run_index.index_files(store)
+        if not files:
+            return None
+        try:
+            return _indexed_runs(store, files, wanted, now)
+        except Exception as exc:
+            if not _unreadable_index(exc):
+                raise
+            if attempt + 1 < INDEX_ATTEMPTS and run_index.index_files(store) != files:
+                continue
+            raise IndexUnreadableError(_one_line(exc)) from exc
+    raise AssertionError("unreachable")
+
+
+INDEX_ATTEMPTS = 3
+
+
+def _indexed_runs(
+    store: Store,
+    files: list[run_index.IndexFile],
+    wanted: RunFilter,
+    now: _dt.datetime | None,
+) -> list[RunInfo]:
+    days = {found.day for found in files}
+    since_day = None if wanted.since is None else _day(wanted.since)
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    start = min(max(days), _day(now - UNINDEXED_WINDOW))
+    folders, top = store.listing()
+    recent = {
+        day
+        for day in folders
+        if DATED_FOLDER.fullmatch(day)
+        and (day >= start or day not in days)
+        and (since_day is None or day >= since_day)
+    }
+    queried = [found for found in files if since_day is None or found.day >= since_day]
+    tail = [found for found in files if found.day in recent]
+    # The recent folders are listed while the index is fetched and queried: on object
+    # storage both wait on requests.
+    with ThreadPoolExecutor(1) as pool:
+        listed = pool.submit(
+            lambda: [stored for day in sorted(recent) for stored in store.listing(day)[1]]
+        )
+        needed = list({found.name: found for found in queried + tail}.values())
+        with run_index.IndexReader(store, needed) as index:
+            rows = index.select(queried, since=wanted.since, errors=wanted.errors, tags=wanted.tags)
+            known = index.paths(tail)
+        # Runs at the top level are few and always read from their files.
+        loose = [stored for stored in top + listed.result() if stored.name.endswith(SUFFIX)]
+    runs = {row.path: _run_info(row) for row in rows if "/" in row.path}
+    unindexed = [
+        stored
+        for stored in loose
+        if "/" not in stored.name or (stored.name not in known and stored.name not in runs)
+    ]
+    for info in _infos(store, unindexed):
+        runs[info.name] = info
+    return [info for info in runs.values() if wanted(info)]
+
+
+def _unreadable_index(exc: Exception) -> bool:
+    """A failure of the index's files or of reading them, as opposed to a fault of ours."""
+    import duckdb
+
+    return isinstance(exc, (duckdb.Error, OSError, ValueError))
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+@dataclass(slots=True, frozen=True)
+class Rebuilt:
+    """What ``rebuild_index`` did."""
+
+    runs: int
+    days: int
+    unreadable: int
+    replaced: int
+
+
+def rebuild_index(
+    store: str | os.PathLike[str],
+    *,
+    since: _dt.datetime | str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Rebuilt:
+    """Index the run files of ``store`` again (each whole day from ``since``'s on), for runs
+    written before the store had an index or whose batch was lost. Each day's new file is
+    written whole before the day's old files are deleted."""
+    if not run_index.can_write():
+        raise AgentTapeError(f"writing the run index needs pyarrow: {run_index.EXTRA}")
+    opened = open_store(store, storage_options)
+    moment = (
+        parse_since(since) if isinstance(since, str) else None if since is None else _aware(since)
+    )
+    since_day = "" if moment is None else _day(moment)
+    old = [found for found in run_index.index_files(opened) if found.day >= since_day]
+    if isinstance(opened, LocalStore) and not opened.root.is_dir():
+        raise CassetteNotFoundError(f"store {opened.url} does not exist or is not a folder")
+    folders, top = opened.listing()
+    when = run_index.stamp()
+    with ThreadPoolExecutor(REBUILD_READERS) as pool:
+        by_day: dict[str, list[IndexRow]] = defaultdict(list)
+        for row in pool.map(
+            lambda stored: _full_row(opened, stored),
+            [stored for stored in top if stored.name.endswith(SUFFIX)],
+        ):
+            if row.day >= since_day and row.day:
+                by_day[row.day].append(row)
+        days = sorted(
+            {day for day in folders if DATED_FOLDER.fullmatch(day) and day >= since_day}
+            | set(by_day)
+            | {found.day for found in old}
+        )
+        runs = unreadable = replaced = indexed_days = 0
+        for day in days:
+            files = [s for s in opened.listing(day)[1] if s.name.endswith(SUFFIX)]
+            rows = by_day.pop(day, []) + list(pool.map(lambda s: _full_row(opened, s), files))
+            if rows:
+                try:
+                    run_index.write_rows(opened, rows, when)
+                except run_index.IndexWriteError as exc:
+                    raise AgentTapeError(
+                        f"cannot write the run index of {opened.url} for {day}: {exc}"
+                    ) from None
+            for found in old:
+                if found.day == day:
+                    opened.delete(found.name)
+                    replaced += 1
+            runs += len(rows)
+            unreadable += sum(1 for row in rows if row.status == "unreadable")
+            indexed_days += bool(rows)
+    return Rebuilt(runs=runs, days=indexed_days, unreadable=unreadable, replaced=replaced)
+
+
+def compact_index(
+    store: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None
+) -> run_index.Compacted:
+    """Merge each day's index files into one (see ``run_index.compact``)."""
+    if not (run_index.can_write() and run_index.can_read()):
+        raise AgentTapeError(
+            f"compacting the run index needs pyarrow and DuckDB: {run_index.EXTRA}"
+        )
+    return run_index.compact(open_store(store, storage_options))
+
+
+# Run files read at once by a rebuild: object stores answer many reads in parallel.
+REBUILD_READERS = 8
+
+
+def _full_row(store: Store, stored: StoredFile) -> IndexRow:
+    """A run's row from its whole file (its exchanges give the hosts and models)."""
+    try:
+        data = store.read(stored.name)
+        header, interactions = codec.decode(data, f"{store.url}/{stored.name}")
+    except (CassetteFormatError, OSError) as exc:
+        return run_index.unreadable(stored, str(exc))
+    return run_index.describe(header, stored.name, stored.size, interactions)
 
 
 def fetch_run(

@@ -1,12 +1,13 @@
 """Writing kept runs behind the request path: one daemon thread, a queue bounded in bytes.
 
 A full queue or a failing store loses that run (logged and counted), never the agent's
-request.
+request. The same thread adds each written run's row to the run index, in batches.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import logging
 import threading
 import time
@@ -19,12 +20,17 @@ from .._core.models import Interaction
 from .._core.redaction import Redactor
 from .._core.secrets import scrub_tags
 from .._core.text import counted
+from . import run_index
 from .store import Store
 
 logger = logging.getLogger("agenttape.recorder")
 
 # A loss is logged at most once per this many seconds per kind, with the count in between.
 LOSS_LOG_INTERVAL = 10.0
+# Woken for one run, the writer waits this long for more and then writes all that wait (up
+# to DRAIN): fewer wake-ups, each taking the GIL from a busy service once rather than per run.
+LINGER = 0.05
+DRAIN = 64
 
 
 @dataclass(slots=True)
@@ -75,6 +81,13 @@ class Writer:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._base: dict[str, Any] | None = None
+        # The run index's rows not written yet (None: pyarrow is not installed); flushes
+        # asked for and done, so a flush waits for the batch its runs are in.
+        self._batch = run_index.Batch() if run_index.can_write() else None
+        self._flushes_asked = 0
+        self._flushes_done = 0
+        self._stopped = False
+        self._idle = False
         self.dropped = 0
         self.failed = 0
         self.written = 0
@@ -101,7 +114,8 @@ class Writer:
                         target=self._loop, name="agenttape-recorder", daemon=True
                     )
                     self._thread.start()
-                self._cond.notify()
+                if self._idle:
+                    self._cond.notify()
                 return True
             self.dropped += 1
         self._losses.warn("dropped", f"run {job.run_id} not kept: {refused}")
@@ -109,7 +123,15 @@ class Writer:
 
     def flush(self, timeout: float | None) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: not self._jobs, timeout)
+            if self._thread is None:
+                return True
+            self._flushes_asked += 1
+            asked = self._flushes_asked
+            self._cond.notify_all()
+            return self._cond.wait_for(
+                lambda: not self._jobs and (self._flushes_done >= asked or self._stopped),
+                timeout,
+            )
 
     def close(self, timeout: float | None) -> bool:
         """Stop taking runs; what is queued still gets written while the process lives."""
@@ -125,23 +147,98 @@ class Writer:
     def _loop(self) -> None:
         # The store's own traffic (s3, gcs over HTTP) is never recorded into any cassette.
         runtime.enter_adapter()
+        if self._batch is None:
+            self._check_unindexed()
         while True:
             with self._cond:
-                while not self._jobs and not self._closed:
-                    self._cond.wait()
-                if not self._jobs:
-                    return
-                job = self._jobs[0]
-            written = self._write(job)
+                while not self._jobs and not self._index_due():
+                    if self._closed:
+                        self._stopped = True
+                        self._cond.notify_all()
+                        return
+                    self._idle = True
+                    self._cond.wait(None if self._batch is None else self._batch.wait())
+                    self._idle = False
+                    if self._jobs and len(self._jobs) < DRAIN and not self._hurried():
+                        self._cond.wait(LINGER)
+                index_now = self._index_due()
+                drained = not self._jobs
+                asked = self._flushes_asked
+                jobs = [] if index_now else list(itertools.islice(self._jobs, DRAIN))
+            if not jobs:
+                self._write_index()
+                if drained:
+                    with self._cond:
+                        self._flushes_done = asked
+                        self._cond.notify_all()
+                continue
+            sizes = [self._write(job) for job in jobs]
             with self._cond:
-                self._jobs.popleft()
-                self._queued_bytes -= job.size
-                if written is None:
-                    self.failed += 1
-                else:
-                    self.written += 1
-                    self.bytes_written += written
+                for job, written in zip(jobs, sizes, strict=True):
+                    self._jobs.popleft()
+                    self._queued_bytes -= job.size
+                    if written is None:
+                        self.failed += 1
+                    else:
+                        self.written += 1
+                        self.bytes_written += written
                 self._cond.notify_all()
+
+    def _hurried(self) -> bool:
+        """A flush or close waits: no lingering."""
+        return self._closed or self._flushes_done < self._flushes_asked
+
+    def _check_unindexed(self) -> None:
+        """Runs this process cannot index in a store others index: say so, once."""
+        try:
+            indexed = run_index.INDEX in self._store.listing()[0]
+        except Exception:  # the writes will say what is wrong with the store
+            return
+        if indexed:
+            logger.warning(
+                "agenttape recorder: %s has a run index, but this process cannot add its runs "
+                "to it (pyarrow is missing): %s; meanwhile 'agenttape index rebuild %s' adds them",
+                self._store.url,
+                run_index.EXTRA,
+                self._store.url,
+            )
+
+    def _index_due(self) -> bool:
+        """The batch is old or big enough (written between runs); or, with no run waiting, a
+        flush asks for it or the writer is closing."""
+        batch = self._batch
+        if batch is not None and batch.due():
+            return True
+        if self._jobs:
+            return False
+        return self._flushes_done < self._flushes_asked or (
+            self._closed and batch is not None and len(batch) > 0
+        )
+
+    def _write_index(self) -> None:
+        """Write the batch; rows that fail wait for the next one (not past close)."""
+        batch = self._batch
+        if batch is None or not len(batch):
+            return
+        rows = batch.take()
+        try:
+            run_index.write_rows(self._store, rows)
+        except run_index.IndexWriteError as exc:
+            if self._closed:
+                self._losses.warn(
+                    "index", run_index.lost_rows_message(self._store, len(exc.rows), exc)
+                )
+                return
+            self._losses.warn(
+                "index", run_index.waiting_rows_message(self._store, len(exc.rows), exc)
+            )
+            dropped = batch.keep(exc.rows)
+            if dropped:
+                self._losses.warn(
+                    "index lost", run_index.lost_rows_message(self._store, dropped, exc)
+                )
+        except Exception as exc:  # the rows cannot be encoded: another try would fail again
+            self._losses.warn("index", run_index.lost_rows_message(self._store, len(rows), exc))
 
     def _write(self, job: Job) -> int | None:
         """Encode and store one run; the size written, or None after logging the loss."""
@@ -169,4 +266,9 @@ class Writer:
                 f"run {job.run_id} lost: writing {job.name} to {self._store.url} failed: {exc}",
             )
             return None
+        if self._batch is not None:
+            try:
+                self._batch.add(run_index.describe(header, job.name, len(data), job.interactions))
+            except Exception as exc:  # the run is written; only its row is missing
+                self._losses.warn("index", run_index.lost_rows_message(self._store, 1, exc))
         return len(data)

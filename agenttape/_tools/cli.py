@@ -515,7 +515,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
         since = None if args.since is None else parse_since(args.since)
     except ValueError as exc:
         raise UsageError(f"{exc}") from None
-    runs = list_runs(args.store, tags=tags, since=since, errors=args.errors)
+    runs = list_runs(args.store, tags=tags, since=since, errors=args.errors, warn=_warn("runs"))
     if args.json:
         json.dump([info.to_dict() for info in runs], out, indent=2, ensure_ascii=False)
         out.write("\n")
@@ -534,6 +534,48 @@ def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"copied run {args.run_id} to {target}; replay it with use_cassette({str(target)!r})\n"
     )
+    return 0
+
+
+def _warn(command: str) -> Callable[[str], None]:
+    def warn(message: str) -> None:
+        sys.stderr.write(f"{PROG} {command}: warning: {message}\n")
+
+    return warn
+
+
+def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.stored_runs import parse_since, rebuild_index
+
+    try:
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError as exc:
+        raise UsageError(f"{exc}") from None
+    done = rebuild_index(args.store, since=since)
+    unreadable = (
+        f", {counted(done.unreadable, 'unreadable file')} among them" if done.unreadable else ""
+    )
+    out.write(
+        f"indexed {counted(done.runs, 'run')} in {counted(done.days, 'day')}{unreadable}; "
+        f"replaced {counted(done.replaced, 'index file')}\n"
+    )
+    return 0
+
+
+def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.stored_runs import compact_index
+
+    done = compact_index(args.store)
+    out.write(
+        f"merged {counted(done.files, 'index file')} into one per day for "
+        f"{counted(done.days, 'day')} ({counted(done.rows, 'run')})\n"
+    )
+    if done.skipped:
+        day, reason = done.skipped[0]
+        raise AgentTapeError(
+            f"{counted(len(done.skipped), 'day')} not compacted: an index file of {day} cannot "
+            f"be read ({reason}); rebuild with: agenttape index rebuild {args.store} --since {day}"
+        )
     return 0
 
 
@@ -755,6 +797,34 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="JSON for machines")
     runs.set_defaults(handler=cmd_runs)
 
+    index = commands.add_parser(
+        "index",
+        help="the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)",
+        description=(
+            "Maintain the run index a Recorder writes beside the runs: "
+            "STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install 'agenttape-recorder[index]'."
+        ),
+    )
+    actions = index.add_subparsers(dest="index_action", metavar="ACTION", parser_class=_Parser)
+    rebuild = actions.add_parser(
+        "rebuild",
+        help="index the run files again: for runs written before the index, or a lost batch",
+    )
+    rebuild.add_argument(
+        "store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p"
+    )
+    rebuild.add_argument(
+        "--since", metavar="T", help="only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"
+    )
+    rebuild.set_defaults(handler=cmd_index_rebuild)
+    compact = actions.add_parser(
+        "compact", help="merge each day's small index files into one, atomically"
+    )
+    compact.add_argument(
+        "store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p"
+    )
+    compact.set_defaults(handler=cmd_index_compact)
+
     fetch = commands.add_parser("fetch", help="copy one run out of STORE to replay it as a test")
     fetch.add_argument("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
     fetch.add_argument("run_id", metavar="RUN_ID")
@@ -774,10 +844,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if unknown:
             raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see '{prog} --help')")
         handler: Callable[[argparse.Namespace, TextIO], int] | None = getattr(args, "handler", None)
+        if handler is None and args.command_name == "index":
+            raise UsageError(f"give an action: rebuild or compact (see '{prog} --help')")
         if handler is None:
             raise UsageError(
                 "give a command: show, view, diff, export, import-vcr, redact, audit, run, "
-                "proxy, runs or fetch "
+                "proxy, runs, index or fetch "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)

@@ -1,4 +1,5 @@
-"""MkDocs hook: the benchmark page shows ``bench/RESULTS.md`` as the benchmark suite last wrote
+"""MkDocs hook: a page shows a benchmark's results file (``<!-- bench/RESULTS.md -->`` on the
+benchmark page, ``<!-- bench/RUN_INDEX.md -->`` on the run index's) as the benchmark last wrote
 it, with the files it links to; a checkout without the file says so instead of failing."""
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from typing import Any
 
 from mkdocs.structure.files import File, Files
 
-PAGE = "benchmarks.md"
-MARKER = "<!-- bench/RESULTS.md -->"
+MARKER = re.compile(r"<!-- bench/([A-Z_]+\.md) -->")
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 MISSING = (
     '!!! note "No results in this checkout"\n'
-    "    This build found no `bench/RESULTS.md`. Run the benchmark suite in `bench/` to write it,\n"
+    "    This build found no `bench/{name}`. Run the benchmark in `bench/` that writes it,\n"
     "    then build the documentation again.\n"
 )
 
@@ -40,12 +40,13 @@ def on_files(files: Files, config: Any, **kwargs: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files, **kwargs: Any) -> str:
-    if page.file.src_uri != PAGE:
-        return markdown
-    results = _bench(config) / "RESULTS.md"
-    if not results.is_file():
-        return markdown.replace(MARKER, MISSING)
-    text = re.sub(r"\A# [^\n]*\n", "", results.read_text(encoding="utf-8"))
+    def include(marker: re.Match[str]) -> str:
+        name = marker.group(1)
+        results = _bench(config) / name
+        if not results.is_file():
+            return MISSING.format(name=name)
+        text = re.sub(r"\A# [^\n]*\n", "", results.read_text(encoding="utf-8"))
+        return LINK.sub(link, text)
 
     def link(match: re.Match[str]) -> str:
         image, label, target = match.groups()
@@ -55,4 +56,4 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files, **kwar
             return f"{image}[{label}](bench/{target})"
         return f"`{label}`"
 
-    return markdown.replace(MARKER, LINK.sub(link, text))
+    return MARKER.sub(include, markdown)

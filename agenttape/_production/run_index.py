@@ -1,0 +1,536 @@
+"""The run index: one Parquet row per kept run, Hive-partitioned by day, beside the run files.
+
+Listing runs from their headers costs one read per run: minutes for the millions of runs a
+fleet keeps. The index holds what the listing shows (and the hosts and models each run
+called) in columns any Parquet engine reads: ``<store>/_index/date=YYYY-MM-DD/*.parquet``.
+
+Files are only ever added whole and then, by compaction or a rebuild, deleted once their rows
+are in a newer file; so a reader may see a run's row twice, never half a file, and keeps the
+row of the newest file (file names start with the time they were written; a merged file's,
+with its newest part's).
+pyarrow (writing) and DuckDB (reading) are imported only when used.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import re
+import secrets
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from .._core.models import Interaction
+from .._core.text import counted
+from .._core.urls import parse_url
+from .store import SUFFIX, LocalStore, Store, StoredFile
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow
+
+INDEX = "_index"
+# A batch is written once it is this old or this big, and at every flush and close.
+BATCH_SECONDS = 60.0
+BATCH_ROWS = 10_000
+# Rows a writer keeps for another try while the index cannot be written; older ones are
+# dropped (the runs stay listed from their files; ``agenttape index rebuild`` indexes them).
+MAX_WAITING_ROWS = 100_000
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+INDEX_FILE = re.compile(r"_index/date=(\d{4}-\d{2}-\d{2})/([^/.][^/]*)\.parquet")
+EXTRA = "pip install 'agenttape-recorder[index]'"
+
+
+@dataclass(slots=True, frozen=True)
+class IndexRow:
+    """One run as the index holds it; the listing shows exactly these fields, whether it read
+    them from the index or from the run's header."""
+
+    day: str
+    run_id: str
+    created: _dt.datetime | None
+    status: str
+    reasons: list[str]
+    n: int | None
+    size: int
+    path: str
+    hosts: list[str]
+    models: list[str]
+    tags: dict[str, Any]
+    duration: float | None
+
+
+@dataclass(slots=True, frozen=True)
+class IndexFile:
+    """One Parquet file of the index: its name in the store and the day it holds."""
+
+    name: str
+    day: str
+
+
+def tag_text(value: Any) -> str:
+    """A tag as the ``tags`` column holds it: the text ``--tag K=V`` matches it with."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+def _aware(moment: _dt.datetime) -> _dt.datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)
+
+
+def describe(
+    header: dict[str, Any],
+    name: str,
+    size: int,
+    interactions: Sequence[Interaction] = (),
+) -> IndexRow:
+    """A run's row from its cassette header (and its exchanges for hosts and models). Its day
+    is its folder's, so the index and the folders agree on which runs ``--since`` skips."""
+    raw_summary = header.get("run")
+    summary: dict[str, Any] = raw_summary if isinstance(raw_summary, dict) else {}
+    created = header.get("created_at")
+    created = _aware(created) if isinstance(created, _dt.datetime) else None
+    tags = header.get("tags")
+    reasons = summary.get("reasons")
+    count = summary.get("interactions")
+    duration = summary.get("duration")
+    hosts: set[str] = set()
+    models: set[str] = set()
+    for interaction in interactions:
+        if interaction.boundary != "http":
+            continue
+        host = parse_url(interaction.request.url).host
+        if host:
+            hosts.add(host)
+        call = interaction.llm
+        if call is not None and call.model:
+            models.add(call.model)
+    return IndexRow(
+        day=day_of(name, created),
+        run_id=str(header.get("run_id") or name.rsplit("/", 1)[-1][: -len(SUFFIX)]),
+        created=created,
+        status=str(summary.get("status", "ok")),
+        reasons=[r for r in reasons if isinstance(r, str)] if isinstance(reasons, list) else [],
+        n=count if isinstance(count, int) and not isinstance(count, bool) else None,
+        size=size,
+        path=name,
+        hosts=sorted(hosts),
+        models=sorted(models),
+        tags=tags if isinstance(tags, dict) else {},
+        duration=float(duration)
+        if isinstance(duration, (int, float)) and not isinstance(duration, bool)
+        else None,
+    )
+
+
+def unreadable(stored: StoredFile, reason: str) -> IndexRow:
+    """The row of a file that is not a readable cassette, as the listing shows it."""
+    return IndexRow(
+        day=day_of(stored.name, None),
+        run_id=stored.name.rsplit("/", 1)[-1][: -len(SUFFIX)],
+        created=None,
+        status="unreadable",
+        reasons=[reason],
+        n=None,
+        size=stored.size,
+        path=stored.name,
+        hosts=[],
+        models=[],
+        tags={},
+        duration=None,
+    )
+
+
+def day_of(name: str, created: _dt.datetime | None) -> str:
+    """The dated folder a run is in; a run at the top level goes by its creation day (UTC);
+    empty when neither tells."""
+    folder, slash, _file = name.partition("/")
+    if slash and DAY.fullmatch(folder):
+        return folder
+    if created is None:
+        return ""
+    return created.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def can_write() -> bool:
+    """pyarrow is installed (found, not imported: that waits for the first batch)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("pyarrow") is not None
+    except ValueError:  # set to None in sys.modules: as if not installed
+        return False
+
+
+@functools.cache
+def schema() -> pyarrow.Schema:
+    import pyarrow as pa
+
+    text_list = pa.list_(pa.string())
+    return pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("created", pa.timestamp("us", tz="UTC")),
+            ("status", pa.string()),
+            ("reasons", text_list),
+            ("n", pa.int64()),
+            ("bytes", pa.int64()),
+            ("path", pa.string()),
+            ("hosts", text_list),
+            ("models", text_list),
+            ("tags", pa.map_(pa.string(), pa.string())),
+            ("duration", pa.float64()),
+            # The tags exactly as recorded (msgpack), for a listing that shows their types.
+            ("tags_msgpack", pa.binary()),
+        ]
+    )
+
+
+def pack_tags(tags: dict[str, Any]) -> bytes:
+    return msgpack.packb(tags, use_bin_type=True, datetime=True)
+
+
+def unpack_tags(data: bytes | None) -> dict[str, Any]:
+    if not data:
+        return {}
+    tags = msgpack.unpackb(data, raw=False, strict_map_key=True, timestamp=3)
+    return tags if isinstance(tags, dict) else {}
+
+
+def encode(rows: Sequence[IndexRow]) -> bytes:
+    """One Parquet file of ``rows`` (zstd; the merged file of a day is sorted by time)."""
+    import pyarrow as pa
+
+    columns = {
+        "run_id": [row.run_id for row in rows],
+        "created": [row.created for row in rows],
+        "status": [row.status for row in rows],
+        "reasons": [row.reasons for row in rows],
+        "n": [row.n for row in rows],
+        "bytes": [row.size for row in rows],
+        "path": [row.path for row in rows],
+        "hosts": [row.hosts for row in rows],
+        "models": [row.models for row in rows],
+        "tags": [[(str(k), tag_text(v)) for k, v in row.tags.items()] for row in rows],
+        "duration": [row.duration for row in rows],
+        "tags_msgpack": [pack_tags(row.tags) for row in rows],
+    }
+    return _parquet(pa.table(columns, schema=schema()))
+
+
+def _parquet(table: pyarrow.Table) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", row_group_size=128 * 1024)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def stamp(moment: _dt.datetime | None = None) -> str:
+    """File names sort by this: UTC, to the microsecond."""
+    moment = moment or _dt.datetime.now(_dt.timezone.utc)
+    return moment.astimezone(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def file_name(day: str, when: str) -> str:
+    """A new index file's name; the random part keeps two writers (processes, hosts) that
+    write the same day at the same moment from replacing each other's file."""
+    return f"{INDEX}/date={day}/{when}-{secrets.token_hex(8)}.parquet"
+
+
+def write_rows(store: Store, rows: Iterable[IndexRow], when: str | None = None) -> None:
+    """Write ``rows`` as one file per day; IndexWriteError carries the rows of the days the
+    store refused. Rows without a day (a damaged file at the top level) are left out."""
+    by_day: dict[str, list[IndexRow]] = defaultdict(list)
+    for row in rows:
+        if row.day:
+            by_day[row.day].append(row)
+    encoded = [(day, day_rows, encode(day_rows)) for day, day_rows in sorted(by_day.items())]
+    failed: list[IndexRow] = []
+    error: Exception | None = None
+    for day, day_rows, data in encoded:
+        try:
+            store.write(file_name(day, when or stamp()), data)
+        except Exception as exc:
+            failed.extend(day_rows)
+            error = exc
+    if error is not None:
+        raise IndexWriteError(failed, error)
+
+
+class IndexWriteError(Exception):
+    """Some days' rows could not be written."""
+
+    def __init__(self, rows: list[IndexRow], cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.rows = rows
+
+
+class Batch:
+    """The rows a recorder's writer has not written to the index yet. Only the writer thread
+    touches it; ``flush`` and ``close`` ask that thread to write it."""
+
+    def __init__(self) -> None:
+        self.rows: list[IndexRow] = []
+        self.started = 0.0
+        self.retry_at = 0.0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, row: IndexRow) -> None:
+        if not self.rows:
+            self.started = time.monotonic()
+        self.rows.append(row)
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        return (
+            bool(self.rows)
+            and now >= self.retry_at
+            and (len(self.rows) >= BATCH_ROWS or now - self.started >= BATCH_SECONDS)
+        )
+
+    def wait(self) -> float | None:
+        """Seconds until the batch is due by age; None with nothing waiting."""
+        if not self.rows:
+            return None
+        return max(
+            0.0, self.started + BATCH_SECONDS - time.monotonic(), self.retry_at - time.monotonic()
+        )
+
+    def take(self) -> list[IndexRow]:
+        rows, self.rows = self.rows, []
+        return rows
+
+    def keep(self, rows: list[IndexRow]) -> int:
+        """Put back rows that failed, for the next batch (not before BATCH_SECONDS, however
+        many wait); the number dropped past the limit."""
+        self.rows = rows + self.rows
+        self.started = time.monotonic()
+        self.retry_at = self.started + BATCH_SECONDS
+        dropped = max(0, len(self.rows) - MAX_WAITING_ROWS)
+        if dropped:
+            del self.rows[:dropped]
+        return dropped
+
+
+def waiting_rows_message(store: Store, count: int, cause: object) -> str:
+    return (
+        f"{counted(count, 'run')} could not be added to the run index at {store.url}/{INDEX} "
+        f"({cause}); they wait for the next batch, and are listed from their files meanwhile"
+    )
+
+
+def lost_rows_message(store: Store, count: int, cause: object) -> str:
+    return (
+        f"{counted(count, 'run')} not added to the run index at {store.url}/{INDEX}: {cause}; "
+        f"they stay in the store and 'agenttape index rebuild {store.url}' indexes them"
+    )
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def index_files(store: Store) -> list[IndexFile]:
+    """The index's Parquet files (temporary and hidden files left out)."""
+    found = []
+    for stored in store.walk(INDEX):
+        match = INDEX_FILE.fullmatch(stored.name)
+        if match:
+            found.append(IndexFile(stored.name, match.group(1)))
+    return found
+
+
+def can_read() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("duckdb") is not None
+    except ValueError:
+        return False
+
+
+# The row of a run's newest file wins: compaction and rebuilds leave a row in two files for a
+# moment, and a run id used twice in a day leaves the older run's row behind its newer one.
+NEWEST = "QUALIFY row_number() OVER (PARTITION BY path ORDER BY parse_filename(filename) DESC) = 1"
+EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+class IndexReader:
+    """DuckDB over some of the index's files. A remote store's files are fetched first, all at
+    once (in parallel, one request each), into a temporary folder: DuckDB then reads local
+    files rather than asking the object store for each column of each file in turn."""
+
+    def __init__(self, store: Store, files: Sequence[IndexFile]) -> None:
+        self._store = store
+        self._files = list(files)
+        self._paths: dict[str, str] = {}
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._connection: duckdb.DuckDBPyConnection | None = None
+
+    def __enter__(self) -> IndexReader:
+        import duckdb
+
+        if isinstance(self._store, LocalStore):
+            self._paths = {f.name: self._store.location(f.name) for f in self._files}
+        elif self._files:
+            self._folder = tempfile.TemporaryDirectory(prefix="agenttape-index-")
+            copy = LocalStore(self._folder.name)
+            names = [f.name for f in self._files]
+            for name, data in zip(names, self._store.read_many(names), strict=True):
+                if isinstance(data, Exception):
+                    raise data
+                copy.write(name, data)
+                self._paths[name] = copy.location(name)
+        self._connection = duckdb.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        if self._folder is not None:
+            self._folder.cleanup()
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        assert self._connection is not None, "open the reader with 'with'"
+        return self._connection
+
+    def source(self, files: Sequence[IndexFile]) -> str:
+        """The FROM clause over ``files``: one relation, each row with its file's name."""
+        paths = ", ".join("'" + self._paths[f.name].replace("'", "''") + "'" for f in files)
+        return f"read_parquet([{paths}], filename = true, union_by_name = true)"
+
+    def select(
+        self,
+        files: Sequence[IndexFile],
+        *,
+        since: _dt.datetime | None,
+        errors: bool,
+        tags: dict[str, Any],
+    ) -> list[IndexRow]:
+        """The rows in ``files`` that may match: created at or after ``since``, failed
+        (``errors``), and each tag's text equal to the wanted text or its lower case. The
+        caller applies the exact test, the one a listing from headers applies, to these few."""
+        if not files:
+            return []
+        conditions: list[str] = []
+        parameters: list[Any] = []
+        if since is not None:
+            conditions.append("created >= ?")
+            parameters.append(since)
+        if errors:
+            conditions.append("status IN ('raised', 'flagged', 'failed')")
+        for key, value in tags.items():
+            text = tag_text(value)
+            conditions.append("list_has_any(map_extract(tags, ?), ?)")
+            parameters += [str(key), [text, text.lower()]]
+        relation = self.source(files)
+        where = ""
+        if conditions:
+            where = f"WHERE path IN (SELECT path FROM {relation} WHERE {' AND '.join(conditions)})"
+        found = self.connection.execute(
+            "SELECT run_id, epoch_us(created), status, reasons, n, bytes, path, hosts, models, "
+            f"tags_msgpack, duration, filename FROM {relation} {where} {NEWEST}",
+            parameters,
+        ).fetchall()
+        return [
+            IndexRow(
+                day=day.group(1) if (day := FILE_DAY.search(filename)) else "",
+                run_id=run_id,
+                created=None if created is None else EPOCH + _dt.timedelta(microseconds=created),
+                status=status,
+                reasons=list(reasons or ()),
+                n=count,
+                size=size,
+                path=path,
+                hosts=list(hosts or ()),
+                models=list(models or ()),
+                tags=unpack_tags(packed),
+                duration=duration,
+            )
+            for (
+                run_id,
+                created,
+                status,
+                reasons,
+                count,
+                size,
+                path,
+                hosts,
+                models,
+                packed,
+                duration,
+                filename,
+            ) in found
+        ]
+
+    def paths(self, files: Sequence[IndexFile]) -> set[str]:
+        """The run files that ``files`` hold a row for."""
+        if not files:
+            return set()
+        found = self.connection.execute(f"SELECT DISTINCT path FROM {self.source(files)}")
+        return {path for (path,) in found.fetchall()}
+
+
+FILE_DAY = re.compile(r"date=(\d{4}-\d{2}-\d{2})[/\\][^/\\]*$")
+
+
+@dataclass(slots=True, frozen=True)
+class Compacted:
+    """What ``compact`` did; ``skipped`` holds a day and why for each day left as it was."""
+
+    days: int
+    files: int
+    rows: int
+    skipped: list[tuple[str, str]]
+
+
+def compact(store: Store) -> Compacted:
+    """Merge each day's files into one. The merged file is written whole first, then the
+    merged-away files are deleted: a reader in between sees some rows twice and keeps one; a
+    file written meanwhile is not among those deleted. A day with a file that cannot be read
+    is left as it was."""
+    import duckdb
+
+    by_day: dict[str, list[IndexFile]] = defaultdict(list)
+    for found in index_files(store):
+        by_day[found.day].append(found)
+    days = files = rows = 0
+    skipped: list[tuple[str, str]] = []
+    for day, day_files in sorted(by_day.items()):
+        if len(day_files) < 2:
+            continue
+        try:
+            with IndexReader(store, day_files) as reader:
+                result = reader.connection.sql(
+                    f"SELECT * EXCLUDE (filename) FROM {reader.source(day_files)} {NEWEST} "
+                    "ORDER BY created, run_id"
+                ).arrow()
+                # DuckDB 2 gives a stream of batches, older versions a whole table.
+                table = result.read_all() if hasattr(result, "read_all") else result
+                table = table.select(schema().names).cast(schema())
+        except (duckdb.Error, OSError, ValueError, KeyError) as exc:
+            skipped.append((day, " ".join(str(exc).split())[:300]))
+            continue
+        newest = max(found.name.rsplit("/", 1)[-1].split("-", 1)[0] for found in day_files)
+        store.write(file_name(day, newest), _parquet(table))
+        for merged in day_files:
+            store.delete(merged.name)
+        days += 1
+        files += len(day_files)
+        rows += table.num_rows
+    return Compacted(days=days, files=files, rows=rows, skipped=skipped)

@@ -1,0 +1,459 @@
+"""How fast ``agenttape runs`` answers from the run index at fleet scale, beside reading headers.
+
+1. The index: a store of 1,000,000 runs over the last 30 days. Each day before the last six
+   hours is one compacted index file (as ``agenttape index compact`` leaves it), with one run
+   file in the day's folder; the last six hours are real run files, indexed as four busy
+   recorder processes leave them under a compaction every ten minutes: one compacted file up
+   to the last compaction, then a batch a minute from each process; the runs of the last
+   minute are in no batch yet (in flight) and are found from their files. Two such stores,
+   with 10,000 and 2,000 run files in the last six hours (``--recent``): listing the newest
+   day's folder, how runs in flight are found, grows with it. Timed: the whole command, in a
+   new process, ``agenttape runs STORE --tag user_id=U --since 7d``, in a local folder and on
+   an S3-compatible server (moto's, on 127.0.0.1).
+2. The header scan, for comparison: a store of 20,000 run files (local) and 2,000 (S3) over the
+   last 7 days and no index, listed with the same command; the time per run, times the
+   233,000 runs a store of 1,000,000 over 30 days holds in 7 days, is the extrapolation shown.
+
+    python bench/run_index.py [--runs 1000000] [--recent 10000,2000] [--scan 20000] [--no-s3]
+
+Writes bench/RUN_INDEX.md (shown in the documentation) and prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agenttape._core import codec, meta  # noqa: E402
+from agenttape._core.models import Interaction, Request, Response  # noqa: E402
+from agenttape._production import run_index  # noqa: E402
+from agenttape._production.run_index import IndexRow  # noqa: E402
+from agenttape._production.store import FsspecStore, open_store  # noqa: E402
+
+AGENTTAPE = Path(sys.executable).parent / "agenttape"
+DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+DAYS = 30
+RECENT = _dt.timedelta(hours=6)
+IN_FLIGHT = _dt.timedelta(seconds=60)
+COMPACTED = _dt.timedelta(minutes=10)
+PROCESSES = 4
+USERS = 50_000
+TIMINGS = 5
+SCAN_BUCKET = "scanned-runs"
+
+
+def run_file(run_id: str, created: _dt.datetime, tags: dict[str, Any]) -> bytes:
+    """A kept run as the recorder writes it: a chat call, a tool call, a second chat call."""
+    chat = Request(
+        "POST",
+        "https://api.openai.com/v1/chat/completions",
+        [("content-type", "application/json")],
+        json.dumps(
+            {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x" * 600}]}
+        ).encode(),
+    )
+    answer = Response(
+        200, headers=[("content-type", "application/json")], body=b'{"choices": []}' + b" " * 900
+    )
+    tool = Request("GET", f"https://orders.internal/orders/{run_id[:8]}")
+    interactions = [
+        Interaction(chat, answer, started_at=created.timestamp()),
+        Interaction(tool, Response(200, body=b'{"status": "shipped"}')),
+        Interaction(chat, answer),
+    ]
+    header = {
+        **meta.new_header(tags, run_id=run_id),
+        "created_at": created,
+        "run": {"status": "ok", "reasons": [], "duration": 1.5, "interactions": 3},
+    }
+    return codec.encode(header, interactions)
+
+
+def tags_for(rng: random.Random) -> dict[str, Any]:
+    return {
+        "user_id": f"u_{rng.randrange(USERS):05d}",
+        "tenant_id": f"t_{rng.randrange(200):03d}",
+        "plan": rng.choice(("free", "pro", "team")),
+        "beta": rng.random() < 0.1,
+    }
+
+
+def index_row(rng: random.Random, run_id: str, created: _dt.datetime) -> IndexRow:
+    failed = rng.random() < 0.03
+    day = created.strftime("%Y-%m-%d")
+    return IndexRow(
+        day=day,
+        run_id=run_id,
+        created=created,
+        status="failed" if failed else "ok",
+        reasons=["HTTP 500 from POST https://api.openai.com/v1/chat/completions"] if failed else [],
+        n=rng.randrange(2, 14),
+        size=rng.randrange(8_000, 200_000),
+        path=f"{day}/{run_id}.msgpack",
+        hosts=["api.openai.com", "orders.internal"],
+        models=["gpt-4o-mini"],
+        tags=tags_for(rng),
+        duration=round(rng.uniform(0.5, 30.0), 3),
+    )
+
+
+def build(
+    put: Callable[[str, bytes], None], runs: int, recent: int, now: _dt.datetime
+) -> dict[str, Any]:
+    """Fill a store through ``put`` (see the module's description); the user to look for and how many runs
+    of theirs a 7-day listing shows."""
+    rng = random.Random(7)
+    older = runs - recent
+    start = now - RECENT - _dt.timedelta(days=DAYS)
+    span = (now - RECENT - start).total_seconds()
+    by_day: dict[str, list[IndexRow]] = defaultdict(list)
+    for number in range(older):
+        created = start + _dt.timedelta(seconds=span * number / older)
+        row = index_row(rng, f"{rng.getrandbits(128):032x}", created)
+        by_day[row.day].append(row)
+    files: dict[str, bytes] = {}
+    for day, rows in by_day.items():
+        files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
+        placeholder = rows[-1]
+        files[placeholder.path] = run_file(
+            placeholder.run_id, placeholder.created, placeholder.tags
+        )
+    # The last six hours: real run files, indexed in batches except the last minute's.
+    compaction = now - COMPACTED
+    compacted: dict[str, list[IndexRow]] = defaultdict(list)
+    minutes: dict[tuple[str, int, int], list[IndexRow]] = defaultdict(list)
+    recent_rows = []
+    for number in range(recent):
+        created = now - RECENT + RECENT * (number + 0.5) / recent
+        run_id = f"{rng.getrandbits(128):032x}"
+        tags = tags_for(rng)
+        name = f"{created:%Y-%m-%d}/{run_id}.msgpack"
+        data = run_file(run_id, created, tags)
+        files[name] = data
+        header, interactions = codec.decode(data, name)
+        row = run_index.describe(header, name, len(data), interactions)
+        recent_rows.append(row)
+        if created >= now - IN_FLIGHT:
+            continue
+        if created < compaction:
+            compacted[row.day].append(row)
+        else:
+            minute = int((created - compaction).total_seconds() // 60)
+            minutes[(row.day, minute, rng.randrange(PROCESSES))].append(row)
+    for day, rows in compacted.items():
+        files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
+    for (day, _minute, _process), rows in minutes.items():
+        files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
+    # Look for a user with a run in flight, so the answer needs the files the index lacks.
+    user = recent_rows[-1].tags["user_id"]
+    week = now - _dt.timedelta(days=7)
+    expected = sum(
+        1
+        for rows in (*by_day.values(), recent_rows)
+        for row in rows
+        if row.tags["user_id"] == user and row.created is not None and row.created >= week
+    )
+    for name, data in files.items():
+        put(name, data)
+    return {
+        "user": user,
+        "expected": expected,
+        "index_files": sum(1 for name in files if name.startswith("_index/")),
+        "index_bytes": sum(len(d) for n, d in files.items() if n.startswith("_index/")),
+        "run_files": sum(1 for name in files if not name.startswith("_index/")),
+        "in_flight": sum(
+            1 for row in recent_rows if row.created and row.created >= now - IN_FLIGHT
+        ),
+    }
+
+
+def build_scan(put: Callable[[str, bytes], None], runs: int, now: _dt.datetime) -> str:
+    """``runs`` run files over the last 7 days, no index; the user to look for."""
+    rng = random.Random(11)
+    user = ""
+    for number in range(runs):
+        created = now - _dt.timedelta(days=7) * (number + 0.5) / runs
+        run_id = f"{rng.getrandbits(128):032x}"
+        tags = tags_for(rng)
+        user = user or tags["user_id"]
+        put(f"{created:%Y-%m-%d}/{run_id}.msgpack", run_file(run_id, created, tags))
+    return user
+
+
+def time_runs(
+    store: str, user: str, env: dict[str, str], check: Callable[[str], None]
+) -> dict[str, Any]:
+    """The whole command in a new process, the median of several; the first answer checked."""
+    command = [str(AGENTTAPE), "runs", store, "--tag", f"user_id={user}", "--since", "7d"]
+    environment = {**os.environ, **env}
+    times = []
+    for attempt in range(TIMINGS + 1):
+        began = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
+        took = time.perf_counter() - began
+        assert done.returncode == 0, done.stderr
+        if attempt == 0:  # a cold first run warms the OS's file cache
+            check(done.stdout)
+            warning = done.stderr.strip()
+        else:
+            times.append(took)
+    return {
+        "median_s": round(statistics.median(times), 3),
+        "min_s": round(min(times), 3),
+        "max_s": round(max(times), 3),
+        "stderr": warning,
+    }
+
+
+def newest_day_listing(store: Any) -> dict[str, Any]:
+    """What listing the newest day's folder costs: the part of the answer that finds the runs
+    the index does not hold yet, and that grows with the runs of the day."""
+    folders, _files = store.listing()
+    newest = max(folder for folder in folders if DAY.fullmatch(folder))
+    times = []
+    for _ in range(3):
+        began = time.perf_counter()
+        files = store.listing(newest)[1]
+        times.append(time.perf_counter() - began)
+    return {"files": len(files), "median_s": round(statistics.median(times), 3)}
+
+
+def listed(expected: int) -> Callable[[str], None]:
+    def check(output: str) -> None:
+        rows = [line for line in output.splitlines()[1:] if line.strip()]
+        assert len(rows) == expected, (len(rows), expected, output[:500])
+
+    return check
+
+
+@contextmanager
+def s3_server(buckets: list[str]) -> Iterator[dict[str, Any]]:
+    """moto's S3-compatible server on 127.0.0.1, in its own process, with these buckets."""
+    from tests.servers import refused_port
+
+    port = refused_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        for _ in range(100):
+            try:
+                client.list_buckets()
+                break
+            except Exception:
+                time.sleep(0.1)
+        for bucket in buckets:
+            client.create_bucket(Bucket=bucket)
+        yield {
+            "storage_options": {
+                "key": "testing",
+                "secret": "testing",
+                "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+            },
+            "env": {
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_DEFAULT_REGION": "us-east-1",
+            },
+        }
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+class Uploads:
+    """Puts files through fsspec's concurrent ``pipe``, 500 a call: one request at a time,
+    uploading a store of a million rows and ten thousand runs takes minutes."""
+
+    def __init__(self, store: FsspecStore) -> None:
+        self.store = store
+        self.pending: dict[str, bytes] = {}
+
+    def __call__(self, name: str, data: bytes) -> None:
+        self.pending[self.store.location(name)] = data
+        if len(self.pending) >= 500:
+            self.send()
+
+    def send(self) -> None:
+        if self.pending:
+            self.store.fs.pipe(self.pending)
+            self.pending = {}
+
+
+def per_run(seconds: float, runs: int) -> float:
+    return seconds / runs
+
+
+def index_case(
+    runs: int, recent: int, now: _dt.datetime, folder: Path, s3: dict[str, Any] | None, bucket: str
+) -> dict[str, Any]:
+    """One store shape, timed in a local folder and (with ``s3``) on the S3-compatible server."""
+    local = folder / f"runs-{recent}"
+    began = time.perf_counter()
+    store = build(open_store(local).write, runs, recent, now)
+    case: dict[str, Any] = {
+        "recent": recent,
+        "build_local_s": round(time.perf_counter() - began, 1),
+    }
+    case["store"] = store
+    case["index_local"] = time_runs(str(local), store["user"], {}, listed(store["expected"]))
+    case["index_local"]["newest_day_listing"] = newest_day_listing(open_store(local))
+    if s3 is not None:
+        url = f"s3://{bucket}/prod"
+        uploads = Uploads(FsspecStore(url, s3["storage_options"]))
+        s3_store = build(uploads, runs, recent, now)
+        uploads.send()
+        case["index_s3"] = time_runs(url, s3_store["user"], s3["env"], listed(s3_store["expected"]))
+        case["index_s3"]["newest_day_listing"] = newest_day_listing(
+            open_store(url, {**s3["storage_options"], "skip_instance_cache": True})
+        )
+    return case
+
+
+def scan_case(
+    put: Callable[[str, bytes], None], store: str, env: dict[str, str], scanned: int, runs: int
+) -> dict[str, Any]:
+    user = build_scan(put, scanned, _dt.datetime.now(_dt.timezone.utc))
+    if hasattr(put, "send"):
+        put.send()
+    timed = time_runs(store, user, env, lambda output: None)
+    return {
+        **timed,
+        "runs": scanned,
+        "per_run_ms": round(per_run(timed["median_s"], scanned) * 1e3, 3),
+        "extrapolated_1m_7d_s": round(per_run(timed["median_s"], scanned) * runs * 7 / DAYS, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1_000_000)
+    parser.add_argument(
+        "--recent", default="10000,2000", help="run files of the last six hours, one store each"
+    )
+    parser.add_argument("--scan", type=int, default=20_000)
+    parser.add_argument("--scan-s3", type=int, default=2_000)
+    parser.add_argument("--no-s3", action="store_true")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "RUN_INDEX.md")
+    args = parser.parse_args()
+    now = _dt.datetime.now(_dt.timezone.utc)
+    sizes = [int(size) for size in args.recent.split(",")]
+    results: dict[str, Any] = {"runs": args.runs}
+    with (
+        tempfile.TemporaryDirectory(prefix="agenttape-index-bench-") as folder,
+        contextlib.nullcontext(None)
+        if args.no_s3
+        else s3_server([SCAN_BUCKET, *(f"index-{size}" for size in sizes)]) as s3,
+    ):
+        results["cases"] = [
+            # Buckets apart: moto scans a whole bucket to list a folder.
+            index_case(args.runs, size, now, Path(folder), s3, f"index-{size}")
+            for size in sizes
+        ]
+        scan_local = Path(folder, "scan")
+        results["scan_local"] = scan_case(
+            open_store(scan_local).write, str(scan_local), {}, args.scan, args.runs
+        )
+        if s3 is not None:
+            scan_url = f"s3://{SCAN_BUCKET}/prod"
+            uploads = Uploads(FsspecStore(scan_url, s3["storage_options"]))
+            results["scan_s3"] = scan_case(uploads, scan_url, s3["env"], args.scan_s3, args.runs)
+    results["machine"] = (
+        f"{platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
+    )
+    print(json.dumps(results, indent=2))
+    args.out.write_text(report(results), encoding="utf-8")
+
+
+def report(results: dict[str, Any]) -> str:
+    first = results["cases"][0]["store"]
+    lines = [
+        "# Run index: `agenttape runs` at fleet scale",
+        "",
+        f"Written by `python bench/run_index.py`. Machine: {results['machine']}.",
+        "",
+        f"The store: {results['runs']:,} runs over the last {DAYS} days, "
+        f"{first['index_files']:,} index files ({first['index_bytes'] / 1e6:.0f} MB); the last "
+        "six hours' runs are run files, those of the last minute not indexed yet. Command: "
+        "`agenttape runs STORE --tag user_id=U --since 7d`, a new process each time "
+        f"(median of {TIMINGS}, after one warm-up). Target: ≤ 2 s.",
+        "",
+        "| store | run files in the newest day | from the index | of which: listing the newest day | the rest |",
+        "|---|---|---|---|---|",
+    ]
+    for where, key in (
+        ("local folder", "index_local"),
+        ("S3-compatible (moto, 127.0.0.1)", "index_s3"),
+    ):
+        for case in results["cases"]:
+            if key not in case:
+                continue
+            timed, listing = case[key], case[key]["newest_day_listing"]
+            lines.append(
+                f"| {where} | {listing['files']:,} ({case['store']['in_flight']} in flight) | "
+                f"{timed['median_s']:.2f} s | {listing['median_s']:.2f} s | "
+                f"{timed['median_s'] - listing['median_s']:.2f} s |"
+            )
+    lines += [
+        "",
+        "Listing the newest day's folder is how `agenttape runs` finds the runs whose batch is "
+        "still in flight: one request per 1,000 files, so it grows with the runs of the day at "
+        "the store's listing speed (moto's slows as the bucket grows: it scans the whole "
+        "bucket for every page). The rest is starting the process, fetching and querying the "
+        "index, and reading the runs in flight.",
+        "",
+        "Reading the headers instead (no index), measured on a smaller store and extrapolated "
+        f"to the {results['runs'] * 7 // DAYS:,} runs a 7-day listing of this store reads — "
+        "not measured at that size:",
+        "",
+        f"| store | measured | per run | {results['runs']:,} runs, 7 days (extrapolated) |",
+        "|---|---|---|---|",
+    ]
+    for where, key in (
+        ("local folder", "scan_local"),
+        ("S3-compatible (moto, 127.0.0.1)", "scan_s3"),
+    ):
+        if key in results:
+            scan = results[key]
+            lines.append(
+                f"| {where} | {scan['median_s']:.2f} s for {scan['runs']:,} runs | "
+                f"{scan['per_run_ms']:.2f} ms | {scan['extrapolated_1m_7d_s']:,.0f} s |"
+            )
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
