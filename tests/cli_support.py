@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -21,6 +23,8 @@ import pytest
 from llm_standin import StandIn
 
 import agenttape
+from agenttape._core import codec, meta
+from agenttape._core.models import Interaction, Request, Response
 from tests.servers import Reply, Server, gzip_reply, refused_port
 
 AGENTTAPE = Path(sys.executable).parent / "agenttape"
@@ -173,3 +177,38 @@ def record_three_endings(path: Path, standin: StandIn, serve: Callable[..., Serv
             httpx.get(cut.url)
     held.stop()
     cut.stop()
+
+
+def write_run(
+    store: Path,
+    run_id: str,
+    created: _dt.datetime,
+    tags: dict[str, Any],
+    status: str = "ok",
+    dated: bool = True,
+) -> Path:
+    """A run file as the recorder lays it out, with a chosen creation time, one chat call
+    (model gpt-4o-mini) and one tool call."""
+    header = {
+        **meta.new_header(tags, run_id=run_id),
+        "created_at": created,
+        "run": {
+            "status": status,
+            "reasons": [] if status == "ok" else [f"why {run_id}"],
+            "interactions": 2,
+            "duration": 1.25,
+        },
+    }
+    chat = Request(
+        "POST", "https://api.openai.com/v1/chat/completions", body=b'{"model":"gpt-4o-mini"}'
+    )
+    tool = Request("GET", f"https://orders.internal/{run_id}")
+    interactions = [
+        Interaction(request=chat, response=Response(200, body=b"{}")),
+        Interaction(request=tool, response=Response(200, body=b"{}")),
+    ]
+    folder = store / f"{created:%Y-%m-%d}" if dated else store
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{run_id}.msgpack"
+    path.write_bytes(codec.encode(header, interactions))
+    return path

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import agenttape
-from tests.servers import App, Server
+from tests.servers import App, Server, refused_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -74,3 +74,31 @@ def recorders() -> Iterator[Callable[..., agenttape.Recorder]]:
     yield make
     for recorder in made:
         recorder.close(timeout=10)
+
+
+@pytest.fixture
+def s3() -> Iterator[dict[str, Any]]:
+    """A real S3-compatible server (moto's) on 127.0.0.1 with one bucket."""
+    pytest.importorskip("s3fs")
+    boto3 = pytest.importorskip("boto3")
+    server_module = pytest.importorskip("moto.server")
+    port = refused_port()
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="agent-runs")
+    try:
+        yield {
+            "key": "testing",
+            "secret": "testing",
+            "skip_instance_cache": True,
+            "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+        }
+    finally:
+        server.stop()

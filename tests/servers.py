@@ -9,6 +9,7 @@ import hashlib
 import http.server
 import itertools
 import json
+import re
 import socket
 import ssl
 import sys
@@ -77,6 +78,12 @@ def json_reply(document: Any, status: int = 200, headers: Iterable[tuple[str, st
         headers=[("Content-Type", "application/json"), *headers],
         chunks=[json.dumps(document).encode()],
     )
+
+
+def echo_path(seen: Seen) -> Reply:
+    """Answers with the path it was asked for; a path holding ``/status/N`` answers N."""
+    status = re.search(r"/status/(\d{3})(?:/|$)", seen.path)
+    return json_reply({"path": seen.path}, status=int(status.group(1)) if status else 200)
 
 
 def gzip_reply(payload: bytes, content_type: str = "application/json") -> Reply:

@@ -22,8 +22,7 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._core import codec, meta
-from agenttape._core.models import Interaction, Request, Response
+from agenttape._core import codec
 from agenttape._production import run_index
 from agenttape._production.store import open_store
 from agenttape._production.stored_runs import (
@@ -34,9 +33,8 @@ from agenttape._production.stored_runs import (
     rebuild_index,
 )
 from agenttape._tools.cli import main
-from tests.cli_support import assert_one_line_error, cli
-from tests.servers import Server, json_reply
-from tests.test_store import s3  # noqa: F401  (the moto S3 server fixture)
+from tests.cli_support import assert_one_line_error, cli, write_run
+from tests.servers import Server, echo_path
 
 duckdb = pytest.importorskip("duckdb")
 pa = pytest.importorskip("pyarrow")
@@ -44,41 +42,6 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def write_run(
-    store: Path,
-    run_id: str,
-    created: _dt.datetime,
-    tags: dict[str, Any],
-    status: str = "ok",
-    dated: bool = True,
-) -> Path:
-    """A run file as the recorder lays it out, with a chosen creation time, one chat call
-    (model gpt-4o-mini) and one tool call."""
-    header = {
-        **meta.new_header(tags, run_id=run_id),
-        "created_at": created,
-        "run": {
-            "status": status,
-            "reasons": [] if status == "ok" else [f"why {run_id}"],
-            "interactions": 2,
-            "duration": 1.25,
-        },
-    }
-    chat = Request(
-        "POST", "https://api.openai.com/v1/chat/completions", body=b'{"model":"gpt-4o-mini"}'
-    )
-    tool = Request("GET", f"https://orders.internal/{run_id}")
-    interactions = [
-        Interaction(request=chat, response=Response(200, body=b"{}")),
-        Interaction(request=tool, response=Response(200, body=b"{}")),
-    ]
-    folder = store / f"{created:%Y-%m-%d}" if dated else store
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{run_id}.msgpack"
-    path.write_bytes(codec.encode(header, interactions))
-    return path
 
 
 def index_parquet(store: Path) -> list[Path]:
@@ -91,23 +54,19 @@ def run_cli(*args: str | Path) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def echo(seen: Any) -> Any:
-    return json_reply({"path": seen.path}, status=500 if "fail" in seen.path else 200)
-
-
 # -- what the recorder writes -------------------------------------------------------------------
 
 
 def test_a_recorder_writes_one_row_per_kept_run_that_any_engine_reads(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="errors")
     with httpx.Client() as client:
         with recorder.run(user_id="u_7710", beta=True, attempt=2, note=None) as kept:
             client.post(f"{server.url}/v1/chat/completions", json={"model": "gpt-4o-mini"})
-            client.get(f"{server.url}/tools/fail")
+            client.get(f"{server.url}/tools/status/500")
         with recorder.run(user_id="u_1"):  # healthy: not kept, so not indexed
             client.get(f"{server.url}/fine")
     assert recorder.flush(timeout=10)
@@ -122,7 +81,7 @@ def test_a_recorder_writes_one_row_per_kept_run_that_any_engine_reads(
         f"FROM read_parquet('{store}/_index/*/*.parquet', hive_partitioning = true)"
     ).fetchall()
     assert row[0] == kept.run_id and row[1] == kept.started
-    assert row[2:4] == ("failed", [f"HTTP 500 from GET {server.url}/tools/fail"])
+    assert row[2:4] == ("failed", [f"HTTP 500 from GET {server.url}/tools/status/500"])
     assert row[4:7] == (2, file.stat().st_size, kept.path.as_posix())
     assert row[7:9] == (["127.0.0.1"], ["gpt-4o-mini"])
     assert row[9:13] == ("u_7710", "true", "2", "None")  # the text --tag K=V matches
@@ -143,7 +102,7 @@ def test_the_batch_waits_for_flush_close_its_age_or_its_size(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
     with recorder.run() as first:
@@ -397,7 +356,7 @@ def test_a_store_whose_index_cannot_be_written_keeps_and_lists_every_run(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     store.mkdir()
     (store / "_index").write_text("a file where the index's folder would be")
@@ -452,7 +411,7 @@ def test_an_index_over_quota_hides_no_run_and_its_rows_are_written_once_it_has_r
     quota_store: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     recorder = recorders(quota_store, keep="all")
     with recorder.run(user_id="u_1") as first:
         httpx.get(server.url + "/fine")
@@ -485,7 +444,7 @@ def test_a_big_batch_the_index_refuses_waits_before_it_is_tried_again(
     quota_store: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     monkeypatch.setattr(run_index, "BATCH_ROWS", 2)
     QUOTA["full"] = True
     recorder = recorders(quota_store, keep="all")
@@ -578,7 +537,7 @@ def test_a_recorder_without_pyarrow_says_once_that_it_cannot_add_to_an_existing_
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     monkeypatch.setattr(run_index, "can_write", lambda: False)
     caplog.set_level(logging.WARNING, logger="agenttape.recorder")
     recorder = recorders(varied, keep="all")
@@ -633,15 +592,15 @@ def test_compact_leaves_a_day_it_cannot_read_and_says_how_to_repair_it(varied: P
 
 
 def test_the_index_on_a_real_s3_compatible_server(
-    s3: dict[str, Any],  # noqa: F811
+    s3: dict[str, Any],
     serve: Callable[..., Server],
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     url = "s3://agent-runs/indexed"  # moto's buckets outlive its server: a prefix of our own
     with agenttape.Recorder(url, keep="errors", storage_options=s3) as recorder:
         for user_id in ("u_1", "u_7710", "u_7710"):
             with recorder.run(user_id=user_id):
-                httpx.get(f"{server.url}/fail/{user_id}")
+                httpx.get(f"{server.url}/status/500/{user_id}")
     assert recorder.stats.written == 3
     store = open_store(url, s3)
     [parquet] = run_index.index_files(store)

@@ -22,15 +22,17 @@ import pytest
 import agenttape
 from agenttape._core import codec
 from agenttape._production.stored_runs import list_runs
-from tests.servers import Reply, Seen, Server, gzip_reply, json_reply, refused_port, sse_reply
+from tests.servers import (
+    Reply,
+    Server,
+    echo_path,
+    gzip_reply,
+    json_reply,
+    refused_port,
+    sse_reply,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def echo(seen: Seen) -> Reply:
-    """Answers with the path it was asked for; /status/N answers with status N."""
-    status = int(seen.path.rsplit("/", 1)[-1]) if seen.path.startswith("/status/") else 200
-    return json_reply({"path": seen.path}, status=status)
 
 
 def stored(store: Path, run: agenttape.Run) -> agenttape.Cassette:
@@ -110,7 +112,7 @@ def test_a_stream_reaches_the_caller_live_while_it_is_recorded(
 def test_keep_errors_keeps_only_runs_that_raised_failed_or_were_flagged(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store)  # keep="errors" is the default
     with recorder.run(case="ok") as healthy:
@@ -169,7 +171,7 @@ async def test_a_cancelled_async_run_is_kept_as_raised(
 def test_boundary_calls_belong_to_the_run_and_replay_from_it(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     calls: list[str] = []
 
     @agenttape.boundary("lookup_order")
@@ -212,7 +214,7 @@ def test_sampled_keeps_every_failed_run_and_a_share_of_the_healthy_ones(
     rate: float,
     kept_ok: int,
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     recorder = recorders(tmp_path / "runs", keep="sampled", sample_rate=rate)
     for _ in range(3):
         with recorder.run():
@@ -230,7 +232,7 @@ def test_sampled_keeps_every_failed_run_and_a_share_of_the_healthy_ones(
 def test_runs_in_parallel_threads_each_get_exactly_their_own_exchanges(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
     workers = 8
@@ -254,7 +256,7 @@ def test_runs_in_parallel_threads_each_get_exactly_their_own_exchanges(
 async def test_runs_in_parallel_asyncio_tasks_each_get_exactly_their_own_exchanges(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
 
@@ -279,7 +281,7 @@ async def test_runs_in_parallel_asyncio_tasks_each_get_exactly_their_own_exchang
 def test_worker_threads_join_a_run_through_bind_or_a_copied_context(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
 
@@ -306,7 +308,7 @@ def test_worker_threads_join_a_run_through_bind_or_a_copied_context(
 async def test_to_thread_inside_an_async_run_is_covered(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     recorder = recorders(tmp_path / "runs", keep="all")
     async with recorder.run() as run:
         await asyncio.to_thread(httpx.get, server.url + "/in-thread")
@@ -317,7 +319,7 @@ async def test_to_thread_inside_an_async_run_is_covered(
 def test_a_run_inside_a_replaying_cassette_leaves_the_cassette_in_charge(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     tape = tmp_path / "tape.msgpack"
     with agenttape.use_cassette(tape, mode="all"):
         httpx.get(server.url + "/replayed")
@@ -412,7 +414,7 @@ def test_a_failing_store_loses_the_run_logs_it_and_counts_it(
     recorders: Callable[..., agenttape.Recorder],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     recorder = recorders("failingtest://runs", keep="all")
     caplog.set_level(logging.WARNING, logger="agenttape.recorder")
     ids = []
@@ -430,7 +432,7 @@ def test_a_failing_store_loses_the_run_logs_it_and_counts_it(
 def test_a_local_store_that_cannot_be_written_loses_the_run_quietly(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     recorder = recorders(blocker, keep="all")
@@ -446,7 +448,7 @@ def test_a_local_store_that_cannot_be_written_loses_the_run_quietly(
 def test_with_recorder_flushes_on_exit_and_a_closed_recorder_keeps_nothing(
     serve: Callable[..., Server], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     with agenttape.Recorder(store, keep="all") as recorder, recorder.run() as run:
         httpx.get(server.url + "/fine")
@@ -460,7 +462,7 @@ def test_with_recorder_flushes_on_exit_and_a_closed_recorder_keeps_nothing(
 def test_runs_finished_before_interpreter_exit_are_written(
     serve: Callable[..., Server], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     script = textwrap.dedent(
         f"""
@@ -480,7 +482,7 @@ def test_runs_finished_before_interpreter_exit_are_written(
 def test_a_forked_worker_gets_its_own_writer(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
     with recorder.run(side="parent"):
@@ -587,7 +589,7 @@ def test_secrets_in_tags_and_flag_reasons_never_reach_the_run_header(
 ) -> None:
     key = "sk-proj-" + "TagSecretKeyValue0123456789"
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1Xzc3MTAifQ.c2lnbmF0dXJlLXZhbHVl"
-    server = serve(echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="errors")
     tags = {"user_id": "u_7710", "session": f"Bearer {jwt}", "auth": {"clientSecret": "cs-42x"}}
@@ -614,7 +616,7 @@ def test_secrets_in_tags_and_flag_reasons_never_reach_the_run_header(
 def test_secrets_in_cassette_tags_never_reach_the_header(
     serve: Callable[..., Server], tmp_path: Path
 ) -> None:
-    server = serve(echo)
+    server = serve(echo_path)
     path = tmp_path / "tagged.msgpack"
     with agenttape.use_cassette(path, mode="all", tags={"api_key": "k-123", "note": "ok"}):
         httpx.get(server.url + "/orders")
@@ -631,7 +633,7 @@ def test_a_run_that_cannot_start_recording_leaves_the_agent_alone(
 ) -> None:
     from agenttape import _adapters
 
-    server = serve(echo)
+    server = serve(echo_path)
     recorder = recorders(tmp_path / "runs", keep="all")
     # An adapter whose module cannot be imported, for a library that is loaded.
     monkeypatch.setitem(_adapters.ADAPTERS, "json", "agenttape._adapters.missing_adapter")
@@ -672,7 +674,7 @@ def test_memory_store_runs_can_be_listed_and_decoded(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder]
 ) -> None:
     fsspec = pytest.importorskip("fsspec")
-    server = serve(echo)
+    server = serve(echo_path)
     recorder = recorders("memory://recorder-test/prod", keep="all")
     with recorder.run(tenant_id="t_3") as run:
         httpx.get(server.url + "/mem")

@@ -9,8 +9,7 @@ import msgpack
 import pytest
 
 import agenttape
-from agenttape._core import codec, meta
-from agenttape._core.models import Interaction, Request, Response
+from agenttape._core import meta
 from agenttape._production.stored_runs import (
     HEAD_BYTES,
     fetch_run,
@@ -19,34 +18,10 @@ from agenttape._production.stored_runs import (
     parse_since,
     parse_tags,
 )
+from tests.cli_support import write_run
 from tests.servers import Server, json_reply
 
 NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-
-
-def write_run(
-    store: Path,
-    run_id: str,
-    created: _dt.datetime,
-    tags: dict[str, Any],
-    status: str = "ok",
-    dated: bool = True,
-) -> Path:
-    """A run file as the recorder lays it out, with a chosen creation time."""
-    header = {
-        **meta.new_header(tags, run_id=run_id),
-        "created_at": created,
-        "run": {"status": status, "reasons": [] if status == "ok" else ["why"], "interactions": 1},
-    }
-    interaction = Interaction(
-        request=Request("GET", f"http://api.test/{run_id}"),
-        response=Response(200, body=b"{}"),
-    )
-    folder = store / f"{created:%Y-%m-%d}" if dated else store
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{run_id}.msgpack"
-    path.write_bytes(codec.encode(header, [interaction]))
-    return path
 
 
 @pytest.fixture
@@ -67,11 +42,11 @@ def test_lists_every_run_newest_first_with_tags_status_and_size(store: Path) -> 
     runs = list_runs(store)
     assert ids(runs) == ["r_now", "r_flat", "r_hour", "r_old"]
     by_id = {info.run_id: info for info in runs}
-    assert by_id["r_hour"].status == "raised" and by_id["r_hour"].reasons == ["why"]
+    assert by_id["r_hour"].status == "raised" and by_id["r_hour"].reasons == ["why r_hour"]
     assert by_id["r_hour"].tags == {"user_id": "u_7710", "n": 3}
     assert by_id["r_old"].size == (store / by_id["r_old"].name).stat().st_size
     assert by_id["r_flat"].name == "r_flat.msgpack"
-    assert by_id["r_now"].created_at == NOW and by_id["r_now"].interactions == 1
+    assert by_id["r_now"].created_at == NOW and by_id["r_now"].interactions == 2
 
 
 def test_filters_by_tag_as_command_line_text(store: Path) -> None:

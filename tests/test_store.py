@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import agenttape
 from agenttape._production.store import FsspecStore, LocalStore, open_store
 from agenttape._production.stored_runs import fetch_run, list_runs
 from tests.cli_support import cli
-from tests.servers import Server, json_reply, refused_port
+from tests.servers import Server, json_reply
 
 
 def test_paths_and_file_urls_are_local_folders_other_urls_go_through_fsspec(tmp_path: Path) -> None:
@@ -58,34 +58,6 @@ def test_fsspec_store_with_real_folders_creates_the_dated_folder(tmp_path: Path)
     assert [(f.name, f.size) for f in store.files()] == [("2026-11-20/r_1.msgpack", 4)]
     assert store.find("r_1") == "2026-11-20/r_1.msgpack"
     assert store.read("2026-11-20/r_1.msgpack") == b"data"
-
-
-@pytest.fixture
-def s3() -> Iterator[dict[str, Any]]:
-    """A real S3-compatible server (moto's) on 127.0.0.1 with one bucket."""
-    pytest.importorskip("s3fs")
-    boto3 = pytest.importorskip("boto3")
-    server_module = pytest.importorskip("moto.server")
-    port = refused_port()
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    ).create_bucket(Bucket="agent-runs")
-    try:
-        yield {
-            "key": "testing",
-            "secret": "testing",
-            "skip_instance_cache": True,
-            "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
-        }
-    finally:
-        server.stop()
 
 
 def test_runs_go_to_a_real_s3_compatible_server_and_come_back_for_replay(

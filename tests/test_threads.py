@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 import agenttape
-from tests.servers import Seen, Server, json_reply
+from tests.servers import Server, echo_path
 
 
 def _paths(store: Path, run: agenttape.Run) -> list[str]:
@@ -22,14 +22,10 @@ def _paths(store: Path, run: agenttape.Run) -> list[str]:
     )
 
 
-def _echo(seen: Seen) -> object:
-    return json_reply({"path": seen.path})
-
-
 def test_submit_map_and_threads_started_in_a_run_carry_it(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(_echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
 
@@ -52,7 +48,7 @@ def test_submit_map_and_threads_started_in_a_run_carry_it(
 async def test_run_in_executor_inside_an_async_run_carries_it(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(_echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
     loop = asyncio.get_running_loop()
@@ -67,7 +63,7 @@ async def test_run_in_executor_inside_an_async_run_carries_it(
 def test_concurrent_runs_fanning_out_to_one_pool_get_exactly_their_own(
     serve: Callable[..., Server], recorders: Callable[..., agenttape.Recorder], tmp_path: Path
 ) -> None:
-    server = serve(_echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
     shared = ThreadPoolExecutor(4)
@@ -95,7 +91,7 @@ def test_a_pool_worker_started_in_a_run_does_not_keep_it(
 ) -> None:
     """The run goes with the task, not with the worker thread the task made the pool start:
     work submitted later from outside the run, to the same worker, is not recorded in it."""
-    server = serve(_echo)
+    server = serve(echo_path)
     store = tmp_path / "runs"
     recorder = recorders(store, keep="all")
     pool = ThreadPoolExecutor(1)

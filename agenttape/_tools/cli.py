@@ -611,6 +611,22 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 # -- parser ------------------------------------------------------------------------------------
 
 
+def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
+    """The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
+    parser.add_argument(
+        "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
+    )
+    parser.add_argument(
+        "--route",
+        action="append",
+        default=[],
+        metavar="FROM=TO",
+        help="while recording, send live traffic for FROM to TO instead (a local stand-in); "
+        "the cassette keeps FROM. e.g. https://api.openai.com=http://127.0.0.1:8765 "
+        "(repeatable)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -718,14 +734,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("--cassette", metavar="P", help="default: cassettes/<script name>.msgpack")
-    run.add_argument(
-        "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
-    )
-    route_help = (
-        "while recording, send live traffic for FROM to TO instead (a local stand-in); the "
-        "cassette keeps FROM. e.g. https://api.openai.com=http://127.0.0.1:8765 (repeatable)"
-    )
-    run.add_argument("--route", action="append", default=[], metavar="FROM=TO", help=route_help)
+    _add_mode_and_routes(run)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     run.set_defaults(handler=cmd_run)
 
@@ -761,9 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--cassette", metavar="P", default="cassettes/proxy.msgpack", help="default: %(default)s"
     )
-    proxy.add_argument(
-        "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
-    )
+    _add_mode_and_routes(proxy)
     proxy.add_argument(
         "--port", type=int, default=0, metavar="N", help="default: a free port, printed at start"
     )
@@ -773,7 +780,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="base-URL mode: requests that name no host go to URL "
         "(point OPENAI_BASE_URL and the like at the proxy)",
     )
-    proxy.add_argument("--route", action="append", default=[], metavar="FROM=TO", help=route_help)
     proxy.add_argument(
         "--print-ca",
         action="store_true",
