@@ -317,34 +317,31 @@ class _ReplayStream:
 
     def __iter__(self) -> Iterator[bytes]:
         schedule = self._schedule
-        if schedule.paced:
-            timeout = self.read_timeout()
-            for index, chunk in enumerate(self._chunks()):
-                if not schedule.wait(schedule.chunk(index), timeout):
-                    raise self.timed_out()
-                yield chunk
-            if not schedule.wait(schedule.end, timeout):
+        timeout = self.read_timeout()
+        for index, chunk in enumerate(self._chunks()):
+            if not schedule.wait(schedule.chunk(index), timeout):
                 raise self.timed_out()
-        else:
-            yield from self._chunks()
-        if schedule.held and not schedule.hold(self.read_timeout()):
+            schedule.turn(index)
+            yield chunk
+        if not schedule.wait(schedule.end, timeout):
+            raise self.timed_out()
+        schedule.turn(None)
+        if schedule.held and not schedule.hold(timeout):
             raise self.timed_out()
         self._end()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         schedule = self._schedule
-        if schedule.paced:
-            timeout = self.read_timeout()
-            for index, chunk in enumerate(self._chunks()):
-                if not await schedule.wait_async(schedule.chunk(index), timeout):
-                    raise self.timed_out()
-                yield chunk
-            if not await schedule.wait_async(schedule.end, timeout):
+        timeout = self.read_timeout()
+        for index, chunk in enumerate(self._chunks()):
+            if not await schedule.wait_async(schedule.chunk(index), timeout):
                 raise self.timed_out()
-        else:
-            for chunk in self._chunks():
-                yield chunk
-        if schedule.held and not await schedule.hold_async(self.read_timeout()):
+            await schedule.turn_async(index)
+            yield chunk
+        if not await schedule.wait_async(schedule.end, timeout):
+            raise self.timed_out()
+        await schedule.turn_async(None)
+        if schedule.held and not await schedule.hold_async(timeout):
             raise self.timed_out()
         self._end()
 

@@ -283,6 +283,7 @@ class _ReplayRaw(io.RawIOBase):
             self._position = 0
         schedule = self._schedule
         if self._index >= len(self._pieces):
+            schedule.turn(None)
             if schedule.held and not schedule.hold(self.timeout):
                 raise TimeoutError("timed out")
             if self._end is not None:
@@ -291,9 +292,12 @@ class _ReplayRaw(io.RawIOBase):
             if self._error is not None and self._error.kind != "protocol_error":
                 raise _socket_error(self._error)
             return 0
-        if self._position == 0 and schedule.paced:
+        if self._position == 0:
             body_index = self._index - self._first_body
-            self._wait(schedule.head if body_index < 0 else schedule.chunk(body_index))
+            if schedule.paced:
+                self._wait(schedule.head if body_index < 0 else schedule.chunk(body_index))
+            if body_index >= 0:
+                schedule.turn(body_index)
         piece = self._pieces[self._index]
         size = min(len(buffer), len(piece) - self._position)
         buffer[:size] = piece[self._position : self._position + size]

@@ -20,7 +20,7 @@ from .matching import Candidate, Matcher
 from .models import Headers, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused
 from .redaction import Redactor
-from .replay_queue import RERECORD_HINT, ReplayQueue, miss_error
+from .replay_queue import RERECORD_HINT, Precedents, ReplayQueue, miss_error
 from .scope import Scope
 from .tape import Recording, Tape
 from .text import counted
@@ -398,6 +398,10 @@ class Cassette:
         if self._derived is not None and self._live_scope.matches(boundary, request):
             return Recording(self, request, boundary, derived=True)
         raise self._miss(request, boundary)
+
+    def precedents(self, interaction: Interaction) -> Precedents | None:
+        with self._lock:
+            return self.queue.precedents(interaction)
 
     def _serve_frozen(self, request: Request, boundary: str) -> Interaction:
         """While recording, a frozen call is served from the previous recording, never run."""

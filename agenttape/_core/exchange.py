@@ -9,7 +9,7 @@ interaction (``replay``), how to run the real exchange while feeding a recording
 What happens in between is decided here, once for every library: which branch runs, how a
 failure is written down, that live traffic inside it is never recorded twice, the signal
 that lets retry waits after a replayed response take no time, and when each replayed part is
-due (``Schedule``).
+due (``Schedule``), also against the other requests the client makes meanwhile.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from . import runtime
 from .bodies import reached_end_of_stream
 from .errors import CassetteFormatError
 from .models import Failure, Interaction, Request
+from .replay_queue import Precedents
 from .tape import Recording, Tape
 
 R = TypeVar("R")
@@ -61,7 +62,7 @@ def exchange(
     plan = tape.begin(request, boundary)
     if isinstance(plan, Interaction):
         _replayed.set(True)
-        return replay(plan, Schedule.of(plan, tape.realtime))
+        return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
     _replayed.set(False)
     token = runtime.enter_adapter()
     try:
@@ -86,7 +87,7 @@ async def exchange_async(
     plan = tape.begin(request, boundary)
     if isinstance(plan, Interaction):
         _replayed.set(True)
-        return await replay(plan, Schedule.of(plan, tape.realtime))
+        return await replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
     _replayed.set(False)
     token = runtime.enter_adapter()
     try:
@@ -141,6 +142,14 @@ class Schedule:
     after its own end-of-stream event (``data: [DONE]``, ``message_stop``) is not held: the
     server ends it there, and a client that reads on (the openai npm SDK does) must see it
     end.
+
+    ``precedents`` are the requests the client started while this response was under way.
+    A body piece, or the end, recorded after one of them started waits (``turn``) until the
+    client makes that request again: an event a tool call announced comes after the call, and
+    an event stream the server ended when the session closed ends after the closing request,
+    not the moment its last piece is sent (the client would reconnect with requests never
+    recorded). The wait never lasts longer than the recorded gap before that piece, so a
+    client that no longer makes the request is served as live.
     """
 
     paced: bool
@@ -149,11 +158,27 @@ class Schedule:
     end: float | None
     held: bool
     started: float
+    precedents: Precedents | None = None
+    _marks: tuple[float, ...] = ()
+    _finish: float = 0.0
     _released: threading.Event = field(default_factory=threading.Event, repr=False)
-    _wake: Callable[[], None] | None = field(default=None, repr=False)
+    _wakers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @classmethod
-    def of(cls, interaction: Interaction, realtime: bool) -> Schedule:
+    def of(
+        cls, interaction: Interaction, realtime: bool, precedents: Precedents | None = None
+    ) -> Schedule:
+        schedule = cls._timed(interaction, realtime)
+        response = interaction.response
+        if precedents is not None:
+            schedule.precedents = precedents
+            schedule._finish = interaction.duration or 0.0
+            chunks = response.chunks if response is not None else []
+            schedule._marks = (interaction.ttfb or 0.0, *(offset for _size, offset in chunks))
+        return schedule
+
+    @classmethod
+    def _timed(cls, interaction: Interaction, realtime: bool) -> Schedule:
         started = time.perf_counter()
         response = interaction.response
         held = (
@@ -204,11 +229,87 @@ class Schedule:
             await asyncio.sleep(delay)
         return arrives
 
+    def _turn(self, index: int | None) -> tuple[float, float] | None:
+        """(recorded offset, longest wait) of body piece ``index`` (None: the end) when it
+        waits for a request the client has not made again yet; None when it may go."""
+        precedents = self.precedents
+        if precedents is None or self._released.is_set():
+            return None
+        marks = self._marks
+        if index is None:
+            offset, last = self._finish, marks[-1]
+        elif index + 1 < len(marks):
+            offset, last = marks[index + 1], marks[index]
+        else:
+            return None
+        if precedents.begun(offset):
+            return None
+        return offset, max(offset - last, 0.0)
+
+    def turn(self, index: int | None) -> None:
+        """Returns when body piece ``index`` (None: the end) may be handed over: the requests
+        recorded before it were made again, the client closed the body, or the recorded gap
+        before it ran out."""
+        due = self._turn(index)
+        if due is None:
+            return
+        offset, longest = due
+        assert self.precedents is not None
+        woken = threading.Event()
+        deadline = time.perf_counter() + longest
+        self._watch(woken.set)
+        try:
+            while not (self._released.is_set() or self.precedents.begun(offset)):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return
+                woken.wait(left)
+                woken.clear()
+        finally:
+            self._unwatch(woken.set)
+
+    async def turn_async(self, index: int | None) -> None:
+        """``turn`` without blocking the event loop; cancelling the reader ends it too."""
+        due = self._turn(index)
+        if due is None:
+            return
+        offset, longest = due
+        assert self.precedents is not None
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(woken.set)
+
+        deadline = time.perf_counter() + longest
+        self._watch(wake)
+        try:
+            while not (self._released.is_set() or self.precedents.begun(offset)):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return
+                try:
+                    await asyncio.wait_for(woken.wait(), left)
+                except asyncio.TimeoutError:
+                    return
+                woken.clear()
+        finally:
+            self._unwatch(wake)
+
+    def _watch(self, wake: Callable[[], None]) -> None:
+        self._wakers.append(wake)
+        if self.precedents is not None:
+            self.precedents.watch(wake)
+
+    def _unwatch(self, wake: Callable[[], None]) -> None:
+        self._wakers.remove(wake)
+        if self.precedents is not None:
+            self.precedents.unwatch(wake)
+
     def release(self) -> None:
-        """The client closed the body: a ``hold`` under way returns."""
+        """The client closed the body: a ``hold`` or ``turn`` under way returns."""
         self._released.set()
-        wake = self._wake
-        if wake is not None:
+        for wake in tuple(self._wakers):
             wake()
 
     def hold(self, timeout: float | None) -> bool:
@@ -226,7 +327,7 @@ class Schedule:
         def wake() -> None:
             loop.call_soon_threadsafe(closed.set)
 
-        self._wake = wake
+        self._wakers.append(wake)
         if self._released.is_set():  # closed from another thread meanwhile
             closed.set()
         try:
@@ -234,5 +335,5 @@ class Schedule:
         except asyncio.TimeoutError:
             return False
         finally:
-            self._wake = None
+            self._wakers.remove(wake)
         return True

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .models import Failure, FailureKind, Headers, Interaction, Request, Response
+from .replay_queue import Precedents
 
 
 class Tape(Protocol):
@@ -46,6 +47,11 @@ class Tape(Protocol):
         """Replay or record ``request``: the interaction to replay, or a Recording to feed
         while the real exchange runs. Raises UnmatchedInteractionError when replay is the
         only option and nothing matches."""
+        ...
+
+    def precedents(self, interaction: Interaction) -> Precedents | None:
+        """The requests recorded as starting while the response of ``interaction`` (just
+        served by ``begin``) was under way; None when there were none."""
         ...
 
     def response_headers(self, headers: Headers) -> Headers:

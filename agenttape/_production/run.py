@@ -247,6 +247,10 @@ class Run:
         self.spend(len(request.body) + HEADER_OVERHEAD * len(request.headers) + EXCHANGE_OVERHEAD)
         return _RunRecording(self, request, boundary)
 
+    def precedents(self, interaction: Interaction) -> None:
+        """A run never replays."""
+        return None
+
     def response_headers(self, headers: Headers) -> Headers:
         return self.redactor.response_headers(headers)
 
