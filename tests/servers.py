@@ -288,13 +288,49 @@ def span_attributes(span: Any) -> dict[str, Any]:
     }
 
 
-class MCPApp:
-    """The official MCP SDK's server, streamable HTTP under uvicorn, on 127.0.0.1 in a thread,
-    with one tool: ``add``."""
+def mcp_event_store() -> Any:
+    """An event store for the MCP server, in memory: what makes its event streams resumable
+    (a client that reconnects with ``last-event-id`` is sent what it missed). Event ids count
+    up from 1; ``events`` lists (id, stream, message)."""
+    from mcp.server.streamable_http import EventMessage, EventStore
 
-    def __init__(self) -> None:
+    class Events(EventStore):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, str, Any]] = []
+            self._ids = itertools.count(1)
+
+        async def store_event(self, stream_id: str, message: Any) -> str:
+            event_id = str(next(self._ids))
+            self.events.append((event_id, stream_id, message))
+            return event_id
+
+        async def replay_events_after(
+            self, last_event_id: str, send_callback: Callable[[Any], Awaitable[None]]
+        ) -> str | None:
+            known = [event for event in self.events if event[0] == last_event_id]
+            if not known:
+                return None
+            stream, after = known[0][1], int(last_event_id)
+            for event_id, stream_id, message in self.events:
+                if int(event_id) > after and stream_id == stream and message is not None:
+                    await send_callback(EventMessage(message, event_id))
+            return stream
+
+    return Events()
+
+
+class MCPApp:
+    """The official MCP SDK's server, streamable HTTP under uvicorn, on 127.0.0.1 in a thread;
+    it speaks both protocol eras (the 2025-11-25 handshake with session ids, the 2026-07-28
+    requests without). Tools: ``add``; ``steps`` (progress notifications and a log message on
+    its own response stream); ``announce`` (a tools-changed notification on the session's
+    event stream, or to ``subscriptions/listen`` streams); ``drop_stream`` (the server ends
+    the session's event stream, which the client resumes with ``last-event-id``). With
+    ``resumable`` the server keeps its events (``mcp_event_store``)."""
+
+    def __init__(self, resumable: bool = False) -> None:
         import uvicorn
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import Context, MCPServer
 
         server = MCPServer("tools")
 
@@ -303,11 +339,37 @@ class MCPApp:
             """Adds two numbers."""
             return a + b
 
+        async def steps(n: int, ctx: Context) -> str:
+            """Reports progress ``n`` times, then logs."""
+            for step in range(1, n + 1):
+                await ctx.report_progress(step, n, f"step {step}")
+            await ctx.log("info", f"did {n} steps")
+            return f"{n} steps"
+
+        async def announce(ctx: Context) -> str:
+            """Tells the client its tools changed."""
+            await ctx.session.send_tool_list_changed()
+            await ctx.notify_tools_changed()
+            return "announced"
+
+        async def drop_stream(ctx: Context) -> str:
+            """Ends the session's event stream."""
+            await ctx.close_standalone_sse_stream()
+            return "dropped"
+
+        for tool in (steps, announce, drop_stream):
+            # The SDK evaluates annotations in this module's globals, where Context is not.
+            tool.__annotations__["ctx"] = Context
+            server.tool()(tool)
+
+        self.events = mcp_event_store() if resumable else None
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
         config = uvicorn.Config(
-            server.streamable_http_app(), log_level="warning", timeout_graceful_shutdown=1
+            server.streamable_http_app(event_store=self.events),
+            log_level="warning",
+            timeout_graceful_shutdown=1,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
