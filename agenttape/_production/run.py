@@ -283,7 +283,9 @@ class Run:
         with self._lock:
             if recording in self._pending:
                 self._pending.discard(recording)
-                if not self.overflowed:
+                # A WebSocket session keeps the frames it held within the budget, and says
+                # it was cut (see _RunRecording.frame).
+                if not self.overflowed or recording.interaction.frames is not None:
                     self._complete.add(id(recording.interaction))
 
     def _note_error(self, interaction: Interaction) -> None:
