@@ -460,14 +460,17 @@ class WebSocketServer:
     SLOW_DELAY = 1.0
     BIG = 2 << 20
 
-    def __init__(self, compression: str | None = "deflate") -> None:
+    def __init__(
+        self, compression: str | None = "deflate", tls: ssl.SSLContext | None = None
+    ) -> None:
         from websockets.sync.server import serve as ws_serve
 
         self._server = ws_serve(
-            self._handle, "127.0.0.1", 0, compression=compression, max_size=None
+            self._handle, "127.0.0.1", 0, compression=compression, max_size=None, ssl=tls
         )
         self.port: int = self._server.socket.getsockname()[1]
-        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime?model=gpt-realtime&key=SECRET"
+        scheme = "wss" if tls is not None else "ws"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/v1/realtime?model=gpt-realtime&key=SECRET"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
