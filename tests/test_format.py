@@ -388,10 +388,13 @@ def test_every_field_the_writers_emit_is_documented(
     [stored] = (tmp_path / "runs").rglob("*.msgpack")
 
     session = tmp_path / "session.msgpack"
-    with WebSocketServer() as ws_server, agenttape.use_cassette(session, mode="all"):
-        with connect_websocket(ws_server.url) as ws:
-            ws.recv()
-            ws.send("bye")  # the server closes: closed.code, closed.reason, closed.by
+    with (
+        WebSocketServer() as ws_server,
+        agenttape.use_cassette(session, mode="all"),
+        connect_websocket(ws_server.url) as ws,
+    ):
+        ws.recv()
+        ws.send("bye")  # the server closes: closed.code, closed.reason, closed.by
 
     emitted: set[str] = set()
     for path in (cassette, derived, imported, stored, session):

@@ -118,16 +118,16 @@ def test_a_changed_client_frame_names_the_field(
     assert tape.misses and tape.misses[0].cassette_path == str(cassette_path)
 
 
-def test_ignore_json_fields_applies_to_frames(
-    server: WebSocketServer, cassette_path: Path
-) -> None:
+def test_ignore_json_fields_applies_to_frames(server: WebSocketServer, cassette_path: Path) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = asyncio.run(talk(server.url))
     server.stop()
     other_event = {"event_id": "evt_99", **{k: v for k, v in UPDATE.items() if k != "event_id"}}
-    with pytest.raises(agenttape.UnmatchedInteractionError, match="event_id"):
-        with agenttape.use_cassette(cassette_path):
-            asyncio.run(talk(server.url, other_event))
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError, match="event_id"),
+        agenttape.use_cassette(cassette_path),
+    ):
+        asyncio.run(talk(server.url, other_event))
     with agenttape.use_cassette(cassette_path, ignore_json_fields=["event_id"]):
         assert asyncio.run(talk(server.url, other_event)) == live
 
@@ -162,9 +162,7 @@ async def closed_by_server(url: str) -> tuple[list[Any], int | None, str | None]
         return got, ws.close_code, ws.close_reason
 
 
-def test_server_close_code_and_reason_replay(
-    server: WebSocketServer, cassette_path: Path
-) -> None:
+def test_server_close_code_and_reason_replay(server: WebSocketServer, cassette_path: Path) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = asyncio.run(closed_by_server(server.url))
     server.stop()

@@ -49,7 +49,10 @@ def test_show_counts_and_lists_frames(recorded: tuple[Path, Path]) -> None:
     detail = cli("show", alloy, "-i", "0")
     assert detail.returncode == 0, detail.stderr
     out = detail.stdout
-    assert "WebSocket frames (3 sent by the client, 5 by the server; closed by the client with 1000)" in out
+    assert (
+        "WebSocket frames (3 sent by the client, 5 by the server; closed by the client with 1000)"
+        in out
+    )
     assert '-> text {"type":"session.update","session":{"voice":"alloy"}}' in out
     assert "<- binary 40 bytes ff fe 01 00" in out
     assert "-> close 1000" in out
