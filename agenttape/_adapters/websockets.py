@@ -516,16 +516,19 @@ class _ReplayPeer:
         selector.register(sock, selectors.EVENT_READ)
         out = bytearray()
         answered = False
-        closing = False
         try:
             while True:
                 wait = self._ready(out)
+                end = self._end_reached()
+                if end == "reset":
+                    out.clear()
+                closing = end in ("close", "reset")
+                if closing and not out:
+                    return
                 if out:
                     selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
                 else:
                     selector.modify(sock, selectors.EVENT_READ)
-                if closing and not out:
-                    return
                 for _key, events in selector.select(wait):
                     if events & selectors.EVENT_READ:
                         try:
@@ -547,13 +550,6 @@ class _ReplayPeer:
                         except OSError:
                             return
                         del out[:sent]
-                end = self._end_reached()
-                if end is not None:
-                    if end == "held":
-                        continue
-                    closing = True
-                    if end == "reset":
-                        out.clear()
         finally:
             selector.close()
             with contextlib.suppress(OSError):
