@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import trustme
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 import agenttape
@@ -116,7 +116,11 @@ def test_a_session_through_the_proxy_is_recorded_frame_by_frame_and_replayed_off
         for name, value in session.response.headers
     )
     assert session.closed is not None
-    assert (session.closed.code, session.closed.reason, session.closed.by) == (4000, "bye", "server")
+    assert (session.closed.code, session.closed.reason, session.closed.by) == (
+        4000,
+        "bye",
+        "server",
+    )
 
 
 def test_a_proxy_recording_replays_in_process_and_the_reverse(
@@ -182,8 +186,28 @@ def test_a_server_that_drops_mid_frame_is_recorded_and_replayed_as_a_drop(
     assert replayed == live == ('{"type": "session.created"}', "ConnectionClosedError")
     [session] = agenttape.load(cassette_path).interactions
     assert session.closed is None
-    assert session.response is not None and session.response.truncated
+    assert session.error is not None and session.error.kind == "read_error"
+    # The server wrote a 4-byte head announcing 16 bytes, and 7 of them.
+    assert "11 bytes into a frame" in session.error.message
     assert frames_of(cassette_path) == [
         ("server", "text", b'{"type": "session.created"}'),
         ("client", "text", b"drop"),
     ]
+
+
+def test_a_session_nothing_recorded_is_answered_599(
+    ws_server: WebSocketServer,
+    start_proxy: Callable[..., ProxyProcess],
+    cassette_path: Path,
+) -> None:
+    recording = start_proxy("--cassette", cassette_path, "--mode", "all")
+    talk(ws_server.url, recording.url)
+    assert recording.stop() == 0, recording.stderr
+    ws_server.stop()
+    replaying = start_proxy("--cassette", cassette_path)
+    elsewhere = ws_server.url.replace("/v1/realtime", "/v1/other")
+    with pytest.raises(InvalidStatus) as refused:
+        connect(elsewhere, proxy=replaying.url, open_timeout=10)
+    assert refused.value.response.status_code == 599
+    assert b"url.path: expected '/v1/realtime', got '/v1/other'" in refused.value.response.body
+    assert replaying.stop() != 0

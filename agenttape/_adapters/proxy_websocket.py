@@ -67,6 +67,11 @@ class FrameParser:
         self._inflater = zlib.decompressobj(-zlib.MAX_WBITS) if deflate else None
         self._compressed = False
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of a frame not complete yet."""
+        return len(self._buffer)
+
     def feed(self, data: bytes) -> list[tuple[Opcode, bytes, bool]]:
         self._buffer += data
         frames = []
@@ -253,14 +258,27 @@ class _Relay:
                             reset(self.client)
                         return
                     if not data:
-                        # One end closed its connection: so does the proxy, towards the other.
-                        other = self.upstream if sock is self.client else self.client
-                        with contextlib.suppress(OSError):
-                            other.shutdown(socket.SHUT_RDWR)
+                        self._closed_by(sock)
                         return
                     self._pass(sock, data)
         finally:
             session.finish()
+
+    def _closed_by(self, sock: socket.socket) -> None:
+        """One end closed its connection: so does the proxy, towards the other. A server
+        that does so without the closing handshake dropped the session, as a reset would."""
+        other = self.upstream if sock is self.client else self.client
+        session = self.session
+        if sock is self.upstream and session.interaction.closed is None:
+            unfinished = self.parsers[sock].buffered
+            message = "connection closed abnormally" + (
+                f", {unfinished} bytes into a frame" if unfinished else ""
+            )
+            session.failed(Failure("read_error", "EOFError", message))
+            reset(other)
+            return
+        with contextlib.suppress(OSError):
+            other.shutdown(socket.SHUT_RDWR)
 
     def _pass(self, source: socket.socket, data: bytes) -> None:
         target = self.upstream if source is self.client else self.client
