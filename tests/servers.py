@@ -507,3 +507,68 @@ async def record_then_replay_async(
         replayed = await run()
         assert tape.all_played
     return live, replayed
+
+
+class WebSocketServer:
+    """A real WebSocket server (the ``websockets`` library) on 127.0.0.1, in a thread.
+
+    It speaks a small realtime protocol: ``session.created`` on connect; each JSON text
+    message gets ``{"type": "ack", "of": TYPE, "session": ...}`` then ``{"type": "done"}``;
+    a binary message comes back reversed; the text ``slow`` is answered after
+    ``SLOW_DELAY`` seconds; ``bye`` makes the server close with 4000 ``bye``; ``big`` sends
+    a binary frame of ``BIG`` bytes; ``drop`` writes half a frame and drops the connection.
+    """
+
+    SLOW_DELAY = 1.0
+    BIG = 2 << 20
+
+    def __init__(
+        self, compression: str | None = "deflate", tls: ssl.SSLContext | None = None
+    ) -> None:
+        from websockets.sync.server import serve as ws_serve
+
+        self._server = ws_serve(
+            self._handle, "127.0.0.1", 0, compression=compression, max_size=None, ssl=tls
+        )
+        self.port: int = self._server.socket.getsockname()[1]
+        scheme = "wss" if tls is not None else "ws"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/v1/realtime?model=gpt-realtime&key=SECRET"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _handle(self, ws: Any) -> None:
+        ws.send(json.dumps({"type": "session.created"}))
+        for message in ws:
+            if isinstance(message, bytes):
+                ws.send(message[::-1])
+            elif message == "slow":
+                time.sleep(self.SLOW_DELAY)
+                ws.send("late")
+            elif message == "bye":
+                ws.close(4000, "bye")
+            elif message == "big":
+                ws.send(b"\x07" * self.BIG)
+            elif message == "drop":
+                ws.socket.sendall(b"\x82\x7e\x00\x10partial")
+                ws.socket.shutdown(socket.SHUT_RDWR)
+                ws.socket.close()
+                return
+            else:
+                document = json.loads(message)
+                ack = {
+                    "type": "ack",
+                    "of": document.get("type"),
+                    "session": document.get("session"),
+                }
+                ws.send(json.dumps(ack))
+                ws.send(json.dumps({"type": "done"}))
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(5)
+
+    def __enter__(self) -> WebSocketServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -420,6 +420,9 @@ class Cassette:
     def response_headers(self, headers: Headers) -> Headers:
         return self.redactor.response_headers(headers)
 
+    def client_frame(self, payload: bytes) -> bytes:
+        return self.redactor.frame(payload)
+
     def responded(self, recording: Recording) -> None:
         with self._lock:
             if recording.derived:

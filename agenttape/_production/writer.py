@@ -258,6 +258,9 @@ class Writer:
             redactor = self._redactor
             for interaction in job.interactions:
                 interaction.request = redactor.request(interaction.request)
+                for frame in interaction.frames or ():
+                    if frame.direction == "client":
+                        frame.payload = redactor.frame(frame.payload)
             data = codec.encode(header, job.interactions)
             self._store.write(job.name, data)
         except Exception as exc:
