@@ -18,6 +18,7 @@ from websockets.sync.client import connect as connect_sync
 import agenttape
 from agenttape._core import codec
 from agenttape._core.models import Frame
+from tests.cli_support import cli
 from tests.servers import WebSocketServer
 
 UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
@@ -440,3 +441,28 @@ def test_replay_never_opens_a_socket_to_the_server(
         agenttape.use_cassette(cassette_path),
     ):
         talk_sync(server.url.replace("/v1/", "/v2/"))  # a miss opens nothing either
+
+
+def test_secrets_in_client_frames_never_reach_the_disk_and_still_match(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 4
+    update = {"type": "session.update", "session": {"voice": "alloy", "api_key": key}}
+
+    async def send() -> Any:
+        async with connect(server.url) as ws:
+            await ws.recv()
+            await ws.send(json.dumps(update))
+            return await ws.recv()
+
+    with agenttape.use_cassette(cassette_path, mode="all", redact=["json:session.voice"]):
+        live = asyncio.run(send())
+    server.stop()
+    sent = frames_of(cassette_path)[1][2]
+    assert key.encode() not in sent and b"alloy" not in sent
+    assert json.loads(sent)["session"]["voice"] == "<redacted>"
+    assert key in live  # the server's answer is kept as it came: audit reports it
+    audit = cli("audit", cassette_path)
+    assert audit.returncode == 1 and "websocket frame 2 (server)" in audit.stdout
+    with agenttape.use_cassette(cassette_path, redact=["json:session.voice"]):
+        assert asyncio.run(send()) == live
