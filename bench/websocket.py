@@ -98,8 +98,9 @@ def replay(cassette: str, url: str) -> TimeFunc:
     state: dict[str, Any] = {}
 
     def run(loops: int) -> float:
-        import agenttape
         from websockets.asyncio.client import connect
+
+        import agenttape
 
         loop = state.setdefault("loop", asyncio.new_event_loop())
         total = 0.0
@@ -119,8 +120,9 @@ def first_frame(url: str, recording: str | None) -> TimeFunc:
     state: dict[str, Any] = {}
 
     def run(loops: int) -> float:
-        import agenttape
         from websockets.asyncio.client import connect
+
+        import agenttape
 
         loop = state.setdefault("loop", asyncio.new_event_loop())
 
@@ -143,8 +145,9 @@ def first_frame(url: str, recording: str | None) -> TimeFunc:
 
 
 def record(url: str, cassette: str) -> None:
-    import agenttape
     from websockets.asyncio.client import connect
+
+    import agenttape
 
     with agenttape.use_cassette(cassette, mode="all"):
         asyncio.run(converse(connect(url, compression=None)))

@@ -437,7 +437,7 @@ def test_replay_never_opens_a_socket_to_the_server(
     with agenttape.use_cassette(cassette_path, block_network=True):
         assert talk_sync(server.url) == live  # a socket to the server would be blocked
     with (
-        pytest.raises(agenttape.UnmatchedInteractionError, match="url.path"),
+        pytest.raises(agenttape.UnmatchedInteractionError, match=r"url\.path"),
         agenttape.use_cassette(cassette_path),
     ):
         talk_sync(server.url.replace("/v1/", "/v2/"))  # a miss opens nothing either
