@@ -466,3 +466,26 @@ def test_secrets_in_client_frames_never_reach_the_disk_and_still_match(
     assert audit.returncode == 1 and "websocket frame 2 (server)" in audit.stdout
     with agenttape.use_cassette(cassette_path, redact=["json:session.voice"]):
         assert asyncio.run(send()) == live
+
+
+def test_a_client_that_sends_after_close_gets_the_librarys_error_as_live(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    async def send_after_close() -> str:
+        async with connect(server.url) as ws:
+            await ws.recv()
+            await ws.send("bye")
+            with pytest.raises(ConnectionClosedError):
+                await ws.recv()
+            with pytest.raises(ConnectionClosedError) as caught:
+                await ws.send("too late")
+        return str(caught.value)
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        live = asyncio.run(send_after_close())
+    server.stop()
+    recorded = frames_of(cassette_path)
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert asyncio.run(send_after_close()) == live
+    assert not tape.misses
+    assert frames_of(cassette_path) == recorded
