@@ -295,6 +295,29 @@ class SessionReplay:
             return 0.0
         return max(self.schedule.delay(offset), 0.0)
 
+    def wait(self, offset: float, timeout: float | None = None) -> bool:
+        """For an adapter that hands the client frames itself: returns when a frame recorded
+        at ``offset`` is due (True), or after ``timeout``, the client's own read timeout,
+        when that comes first (False: raise the client's timeout error, as live)."""
+        return self.schedule.wait(offset, timeout)
+
+    async def wait_async(self, offset: float, timeout: float | None = None) -> bool:
+        """``wait`` without blocking the event loop."""
+        return await self.schedule.wait_async(offset, timeout)
+
+    def hold(self, timeout: float | None) -> bool:
+        """A ``held`` end: waits until the client closes (``release``, True) or ``timeout``
+        runs out (False). Never ends by itself: the recording never saw an end."""
+        return self.schedule.hold(timeout)
+
+    async def hold_async(self, timeout: float | None) -> bool:
+        """``hold`` without blocking the event loop."""
+        return await self.schedule.hold_async(timeout)
+
+    def release(self) -> None:
+        """The client closed the connection: a ``hold`` under way returns."""
+        self.schedule.release()
+
     # -- inside ----------------------------------------------------------------------
 
     def _next_client(self) -> int | None:
