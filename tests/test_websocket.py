@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -227,12 +228,13 @@ def test_a_frame_over_the_clients_limit_closes_as_live_and_keeps_what_came_befor
 
 
 def test_a_frame_over_the_recorders_budget_cuts_the_session_and_keeps_the_rest(
-    server: WebSocketServer, tmp_path: Path
+    server: WebSocketServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     recorder = agenttape.Recorder(tmp_path / "runs", keep="all", max_bytes_per_run=64 << 10)
-    with recorder.run():
+    with caplog.at_level(logging.WARNING, "agenttape.recorder"), recorder.run():
         asyncio.run(talk(server.url))  # AUDIO is more than the run holds
     recorder.close()
+    assert "its first 4 frames are kept, the rest left out" in caplog.text
     [stored] = (tmp_path / "runs").rglob("*.msgpack")
     [interaction] = agenttape.load(stored).interactions
     assert interaction.frames is not None
