@@ -491,3 +491,53 @@ def test_a_client_that_sends_after_close_gets_the_librarys_error_as_live(
         assert asyncio.run(send_after_close()) == live
     assert not tape.misses
     assert frames_of(cassette_path) == recorded
+
+
+def test_accept_key_is_rfc_6455s() -> None:
+    from agenttape._core.websocket import accept_key
+
+    assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+
+@pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536, 200_000])
+def test_encoded_server_frames_parse_in_the_library(size: int) -> None:
+    """Every payload length encoding, read back by websockets' own parser."""
+    from websockets.client import ClientProtocol
+    from websockets.protocol import State
+    from websockets.uri import parse_uri
+
+    from agenttape._core.websocket import encode_frame
+
+    protocol = ClientProtocol(parse_uri("ws://api.test/"), state=State.OPEN, max_size=None)
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    protocol.receive_data(encode_frame(Frame("server", "binary", payload, 0.0, fin=False)))
+    protocol.receive_data(encode_frame(Frame("server", "continuation", b"end")))
+    first, second = protocol.events_received()
+    assert (first.opcode.name, bytes(first.data), first.fin) == ("BINARY", payload, False)
+    assert (second.opcode.name, bytes(second.data), second.fin) == ("CONT", b"end", True)
+
+
+def test_fragmented_messages_record_and_replay_frame_by_frame(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    async def fragments() -> Any:
+        async with connect(server.url) as ws:
+            await ws.recv()
+            await ws.send([b"ab", b"cd", b"ef"])
+            return await ws.recv()
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        live = asyncio.run(fragments())
+    server.stop()
+    assert live == b"fedcba"
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.frames is not None
+    sent = [(f.opcode, f.payload, f.fin) for f in interaction.frames if f.direction == "client"]
+    assert sent[:4] == [  # websockets ends the message with an empty final fragment
+        ("binary", b"ab", False),
+        ("continuation", b"cd", False),
+        ("continuation", b"ef", False),
+        ("continuation", b"", True),
+    ]
+    with agenttape.use_cassette(cassette_path):
+        assert asyncio.run(fragments()) == live
