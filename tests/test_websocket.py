@@ -541,3 +541,19 @@ def test_fragmented_messages_record_and_replay_frame_by_frame(
     ]
     with agenttape.use_cassette(cassette_path):
         assert asyncio.run(fragments()) == live
+
+
+def test_sync_replay_of_a_session_left_open_waits_for_the_client(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    recording = agenttape.use_cassette(cassette_path, mode="all")
+    recording.start()
+    with connect_sync(server.url) as ws:
+        ws.recv()
+        recording.stop()  # the recording ends with the session still open
+    server.stop()
+    with agenttape.use_cassette(cassette_path), connect_sync(server.url) as ws:
+        assert ws.recv() == '{"type": "session.created"}'
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=0.2)  # the client's own timeout: nothing was recorded after
+    assert (ws.close_code, ws.close_reason) == (1000, "")
