@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -557,3 +559,21 @@ def test_sync_replay_of_a_session_left_open_waits_for_the_client(
         with pytest.raises(TimeoutError):
             ws.recv(timeout=0.2)  # the client's own timeout: nothing was recorded after
     assert (ws.close_code, ws.close_reason) == (1000, "")
+
+
+def test_the_adapter_patches_websockets_imported_after_the_cassette_opened(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    program = f"""
+import sys, agenttape
+assert not any(name.startswith("websockets") for name in sys.modules), "imported eagerly"
+with agenttape.use_cassette({str(cassette_path)!r}, mode="all"):
+    from websockets.sync.client import connect
+    with connect({server.url!r}) as ws:
+        ws.recv()
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert frames_of(cassette_path)[0] == ("server", "text", b'{"type": "session.created"}')
