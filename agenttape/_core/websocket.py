@@ -270,6 +270,7 @@ class SessionReplay:
             return Step([Frame("server", "pong", payload, 0.0)])
         if opcode == "pong":
             return Step()
+        payload = self._tape.client_frame(payload)  # as recorded: redacted, also in a miss
         position = self._next_client()
         if opcode == "close" and (self._broken or (position is None and not self._closed())):
             # After a miss the client closes on its way out; a recording that stopped with
@@ -282,7 +283,6 @@ class SessionReplay:
         if position is None:
             raise self._miss(len(self._frames), opcode, payload, None)
         expected = self._frames[position]
-        payload = self._tape.client_frame(payload)
         if not self._same(expected, opcode, payload, fin):
             raise self._miss(position, opcode, payload, expected)
         self._next = position + 1
