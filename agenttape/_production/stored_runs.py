@@ -303,20 +303,26 @@ UNINDEXED_WINDOW = _dt.timedelta(hours=1)
 def list_indexed_runs(
     store: Store, wanted: RunFilter, now: _dt.datetime | None = None
 ) -> list[RunInfo] | None:
-    """The runs the index lists, plus those it does not hold yet, read from their files: every
-    run file in a dated folder from the newest indexed day on (or from the day an hour ago,
-    if earlier), in a dated folder the index has no day for, or at the top level. None when
+    """The runs the index lists, plus those it does not hold yet, read from their files: on a
+    local folder every run file in a dated folder from the newest indexed day on (or from the
+    day an hour ago, if earlier); on object storage those the writers named as in flight;
+    and every one in a dated folder the index has no day for, or at the top level. None when
     the store has no index.
 
     An index file deleted while it is read (a compaction or rebuild finished meanwhile) makes
     it start again, with the files there are then.
     """
     for attempt in range(INDEX_ATTEMPTS):
-        files = run_index.index_files(store)
-        if not files:
-            return None
+        # On object storage each listing is a request: the three go out together.
+        with ThreadPoolExecutor(2) as pool:
+            top = pool.submit(store.listing)
+            named = None if store.lists_cheaply else pool.submit(_named_in_flight, store)
+            files = run_index.index_files(store)
+            if not files:
+                return None
+            listed = top.result(), None if named is None else named.result()
         try:
-            return _indexed_runs(store, files, wanted, now)
+            return _indexed_runs(store, files, wanted, now, *listed)
         except Exception as exc:
             if not _unreadable_index(exc):
                 raise
@@ -334,12 +340,14 @@ def _indexed_runs(
     files: list[run_index.IndexFile],
     wanted: RunFilter,
     now: _dt.datetime | None,
+    listing: tuple[list[str], list[StoredFile]],
+    named_in_flight: list[StoredFile] | None,
 ) -> list[RunInfo]:
     days = {found.day for found in files}
     since_day = None if wanted.since is None else _day(wanted.since)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     start = min(max(days), _day(now - UNINDEXED_WINDOW))
-    folders, top = store.listing()
+    folders, top = listing
     dated = {
         day
         for day in folders
@@ -352,12 +360,9 @@ def _indexed_runs(
 
     def in_flight() -> tuple[list[StoredFile], list[StoredFile]]:
         """Run files to read (folders listed) and runs the writers named as in flight."""
-        if store.lists_cheaply:
+        if named_in_flight is None:  # a local folder, or a damaged list
             return _listed(store, window), []
-        named = _named_in_flight(store)
-        if named is None:  # a damaged list: the newest folders, as on a local disk
-            return _listed(store, window), []
-        return _listed(store, unindexed_days), named
+        return _listed(store, unindexed_days), named_in_flight
 
     # Runs in flight are looked for while the index is fetched and queried: on object storage
     # both wait on requests.
