@@ -35,6 +35,11 @@ FailureOf = Callable[[BaseException], Failure | None]
 """An adapter's reading of one of its library's exceptions; None for one that is not a
 transport failure (it propagates and is not written down)."""
 
+TURN_GRACE = 2.0
+"""Seconds a replayed body piece waits for a request recorded before it beyond the recorded
+gap before the piece: a replay slower than the recording here and there keeps its order, and a
+client that no longer makes the request is not held up for long."""
+
 _replayed: ContextVar[bool] = ContextVar("agenttape_replayed", default=False)
 
 
@@ -148,8 +153,8 @@ class Schedule:
     client makes that request again: an event a tool call announced comes after the call, and
     an event stream the server ended when the session closed ends after the closing request,
     not the moment its last piece is sent (the client would reconnect with requests never
-    recorded). The wait never lasts longer than the recorded gap before that piece, so a
-    client that no longer makes the request is served as live.
+    recorded). The wait lasts at most the recorded gap before that piece and ``TURN_GRACE``,
+    so a client that no longer makes the request is not held up for long.
     """
 
     paced: bool
@@ -244,12 +249,12 @@ class Schedule:
             return None
         if precedents.begun(offset):
             return None
-        return offset, max(offset - last, 0.0)
+        return offset, max(offset - last, 0.0) + TURN_GRACE
 
     def turn(self, index: int | None) -> None:
         """Returns when body piece ``index`` (None: the end) may be handed over: the requests
-        recorded before it were made again, the client closed the body, or the recorded gap
-        before it ran out."""
+        recorded before it were made again, the client closed the body, or the longest wait
+        ran out."""
         due = self._turn(index)
         if due is None:
             return
