@@ -18,6 +18,7 @@ import agenttape
 from tests.servers import (
     Reply,
     Seen,
+    ended_by_a_later_request,
     gzip_reply,
     json_reply,
     record_then_replay,
@@ -418,19 +419,7 @@ def test_a_body_whole_by_its_length_is_not_left_open(
 def _ended_by_a_later_request(hx: ModuleType, serve: Any, cassette_path: Path) -> str:
     """Records an event stream the server ends only when the client POSTs /close, which the
     client does a while after the first event; the server is stopped after."""
-    closed = threading.Event()
-
-    def events() -> Any:
-        yield b"data: 1\n\n"
-        closed.wait(10)
-
-    def app(seen: Seen) -> Reply:
-        if seen.method == "POST":
-            closed.set()
-            return json_reply({"closed": True})
-        return Reply(headers=[("Content-Type", "text/event-stream")], chunks=events(), chunked=True)
-
-    server = serve(app)
+    server = serve(ended_by_a_later_request())
     with (
         agenttape.use_cassette(cassette_path, mode="once"),
         hx.Client(timeout=5) as client,

@@ -166,6 +166,7 @@ class Schedule:
     precedents: Precedents | None = None
     _marks: tuple[float, ...] = ()
     _finish: float = 0.0
+    _asked: tuple[int | None, float] | None = None
     _released: threading.Event = field(default_factory=threading.Event, repr=False)
     _wakers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
@@ -241,15 +242,29 @@ class Schedule:
         if precedents is None or self._released.is_set():
             return None
         marks = self._marks
-        if index is None:
+        if index is None or index + 1 >= len(marks):  # past the recorded pieces: the end
             offset, last = self._finish, marks[-1]
-        elif index + 1 < len(marks):
-            offset, last = marks[index + 1], marks[index]
         else:
-            return None
+            offset, last = marks[index + 1], marks[index]
         if precedents.begun(offset):
             return None
         return offset, max(offset - last, 0.0) + TURN_GRACE
+
+    def waits(self, index: int | None) -> bool:
+        """Whether body piece ``index`` (None, or past the recorded pieces: the end) waits for
+        a request now (``turn``)."""
+        return self._turn(index) is not None
+
+    def ready(self, index: int | None) -> bool:
+        """``turn`` for a transport driven by event-loop callbacks, which asks again until it
+        is True; the longest wait counts from the first time it asks about ``index``."""
+        due = self._turn(index)
+        if due is None:
+            return True
+        now = time.perf_counter()
+        if self._asked is None or self._asked[0] != index:
+            self._asked = (index, now + due[1])
+        return now >= self._asked[1]
 
     def turn(self, index: int | None) -> None:
         """Returns when body piece ``index`` (None: the end) may be handed over: the requests
