@@ -15,6 +15,7 @@ due (``Schedule``), also against the other requests the client makes meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -276,8 +277,9 @@ class Schedule:
         offset, longest = due
         assert self.precedents is not None
         woken = threading.Event()
+        wake = woken.set
         deadline = time.perf_counter() + longest
-        self._watch(woken.set)
+        self._watch(wake)
         try:
             while not (self._released.is_set() or self.precedents.begun(offset)):
                 left = deadline - time.perf_counter()
@@ -286,7 +288,7 @@ class Schedule:
                 woken.wait(left)
                 woken.clear()
         finally:
-            self._unwatch(woken.set)
+            self._unwatch(wake)
 
     async def turn_async(self, index: int | None) -> None:
         """``turn`` without blocking the event loop; cancelling the reader ends it too."""
@@ -299,7 +301,10 @@ class Schedule:
         woken = asyncio.Event()
 
         def wake() -> None:
-            loop.call_soon_threadsafe(woken.set)
+            # Called from whichever thread made a request; a loop closed under a reader it
+            # never resumed is no error of that request.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(woken.set)
 
         deadline = time.perf_counter() + longest
         self._watch(wake)
