@@ -105,6 +105,25 @@ def sse_reply(events: list[bytes], delay: float = 0.0) -> Reply:
 App = Callable[[Seen], Reply]
 
 
+def ended_by_a_later_request() -> App:
+    """An event stream (``GET``) the server ends only when the client ``POST``s, as an MCP
+    server ends a session's event stream at the closing request: one event, then nothing
+    until the POST comes (the stream ends by itself after 10 s)."""
+    closed = threading.Event()
+
+    def events() -> Iterable[bytes]:
+        yield b"data: 1\n\n"
+        closed.wait(10)
+
+    def app(seen: Seen) -> Reply:
+        if seen.method == "POST":
+            closed.set()
+            return json_reply({"closed": True})
+        return Reply(headers=[("Content-Type", "text/event-stream")], chunks=events(), chunked=True)
+
+    return app
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Head and body go out in separate writes; with Nagle on, the body would wait for the

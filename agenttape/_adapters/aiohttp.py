@@ -22,6 +22,8 @@ from .._core.tape import Recording
 from . import wire
 
 _PATCHED = "__agenttape_original_connect__"
+TURN_POLL = 0.005
+"""Seconds between looks, while a replayed piece waits for a request recorded before it."""
 
 # aiohttp exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {
@@ -266,7 +268,8 @@ class _ReplayTransport(asyncio.Transport):
         self._eof = True
         if response is not None:
             complete = interaction.error is None and not response.truncated
-            self._pieces = [wire.render_head(response), *wire.render_body(response, complete)]
+            body = wire.render_body(response, complete, schedule.waits(None))
+            self._pieces = [wire.render_head(response), *body]
             self._eof = not complete or wire.runs_to_eof(response, method)
         self._schedule = schedule
         self._end = schedule.end
@@ -298,6 +301,9 @@ class _ReplayTransport(asyncio.Transport):
                 if due > 0:
                     self._step_later(due)
                     return
+            if self._index and not schedule.ready(self._index - 1):
+                self._step_later(TURN_POLL)
+                return
             piece = self._pieces[self._index]
             self._index += 1
             self._protocol.data_received(piece)
@@ -305,6 +311,9 @@ class _ReplayTransport(asyncio.Transport):
             return
         if self._index > len(self._pieces) or self._schedule.held:
             return  # already ended, or closed early by the client: aiohttp's read timeout ends it
+        if not self._schedule.ready(None):
+            self._step_later(TURN_POLL)
+            return
         if self._end is not None:
             due, self._end = self._schedule.delay(self._end), None
             if due > 0:

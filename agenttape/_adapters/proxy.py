@@ -166,14 +166,25 @@ def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> Non
         client.flush()  # the head is due now, the first piece later
     for index, chunk in enumerate(response.iter_chunks()):
         schedule.wait(schedule.chunk(index))
+        _turn(schedule, index, client)
         client.data(chunk)
     if error is not None:
         schedule.wait(schedule.end)
+        _turn(schedule, None, client)
         _fail(error, client)
     elif schedule.held:
         client.hold()  # the client closed this body early when it was recorded
     else:
+        _turn(schedule, None, client)
         client.end()
+
+
+def _turn(schedule: Schedule, index: int | None, client: Client) -> None:
+    """Waits for body piece ``index``'s turn (None: the end), with what was sent before it
+    out: the client may need it to make the request the piece waits for."""
+    if schedule.waits(index):
+        client.flush()
+        schedule.turn(index)
 
 
 def _fail(error: Failure, client: Client) -> None:

@@ -252,7 +252,7 @@ class _ReplayRaw(io.RawIOBase):
         assert response is not None
         error = interaction.error
         complete = error is None and not response.truncated
-        pieces = wire.render_body(response, complete)
+        pieces = wire.render_body(response, complete, schedule.waits(None))
         if head:
             pieces.insert(0, wire.render_head(response))
         self._pieces = pieces

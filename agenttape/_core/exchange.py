@@ -15,6 +15,7 @@ due (``Schedule``), also against the other requests the client makes meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,11 @@ R = TypeVar("R")
 FailureOf = Callable[[BaseException], Failure | None]
 """An adapter's reading of one of its library's exceptions; None for one that is not a
 transport failure (it propagates and is not written down)."""
+
+TURN_GRACE = 2.0
+"""Seconds a replayed body piece waits for a request recorded before it beyond the recorded
+gap before the piece: a replay slower than the recording here and there keeps its order, and a
+client that no longer makes the request is not held up for long."""
 
 _replayed: ContextVar[bool] = ContextVar("agenttape_replayed", default=False)
 
@@ -148,8 +154,8 @@ class Schedule:
     client makes that request again: an event a tool call announced comes after the call, and
     an event stream the server ended when the session closed ends after the closing request,
     not the moment its last piece is sent (the client would reconnect with requests never
-    recorded). The wait never lasts longer than the recorded gap before that piece, so a
-    client that no longer makes the request is served as live.
+    recorded). The wait lasts at most the recorded gap before that piece and ``TURN_GRACE``,
+    so a client that no longer makes the request is not held up for long.
     """
 
     paced: bool
@@ -161,6 +167,7 @@ class Schedule:
     precedents: Precedents | None = None
     _marks: tuple[float, ...] = ()
     _finish: float = 0.0
+    _asked: tuple[int | None, float] | None = None
     _released: threading.Event = field(default_factory=threading.Event, repr=False)
     _wakers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
@@ -236,28 +243,43 @@ class Schedule:
         if precedents is None or self._released.is_set():
             return None
         marks = self._marks
-        if index is None:
+        if index is None or index + 1 >= len(marks):  # past the recorded pieces: the end
             offset, last = self._finish, marks[-1]
-        elif index + 1 < len(marks):
-            offset, last = marks[index + 1], marks[index]
         else:
-            return None
+            offset, last = marks[index + 1], marks[index]
         if precedents.begun(offset):
             return None
-        return offset, max(offset - last, 0.0)
+        return offset, max(offset - last, 0.0) + TURN_GRACE
+
+    def waits(self, index: int | None) -> bool:
+        """Whether body piece ``index`` (None, or past the recorded pieces: the end) waits for
+        a request now (``turn``)."""
+        return self._turn(index) is not None
+
+    def ready(self, index: int | None) -> bool:
+        """``turn`` for a transport driven by event-loop callbacks, which asks again until it
+        is True; the longest wait counts from the first time it asks about ``index``."""
+        due = self._turn(index)
+        if due is None:
+            return True
+        now = time.perf_counter()
+        if self._asked is None or self._asked[0] != index:
+            self._asked = (index, now + due[1])
+        return now >= self._asked[1]
 
     def turn(self, index: int | None) -> None:
         """Returns when body piece ``index`` (None: the end) may be handed over: the requests
-        recorded before it were made again, the client closed the body, or the recorded gap
-        before it ran out."""
+        recorded before it were made again, the client closed the body, or the longest wait
+        ran out."""
         due = self._turn(index)
         if due is None:
             return
         offset, longest = due
         assert self.precedents is not None
         woken = threading.Event()
+        wake = woken.set
         deadline = time.perf_counter() + longest
-        self._watch(woken.set)
+        self._watch(wake)
         try:
             while not (self._released.is_set() or self.precedents.begun(offset)):
                 left = deadline - time.perf_counter()
@@ -266,7 +288,7 @@ class Schedule:
                 woken.wait(left)
                 woken.clear()
         finally:
-            self._unwatch(woken.set)
+            self._unwatch(wake)
 
     async def turn_async(self, index: int | None) -> None:
         """``turn`` without blocking the event loop; cancelling the reader ends it too."""
@@ -279,7 +301,10 @@ class Schedule:
         woken = asyncio.Event()
 
         def wake() -> None:
-            loop.call_soon_threadsafe(woken.set)
+            # Called from whichever thread made a request; a loop closed under a reader it
+            # never resumed is no error of that request.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(woken.set)
 
         deadline = time.perf_counter() + longest
         self._watch(wake)

@@ -39,16 +39,17 @@ class Precedents:
     queue: ReplayQueue
     starts: tuple[float, ...]
     positions: tuple[int, ...]
+    made: int = 0
+    """How many of them, from the first, were made again (a request once made stays made)."""
 
     def begun(self, offset: float) -> bool:
         """Whether every request recorded as starting before ``offset`` was made again."""
-        counts = self.queue.play_counts
-        for start, position in zip(self.starts, self.positions, strict=True):
-            if start >= offset:
-                return True
-            if not counts[position]:
-                return False
-        return True
+        counts, starts, positions = self.queue.play_counts, self.starts, self.positions
+        made = self.made
+        while made < len(starts) and counts[positions[made]]:
+            made += 1
+        self.made = made
+        return made == len(starts) or starts[made] >= offset
 
     def watch(self, wake: Wake) -> None:
         """Calls ``wake`` (from any thread) each time the queue serves a request."""
@@ -64,7 +65,6 @@ class ReplayQueue:
     __slots__ = (
         "_cursors",
         "_index",
-        "_positions",
         "_start_positions",
         "_starts",
         "allow_repeats",
@@ -82,10 +82,8 @@ class ReplayQueue:
         self.wakers: set[Wake] = set()
         self._index: dict[Key, list[int]] | None = None
         self._cursors: dict[Key, int] = {}
-        # By start time, built on the first ``precedents`` (a cassette with no stream under
-        # way while another request started never pays for it).
-        self._positions: dict[int, int] | None = None
-        self._starts: list[float] = []
+        # Start times in order, and whose they are: built on the first ``precedents``.
+        self._starts: list[float] | None = None
         self._start_positions: list[int] = []
 
     def key(self, request: Request, boundary: str = "http") -> Key:
@@ -97,37 +95,31 @@ class ReplayQueue:
         self.play_counts.append(1 if played else 0)
         if self._index is not None:
             self._index_one(self._index, len(self.interactions) - 1)
-        if self._positions is not None:
-            self._order_one(len(self.interactions) - 1)
-
-    def _order_one(self, position: int) -> None:
-        assert self._positions is not None
-        interaction = self.interactions[position]
-        self._positions[id(interaction)] = position
-        at = bisect.bisect_right(self._starts, interaction.started_at)
-        self._starts.insert(at, interaction.started_at)
-        self._start_positions.insert(at, position)
+        if self._starts is not None:
+            at = bisect.bisect_right(self._starts, interaction.started_at)
+            self._starts.insert(at, interaction.started_at)
+            self._start_positions.insert(at, len(self.interactions) - 1)
 
     def precedents(self, interaction: Interaction) -> Precedents | None:
-        """The requests recorded as starting while ``interaction``'s response was under
-        way; None when there were none (or it is not in this queue)."""
+        """The requests recorded as starting while the response of ``interaction`` (one of
+        this queue's) was under way; None when there were none."""
         duration = interaction.duration
         if duration is None or duration <= 0:
             return None
-        if self._positions is None:
-            self._positions = {}
-            for position in range(len(self.interactions)):
-                self._order_one(position)
-        if id(interaction) not in self._positions:
-            return None
+        starts = self._starts
+        if starts is None:
+            interactions = self.interactions
+            order = sorted(range(len(interactions)), key=lambda p: interactions[p].started_at)
+            starts = self._starts = [interactions[p].started_at for p in order]
+            self._start_positions = order
         started = interaction.started_at
-        low = bisect.bisect_right(self._starts, started)
-        high = bisect.bisect_left(self._starts, started + duration, low)
+        low = bisect.bisect_right(starts, started)
+        high = bisect.bisect_left(starts, started + duration, low)
         if low >= high:
             return None
         return Precedents(
             self,
-            tuple(start - started for start in self._starts[low:high]),
+            tuple(start - started for start in starts[low:high]),
             tuple(self._start_positions[low:high]),
         )
 
