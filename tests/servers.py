@@ -490,7 +490,11 @@ class WebSocketServer:
                 return
             else:
                 document = json.loads(message)
-                ack = {"type": "ack", "of": document.get("type"), "session": document.get("session")}
+                ack = {
+                    "type": "ack",
+                    "of": document.get("type"),
+                    "session": document.get("session"),
+                }
                 ws.send(json.dumps(ack))
                 ws.send(json.dumps({"type": "done"}))
 

@@ -118,16 +118,16 @@ def test_a_changed_client_frame_names_the_field(
     assert tape.misses and tape.misses[0].cassette_path == str(cassette_path)
 
 
-def test_ignore_json_fields_applies_to_frames(
-    server: WebSocketServer, cassette_path: Path
-) -> None:
+def test_ignore_json_fields_applies_to_frames(server: WebSocketServer, cassette_path: Path) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = asyncio.run(talk(server.url))
     server.stop()
     other_event = {"event_id": "evt_99", **{k: v for k, v in UPDATE.items() if k != "event_id"}}
-    with pytest.raises(agenttape.UnmatchedInteractionError, match="event_id"):
-        with agenttape.use_cassette(cassette_path):
-            asyncio.run(talk(server.url, other_event))
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError, match="event_id"),
+        agenttape.use_cassette(cassette_path),
+    ):
+        asyncio.run(talk(server.url, other_event))
     with agenttape.use_cassette(cassette_path, ignore_json_fields=["event_id"]):
         assert asyncio.run(talk(server.url, other_event)) == live
 
@@ -162,9 +162,7 @@ async def closed_by_server(url: str) -> tuple[list[Any], int | None, str | None]
         return got, ws.close_code, ws.close_reason
 
 
-def test_server_close_code_and_reason_replay(
-    server: WebSocketServer, cassette_path: Path
-) -> None:
+def test_server_close_code_and_reason_replay(server: WebSocketServer, cassette_path: Path) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = asyncio.run(closed_by_server(server.url))
     server.stop()
@@ -368,3 +366,77 @@ def _session_interaction() -> Any:
         ],
         closed=Closed(1000, "done", "client"),
     )
+
+
+def test_sync_client_misses_closes_and_drops_replay_as_live(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run() -> list[Any]:
+        outcomes: list[Any] = []
+        with connect_sync(server.url) as ws:
+            outcomes.append(ws.recv())
+            ws.send("bye")
+            with pytest.raises(ConnectionClosedError):
+                ws.recv()
+            outcomes.append((ws.close_code, ws.close_reason))
+        with connect_sync(server.url) as ws:
+            ws.recv()
+            ws.send("drop")
+            with pytest.raises(ConnectionClosedError):
+                ws.recv()
+            outcomes.append(ws.close_code)
+        return outcomes
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        live = run()
+    server.stop()
+    assert live[1:] == [(4000, "bye"), 1006]
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert run() == live
+    assert tape.all_played
+
+    with agenttape.use_cassette(cassette_path), connect_sync(server.url) as ws:
+        ws.recv()
+        with pytest.raises(agenttape.UnmatchedInteractionError) as caught:
+            ws.send("hello")
+    assert "frame 1: expected" not in str(caught.value)
+    assert "frame 1 payload: expected 3 bytes b'bye', got 5 bytes b'hello'" in str(caught.value)
+
+
+def test_sync_realtime_replay_makes_the_clients_timeout_fire_as_live(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def slow(timeout: float) -> list[str]:
+        seen: list[str] = []
+        with connect_sync(server.url) as ws:
+            ws.recv()
+            ws.send("slow")
+            try:
+                seen.append(str(ws.recv(timeout=timeout)))
+            except TimeoutError:
+                seen.append("timed out")
+                seen.append(str(ws.recv()))
+        return seen
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        assert slow(SLOW_MARKER) == ["timed out", "late"]
+    server.stop()
+    with agenttape.use_cassette(cassette_path):
+        assert slow(SLOW_MARKER) == ["late"]  # fast: no recorded pause
+    with agenttape.use_cassette(cassette_path, realtime=True):
+        assert slow(SLOW_MARKER) == ["timed out", "late"]
+
+
+def test_replay_never_opens_a_socket_to_the_server(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        live = talk_sync(server.url)
+    server.stop()
+    with agenttape.use_cassette(cassette_path, block_network=True):
+        assert talk_sync(server.url) == live  # a socket to the server would be blocked
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError, match="url.path"),
+        agenttape.use_cassette(cassette_path),
+    ):
+        talk_sync(server.url.replace("/v1/", "/v2/"))  # a miss opens nothing either

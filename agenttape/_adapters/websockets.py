@@ -59,13 +59,14 @@ def install(module: ModuleType) -> None:
     Sans-I/O protocol both import before them (reached through them: nothing is imported
     here, see ``_adapters.install_adapters``)."""
     _tap_protocol(module.ClientProtocol)
-    if hasattr(module, "reconnect"):
-        opener, name, make = module.reconnect, "open_connection", _make_open_sync
-    else:
-        opener, name, make = module.connect, "open_tcp_connection", _make_open_async
+    sync = hasattr(module, "reconnect")
+    opener = module.reconnect if sync else module.connect
     if _PATCHED not in vars(opener):
         setattr(opener, _PATCHED, True)
-        _wrap(opener, name, make)
+        if sync:
+            _wrap(opener, "open_connection", _make_open_sync)
+        else:
+            _wrap(opener, "open_tcp_connection", _make_open_async)
 
 
 def _tap_protocol(client: type) -> None:
@@ -322,7 +323,7 @@ class _ReplayTransport(asyncio.Transport):
         self._peer = (ws_uri.host, ws_uri.port)
         self._loop = asyncio.get_running_loop()
         self._queue: list[bytes | Frame | End] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._answered = False
         self._paused = False
         self._closing = False
@@ -515,16 +516,19 @@ class _ReplayPeer:
         selector.register(sock, selectors.EVENT_READ)
         out = bytearray()
         answered = False
-        closing = False
         try:
             while True:
                 wait = self._ready(out)
+                end = self._end_reached()
+                if end == "reset":
+                    out.clear()
+                closing = end in ("close", "reset")
+                if closing and not out:
+                    return
                 if out:
                     selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
                 else:
                     selector.modify(sock, selectors.EVENT_READ)
-                if closing and not out:
-                    return
                 for _key, events in selector.select(wait):
                     if events & selectors.EVENT_READ:
                         try:
@@ -546,13 +550,6 @@ class _ReplayPeer:
                         except OSError:
                             return
                         del out[:sent]
-                end = self._end_reached()
-                if end is not None:
-                    if end == "held":
-                        continue
-                    closing = True
-                    if end == "reset":
-                        out.clear()
         finally:
             selector.close()
             with contextlib.suppress(OSError):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -388,12 +389,20 @@ class SessionReplay:
             return [f"{prefix} opcode: expected {expected.opcode!r}, got {opcode!r}"]
         if expected.payload == payload:
             return [f"{prefix} fin: expected {expected.fin}, got {not expected.fin}"]
-        if opcode == "text":
+        if opcode == "text" and _is_json(expected.payload) and _is_json(payload):
             found = self._matcher.differences(
                 Request("GET", "", body=expected.payload), Request("GET", "", body=payload)
             )
             return [f"{prefix} {line}" for line in found]
         return [f"{prefix} payload: expected {_show(expected.payload)}, got {_show(payload)}"]
+
+
+def _is_json(payload: bytes) -> bool:
+    try:
+        json.loads(payload)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _show(payload: bytes, limit: int = 60) -> str:
