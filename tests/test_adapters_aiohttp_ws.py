@@ -1,0 +1,148 @@
+"""aiohttp ``ClientSession.ws_connect`` sessions: recorded frame by frame against a real
+server (permessage-deflate negotiated), replayed with the server stopped, compared byte for
+byte."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+import agenttape
+from tests.servers import WebSocketServer
+
+UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
+AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
+GOOGLE_KEY = "AIzaSyD3m0K3yF0rTh3L1v3S3ss10nAbCdEfGhI"  # the shape of a Google API key
+
+
+@pytest.fixture
+def server() -> Iterator[WebSocketServer]:
+    with WebSocketServer() as running:
+        yield running
+
+
+async def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
+    """A session ending with the server's close 4000 ``bye``."""
+    async with aiohttp.ClientSession() as http, http.ws_connect(url, compress=15) as ws:
+        got: list[Any] = [ws.compress, await ws.receive_str()]
+        await ws.send_str(json.dumps(update))
+        got += [await ws.receive_str(), await ws.receive_str()]
+        await ws.send_bytes(AUDIO)
+        got.append(await ws.receive_bytes())
+        await ws.send_str("bye")
+        message = await ws.receive()
+        got += [(message.type, message.data, message.extra), ws.close_code]
+    return got
+
+
+def frames_of(path: Path) -> list[tuple[str, str, bytes]]:
+    [interaction] = agenttape.load(path).interactions
+    assert interaction.frames is not None
+    return [(f.direction, f.opcode, f.payload) for f in interaction.frames]
+
+
+def test_a_session_records_every_frame_inflated_and_replays_offline(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = asyncio.run(talk(server.url))
+    server.stop()
+    assert live[0] == 12  # permessage-deflate, the server's window: the wire was compressed
+    assert live[-2:] == [(aiohttp.WSMsgType.CLOSE, 4000, "bye"), 4000]
+    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
+    assert frames_of(cassette_path) == [
+        ("server", "text", b'{"type": "session.created"}'),
+        ("client", "text", json.dumps(UPDATE).encode()),
+        ("server", "text", json.dumps(ack).encode()),
+        ("server", "text", b'{"type": "done"}'),
+        ("client", "binary", AUDIO),
+        ("server", "binary", AUDIO[::-1]),
+        ("client", "text", b"bye"),
+        ("server", "close", b"\x0f\xa0bye"),
+        ("client", "close", b"\x03\xe8"),
+    ]
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.response is not None and interaction.response.status == 101
+    extensions = dict(interaction.response.headers)["Sec-WebSocket-Extensions"]
+    assert extensions.startswith("permessage-deflate")
+    assert interaction.closed is not None
+    assert (interaction.closed.code, interaction.closed.reason, interaction.closed.by) == (
+        4000,
+        "bye",
+        "server",
+    )
+
+    with agenttape.use_cassette(cassette_path) as tape:
+        replayed = asyncio.run(talk(server.url))
+    assert replayed == live
+    assert replayed[4] == AUDIO[::-1]
+    assert tape.all_played
+
+
+def test_a_changed_client_frame_raises_with_the_frame_difference(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        asyncio.run(talk(server.url))
+    server.stop()
+    changed = {**UPDATE, "session": {"voice": "verse"}}
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        agenttape.use_cassette(cassette_path),
+    ):
+        asyncio.run(talk(server.url, changed))
+    assert "frame 1 body.session.voice: expected 'alloy', got 'verse'" in str(caught.value)
+
+
+def test_a_changed_binary_frame_raises(server: WebSocketServer, cassette_path: Path) -> None:
+    async def send(audio: bytes) -> bytes:
+        async with aiohttp.ClientSession() as http, http.ws_connect(server.url) as ws:
+            await ws.receive_str()
+            await ws.send_bytes(audio)
+            return await ws.receive_bytes()
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        assert asyncio.run(send(AUDIO)) == AUDIO[::-1]
+    server.stop()
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        agenttape.use_cassette(cassette_path),
+    ):
+        asyncio.run(send(AUDIO[:-1] + b"\x00"))
+    assert "frame 1 payload: expected 76800 bytes" in str(caught.value)
+
+
+def test_a_key_in_the_url_and_in_a_frame_is_redacted_and_replay_still_matches(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    url = server.url.replace("key=SECRET", f"key={GOOGLE_KEY}")
+    # One key under a credential field, one in free text: found by name and by shape.
+    setup = {"type": "setup", "api_key": GOOGLE_KEY, "note": f"use {GOOGLE_KEY}"}
+
+    async def run() -> list[str]:
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            got = [await ws.receive_str()]
+            await ws.send_str(json.dumps(setup))
+            return got + [await ws.receive_str(), await ws.receive_str()]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = asyncio.run(run())
+    server.stop()
+    stored = cassette_path.read_bytes()
+    assert GOOGLE_KEY.encode() not in stored
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert GOOGLE_KEY not in interaction.request.url
+    assert "gpt-realtime&key=" in interaction.request.url
+    assert interaction.frames is not None
+    [sent] = [f.payload for f in interaction.frames if f.direction == "client" and f.opcode == "text"]
+    assert json.loads(sent) == {"type": "setup", "api_key": "<redacted>", "note": "use <redacted>"}
+
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert asyncio.run(run()) == live
+    assert tape.all_played
