@@ -29,6 +29,7 @@ ADAPTERS: dict[str, str] = {
     "aiohttp": "agenttape._adapters.aiohttp",
     "websockets.asyncio.client": "agenttape._adapters.websockets",
     "websockets.sync.client": "agenttape._adapters.websockets",
+    "websocket._core": "agenttape._adapters.websocket_client",
     "socket": "agenttape._adapters.network_guard",
 }
 

@@ -1,0 +1,125 @@
+"""websocket-client sessions (``create_connection`` and ``WebSocketApp``): recorded frame by
+frame against a real server, replayed with the server stopped, compared byte for byte."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websocket
+
+import agenttape
+from tests.servers import WebSocketServer
+
+UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
+AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
+
+
+@pytest.fixture
+def server() -> Iterator[WebSocketServer]:
+    with WebSocketServer() as running:
+        yield running
+
+
+def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
+    """A session the client closes with 4001 ``done``."""
+    ws = websocket.create_connection(url, timeout=5)
+    got: list[Any] = [ws.recv()]
+    ws.send(json.dumps(update))
+    got += [ws.recv(), ws.recv()]
+    ws.send_binary(AUDIO)
+    got.append(ws.recv())
+    ws.close(status=4001, reason=b"done")
+    got.append(ws.close_frame.data)  # the server's answer to the closing handshake
+    return got
+
+
+def frames_of(path: Path) -> list[tuple[str, str, bytes]]:
+    [interaction] = agenttape.load(path).interactions
+    assert interaction.frames is not None
+    return [(f.direction, f.opcode, f.payload) for f in interaction.frames]
+
+
+def test_create_connection_records_every_frame_and_replays_offline(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = talk(server.url)
+    server.stop()
+    assert live[-1] == b"\x0f\xa1done"
+    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
+    assert frames_of(cassette_path) == [
+        ("server", "text", b'{"type": "session.created"}'),
+        ("client", "text", json.dumps(UPDATE).encode()),
+        ("server", "text", json.dumps(ack).encode()),
+        ("server", "text", b'{"type": "done"}'),
+        ("client", "binary", AUDIO),
+        ("server", "binary", AUDIO[::-1]),
+        ("client", "close", b"\x0f\xa1done"),
+        ("server", "close", b"\x0f\xa1done"),
+    ]
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.response is not None and interaction.response.status == 101
+    assert [name for name, _ in interaction.response.headers][:3] == [
+        "Date",
+        "Upgrade",
+        "Connection",
+    ]  # the head as the server wrote it, names and order kept
+    assert interaction.closed is not None
+    assert (interaction.closed.code, interaction.closed.reason) == (4001, "done")
+    assert interaction.closed.by == "client"
+
+    with agenttape.use_cassette(cassette_path) as tape:
+        replayed = talk(server.url)
+    assert replayed == live
+    assert replayed[3] == AUDIO[::-1]
+    assert tape.all_played
+
+
+def test_a_changed_client_frame_raises_with_the_frame_difference(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        talk(server.url)
+    server.stop()
+    changed = {**UPDATE, "session": {"voice": "verse"}}
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        agenttape.use_cassette(cassette_path),
+    ):
+        talk(server.url, changed)
+    assert "frame 1 body.session.voice: expected 'alloy', got 'verse'" in str(caught.value)
+
+
+def run_app(url: str) -> list[Any]:
+    """A ``WebSocketApp`` driven by its callbacks, as vendor samples write it."""
+    seen: list[Any] = []
+
+    def on_open(app: websocket.WebSocketApp) -> None:
+        app.send(json.dumps(UPDATE))
+
+    def on_message(app: websocket.WebSocketApp, message: Any) -> None:
+        seen.append(message)
+        if message == '{"type": "done"}':
+            app.close(status=4001, reason=b"done")
+
+    def on_close(app: websocket.WebSocketApp, code: int | None, reason: str | None) -> None:
+        seen.append(("closed", code, reason))
+
+    app = websocket.WebSocketApp(url, on_open=on_open, on_message=on_message, on_close=on_close)
+    app.run_forever()
+    return seen
+
+
+def test_websocket_app_replays_its_callbacks(server: WebSocketServer, cassette_path: Path) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run_app(server.url)
+    server.stop()
+    assert live[0] == '{"type": "session.created"}'
+    assert live[-1] == ("closed", 4001, "done")
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert run_app(server.url) == live
+    assert tape.all_played
