@@ -103,21 +103,33 @@ class _Realtime:
         response = {"object": "realtime.response", "id": response_id, "status": "in_progress"}
         where = {"response_id": response_id, "item_id": item_id, "output_index": 0}
         out = [self.event("response.created", response=response)]
-        delta_kind = "response.output_audio_transcript.delta" if audio else "response.output_text.delta"
+        delta_kind = (
+            "response.output_audio_transcript.delta" if audio else "response.output_text.delta"
+        )
         for word in _words(text):
             out.append(self.event(delta_kind, **where, content_index=0, delta=word))
         if audio:
             pcm = tone(text)
             for start in range(0, len(pcm), CHUNK_SAMPLES * 2):
                 chunk = base64.b64encode(pcm[start : start + CHUNK_SAMPLES * 2]).decode("ascii")
-                out.append(self.event("response.output_audio.delta", **where, content_index=0, delta=chunk))
+                out.append(
+                    self.event("response.output_audio.delta", **where, content_index=0, delta=chunk)
+                )
             out.append(self.event("response.output_audio.done", **where, content_index=0))
             out.append(
-                self.event("response.output_audio_transcript.done", **where, content_index=0, transcript=text)
+                self.event(
+                    "response.output_audio_transcript.done",
+                    **where,
+                    content_index=0,
+                    transcript=text,
+                )
             )
         else:
             out.append(self.event("response.output_text.done", **where, content_index=0, text=text))
-        content = {"type": "output_audio" if audio else "output_text", ("transcript" if audio else "text"): text}
+        content = {
+            "type": "output_audio" if audio else "output_text",
+            ("transcript" if audio else "text"): text,
+        }
         item = {"id": item_id, "object": "realtime.item", "type": "message", "role": "assistant",
                 "status": "completed", "content": [content]}  # fmt: skip
         self.items.append(item)
@@ -135,7 +147,10 @@ class _Responses:
 
     def answer(self, event: dict[str, Any]) -> list[str]:
         if event.get("type") != "response.create":
-            error = {"type": "invalid_request_error", "message": f"unknown event {event.get('type')}"}
+            error = {
+                "type": "invalid_request_error",
+                "message": f"unknown event {event.get('type')}",
+            }
             return [json.dumps({"type": "error", "sequence_number": 0, "error": error})]
         previous = event.get("previous_response_id")
         if previous is not None and previous not in self.texts:
@@ -164,11 +179,22 @@ class _Responses:
         item_id = f"msg_{response_id}"
         for word in _words(text):
             out.append(
-                emit("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=word)
+                emit(
+                    "response.output_text.delta",
+                    item_id=item_id,
+                    output_index=0,
+                    content_index=0,
+                    delta=word,
+                )
             )
         message = {"id": item_id, "type": "message", "role": "assistant", "status": "completed",
                    "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
-        out.append(emit("response.completed", response={**response, "status": "completed", "output": [message]}))
+        out.append(
+            emit(
+                "response.completed",
+                response={**response, "status": "completed", "output": [message]},
+            )
+        )
         return out
 
 

@@ -129,7 +129,7 @@ def test_a_key_in_the_url_and_in_a_frame_is_redacted_and_replay_still_matches(
         async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
             got = [await ws.receive_str()]
             await ws.send_str(json.dumps(setup))
-            return got + [await ws.receive_str(), await ws.receive_str()]
+            return [*got, await ws.receive_str(), await ws.receive_str()]
 
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = asyncio.run(run())
@@ -140,7 +140,9 @@ def test_a_key_in_the_url_and_in_a_frame_is_redacted_and_replay_still_matches(
     assert GOOGLE_KEY not in interaction.request.url
     assert "gpt-realtime&key=" in interaction.request.url
     assert interaction.frames is not None
-    [sent] = [f.payload for f in interaction.frames if f.direction == "client" and f.opcode == "text"]
+    [sent] = [
+        f.payload for f in interaction.frames if f.direction == "client" and f.opcode == "text"
+    ]
     assert json.loads(sent) == {"type": "setup", "api_key": "<redacted>", "note": "use <redacted>"}
 
     with agenttape.use_cassette(cassette_path) as tape:

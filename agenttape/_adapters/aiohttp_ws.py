@@ -50,7 +50,9 @@ def upgrades(headers: Any) -> bool:
 
 
 def _make_send_frame(original: Callable[..., Any]) -> Callable[..., Any]:
-    async def send_frame(self: Any, message: bytes, opcode: int, compress: int | None = None) -> None:
+    async def send_frame(
+        self: Any, message: bytes, opcode: int, compress: int | None = None
+    ) -> None:
         tap = getattr(self.protocol, _TAP, None)
         if tap is not None:
             tap.sent(OPCODES[int(opcode)], bytes(message))
@@ -59,7 +61,7 @@ def _make_send_frame(original: Callable[..., Any]) -> Callable[..., Any]:
     return send_frame
 
 
-def _tapped_queue(base: type) -> type:
+def _tapped_queue(base: Any) -> type:
     """``base`` (aiohttp's compiled or pure-Python queue) reporting each message it is fed to
     the tap on its connection's protocol."""
 

@@ -62,8 +62,10 @@ def install(core: ModuleType) -> None:
     web_socket.send_frame = _make_send_frame(web_socket.send_frame)
     web_socket.recv_frame = _make_recv_frame(web_socket.recv_frame)
     web_socket.shutdown = _make_shutdown(web_socket.shutdown)
-    handshake._create_sec_websocket_key = _make_key(handshake._create_sec_websocket_key)
-    http.recv_line = _make_recv_line(http.recv_line)
+    names = vars(handshake)
+    names["_create_sec_websocket_key"] = _make_key(names["_create_sec_websocket_key"])
+    names = vars(http)
+    names["recv_line"] = _make_recv_line(names["recv_line"])
 
 
 def _make_key(original: Callable[[], str]) -> Callable[[], str]:

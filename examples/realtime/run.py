@@ -43,7 +43,11 @@ async def converse(client: openai.AsyncOpenAI, question: str) -> Reply:
     reply = Reply()
     async with client.realtime.connect(model=MODEL) as connection:
         await connection.session.update(
-            session={"type": "realtime", "output_modalities": ["audio"], "instructions": "Be brief."}
+            session={
+                "type": "realtime",
+                "output_modalities": ["audio"],
+                "instructions": "Be brief.",
+            }
         )
         await connection.conversation.item.create(
             item={
