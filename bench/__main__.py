@@ -32,6 +32,7 @@ SCENARIOS = {
     6: "bench.s6_load_save",
     7: "bench.s7_big",
     8: "bench.s8_clients",
+    9: "bench.websocket",
 }
 PEERS = ("agenttape", "cassetter", "vcrpy")
 TIMEOUT = 900

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from websockets.sync.client import connect as connect_sync
 import agenttape
 from agenttape._core import codec
 from agenttape._core.models import Frame
+from tests.cli_support import cli
 from tests.servers import WebSocketServer
 
 UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
@@ -226,12 +230,13 @@ def test_a_frame_over_the_clients_limit_closes_as_live_and_keeps_what_came_befor
 
 
 def test_a_frame_over_the_recorders_budget_cuts_the_session_and_keeps_the_rest(
-    server: WebSocketServer, tmp_path: Path
+    server: WebSocketServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     recorder = agenttape.Recorder(tmp_path / "runs", keep="all", max_bytes_per_run=64 << 10)
-    with recorder.run():
+    with caplog.at_level(logging.WARNING, "agenttape.recorder"), recorder.run():
         asyncio.run(talk(server.url))  # AUDIO is more than the run holds
     recorder.close()
+    assert "its first 4 frames are kept, the rest left out" in caplog.text
     [stored] = (tmp_path / "runs").rglob("*.msgpack")
     [interaction] = agenttape.load(stored).interactions
     assert interaction.frames is not None
@@ -436,7 +441,139 @@ def test_replay_never_opens_a_socket_to_the_server(
     with agenttape.use_cassette(cassette_path, block_network=True):
         assert talk_sync(server.url) == live  # a socket to the server would be blocked
     with (
-        pytest.raises(agenttape.UnmatchedInteractionError, match="url.path"),
+        pytest.raises(agenttape.UnmatchedInteractionError, match=r"url\.path"),
         agenttape.use_cassette(cassette_path),
     ):
         talk_sync(server.url.replace("/v1/", "/v2/"))  # a miss opens nothing either
+
+
+def test_secrets_in_client_frames_never_reach_the_disk_and_still_match(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 4
+    update = {"type": "session.update", "session": {"voice": "alloy", "api_key": key}}
+
+    async def send() -> Any:
+        async with connect(server.url) as ws:
+            await ws.recv()
+            await ws.send(json.dumps(update))
+            return await ws.recv()
+
+    with agenttape.use_cassette(cassette_path, mode="all", redact=["json:session.voice"]):
+        live = asyncio.run(send())
+    server.stop()
+    sent = frames_of(cassette_path)[1][2]
+    assert key.encode() not in sent and b"alloy" not in sent
+    assert json.loads(sent)["session"]["voice"] == "<redacted>"
+    assert key in live  # the server's answer is kept as it came: audit reports it
+    audit = cli("audit", cassette_path)
+    assert audit.returncode == 1 and "websocket frame 2 (server)" in audit.stdout
+    with agenttape.use_cassette(cassette_path, redact=["json:session.voice"]):
+        assert asyncio.run(send()) == live
+
+
+def test_a_client_that_sends_after_close_gets_the_librarys_error_as_live(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    async def send_after_close() -> str:
+        async with connect(server.url) as ws:
+            await ws.recv()
+            await ws.send("bye")
+            with pytest.raises(ConnectionClosedError):
+                await ws.recv()
+            with pytest.raises(ConnectionClosedError) as caught:
+                await ws.send("too late")
+        return str(caught.value)
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        live = asyncio.run(send_after_close())
+    server.stop()
+    recorded = frames_of(cassette_path)
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert asyncio.run(send_after_close()) == live
+    assert not tape.misses
+    assert frames_of(cassette_path) == recorded
+
+
+def test_accept_key_is_rfc_6455s() -> None:
+    from agenttape._core.websocket import accept_key
+
+    assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+
+@pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536, 200_000])
+def test_encoded_server_frames_parse_in_the_library(size: int) -> None:
+    """Every payload length encoding, read back by websockets' own parser."""
+    from websockets.client import ClientProtocol
+    from websockets.protocol import State
+    from websockets.uri import parse_uri
+
+    from agenttape._core.websocket import encode_frame
+
+    protocol = ClientProtocol(parse_uri("ws://api.test/"), state=State.OPEN, max_size=None)
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    protocol.receive_data(encode_frame(Frame("server", "binary", payload, 0.0, fin=False)))
+    protocol.receive_data(encode_frame(Frame("server", "continuation", b"end")))
+    first, second = protocol.events_received()
+    assert (first.opcode.name, bytes(first.data), first.fin) == ("BINARY", payload, False)
+    assert (second.opcode.name, bytes(second.data), second.fin) == ("CONT", b"end", True)
+
+
+def test_fragmented_messages_record_and_replay_frame_by_frame(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    async def fragments() -> Any:
+        async with connect(server.url) as ws:
+            await ws.recv()
+            await ws.send([b"ab", b"cd", b"ef"])
+            return await ws.recv()
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        live = asyncio.run(fragments())
+    server.stop()
+    assert live == b"fedcba"
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.frames is not None
+    sent = [(f.opcode, f.payload, f.fin) for f in interaction.frames if f.direction == "client"]
+    assert sent[:4] == [  # websockets ends the message with an empty final fragment
+        ("binary", b"ab", False),
+        ("continuation", b"cd", False),
+        ("continuation", b"ef", False),
+        ("continuation", b"", True),
+    ]
+    with agenttape.use_cassette(cassette_path):
+        assert asyncio.run(fragments()) == live
+
+
+def test_sync_replay_of_a_session_left_open_waits_for_the_client(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    recording = agenttape.use_cassette(cassette_path, mode="all")
+    recording.start()
+    with connect_sync(server.url) as ws:
+        ws.recv()
+        recording.stop()  # the recording ends with the session still open
+    server.stop()
+    with agenttape.use_cassette(cassette_path), connect_sync(server.url) as ws:
+        assert ws.recv() == '{"type": "session.created"}'
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=0.2)  # the client's own timeout: nothing was recorded after
+    assert (ws.close_code, ws.close_reason) == (1000, "")
+
+
+def test_the_adapter_patches_websockets_imported_after_the_cassette_opened(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    program = f"""
+import sys, agenttape
+assert not any(name.startswith("websockets") for name in sys.modules), "imported eagerly"
+with agenttape.use_cassette({str(cassette_path)!r}, mode="all"):
+    from websockets.sync.client import connect
+    with connect({server.url!r}) as ws:
+        ws.recv()
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert frames_of(cassette_path)[0] == ("server", "text", b'{"type": "session.created"}')

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosedError
 
 import agenttape
 from tests.cli_support import cli
@@ -115,3 +116,29 @@ def test_view_shows_frames(recorded: tuple[Path, Path], tmp_path: Path) -> None:
     html = page.read_text()
     assert "WebSocket frames" in html
     assert "session.update" in html and "closed by the client with 1000" in html
+
+
+def test_show_says_how_a_session_ended(tmp_path: Path) -> None:
+    dropped, left_open = tmp_path / "dropped.msgpack", tmp_path / "open.msgpack"
+
+    async def drop(url: str) -> None:
+        async with connect(url) as ws:
+            await ws.recv()
+            await ws.send("drop")
+            with pytest.raises(ConnectionClosedError):
+                await ws.recv()
+
+    async def leave_open(url: str) -> None:
+        with agenttape.use_cassette(left_open, mode="all"):
+            ws = await connect(url)
+            await ws.recv()
+        await ws.close()
+
+    with WebSocketServer() as server:
+        with agenttape.use_cassette(dropped, mode="all"):
+            asyncio.run(drop(server.url))
+        asyncio.run(leave_open(server.url))
+    assert "101, dropped" in cli("show", dropped).stdout
+    assert "failed: read_error" in cli("show", dropped, "-i", "0").stdout
+    assert "101, open" in cli("show", left_open).stdout
+    assert "cut: still open when the recording stopped" in cli("show", left_open, "-i", "0").stdout

@@ -47,7 +47,10 @@ _pending: contextvars.ContextVar[tuple[str, _Tap] | None] = contextvars.ContextV
 """The key and tap the next ``ClientProtocol`` made in this context takes: the request the
 tape decided on must be the one sent."""
 
-_miss_types: dict[type, type] = {}
+_frame_miss: type[UnmatchedInteractionError] = UnmatchedInteractionError
+"""What a frame that misses raises: ``UnmatchedInteractionError`` that is also the library's
+``ProtocolError``, the one kind of error its send path hands the caller unchanged (any other
+it logs as an internal error and turns into ``ConnectionClosedError``)."""
 
 
 def install(module: ModuleType) -> None:
@@ -76,11 +79,11 @@ def _tap_protocol(client: type) -> None:
     _wrap(protocol, "send_frame", _make_send_frame)
     _wrap(protocol, "recv_frame", _make_recv_frame)
     _wrap(protocol, "receive_eof", _make_receive_eof)
-    protocol_error = sys.modules["websockets.exceptions"].ProtocolError
-    _miss_types[UnmatchedInteractionError] = type(
+    global _frame_miss
+    _frame_miss = type(
         "UnmatchedFrameError",
-        (UnmatchedInteractionError, protocol_error),
-        {"__module__": "agenttape", "__doc__": UnmatchedInteractionError.__doc__},
+        (UnmatchedInteractionError, sys.modules["websockets.exceptions"].ProtocolError),
+        {"__module__": __name__, "__doc__": _frame_miss.__doc__},
     )
 
 
@@ -237,7 +240,7 @@ class _Replayer(_Tap):
             step = self.replay.sent(OPCODES[frame.opcode], bytes(frame.data), frame.fin)
         except UnmatchedInteractionError as miss:
             # Raised through the library as its protocol errors are: to the caller, as is.
-            raise _miss_types[UnmatchedInteractionError](
+            raise _frame_miss(
                 str(miss),
                 request=miss.request,
                 candidates=miss.candidates,

@@ -270,6 +270,7 @@ class SessionReplay:
             return Step([Frame("server", "pong", payload, 0.0)])
         if opcode == "pong":
             return Step()
+        payload = self._tape.client_frame(payload)  # as recorded: redacted, also in a miss
         position = self._next_client()
         if opcode == "close" and (self._broken or (position is None and not self._closed())):
             # After a miss the client closes on its way out; a recording that stopped with
@@ -282,7 +283,6 @@ class SessionReplay:
         if position is None:
             raise self._miss(len(self._frames), opcode, payload, None)
         expected = self._frames[position]
-        payload = self._tape.client_frame(payload)
         if not self._same(expected, opcode, payload, fin):
             raise self._miss(position, opcode, payload, expected)
         self._next = position + 1
@@ -294,6 +294,29 @@ class SessionReplay:
         if not self.schedule.paced:
             return 0.0
         return max(self.schedule.delay(offset), 0.0)
+
+    def wait(self, offset: float, timeout: float | None = None) -> bool:
+        """For an adapter that hands the client frames itself: returns when a frame recorded
+        at ``offset`` is due (True), or after ``timeout``, the client's own read timeout,
+        when that comes first (False: raise the client's timeout error, as live)."""
+        return self.schedule.wait(offset, timeout)
+
+    async def wait_async(self, offset: float, timeout: float | None = None) -> bool:
+        """``wait`` without blocking the event loop."""
+        return await self.schedule.wait_async(offset, timeout)
+
+    def hold(self, timeout: float | None) -> bool:
+        """A ``held`` end: waits until the client closes (``release``, True) or ``timeout``
+        runs out (False). Never ends by itself: the recording never saw an end."""
+        return self.schedule.hold(timeout)
+
+    async def hold_async(self, timeout: float | None) -> bool:
+        """``hold`` without blocking the event loop."""
+        return await self.schedule.hold_async(timeout)
+
+    def release(self) -> None:
+        """The client closed the connection: a ``hold`` under way returns."""
+        self.schedule.release()
 
     # -- inside ----------------------------------------------------------------------
 

@@ -75,6 +75,14 @@ class _RunRecording(Recording):
             return False
         run.spend(len(frame.payload) + FRAME_OVERHEAD)
         if run.overflowed:
+            kept = len(self.interaction.frames or ())
+            logger.warning(
+                "agenttape recorder: run %s outgrew max_bytes_per_run in a WebSocket session "
+                "to %s: its first %d frames are kept, the rest left out, and it is marked cut",
+                run.run_id,
+                _where(self.interaction.request),
+                kept,
+            )
             return False
         return Recording.frame(self, frame)
 

@@ -33,7 +33,7 @@ def ending(interaction: Interaction) -> str:
     if interaction.error is not None:
         error = interaction.error
         return f"failed: {error.kind} ({error.type}: {error.message})"
-    return "still open when the recording stopped"
+    return "cut: still open when the recording stopped, or past the recorder's size limit"
 
 
 def readable(frame: Frame, limit: int = 200) -> str:
