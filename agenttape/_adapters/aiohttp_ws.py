@@ -19,9 +19,10 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._core.models import OPCODES, Failure, FailureKind, Opcode
-from .._core.websocket import SessionRecording, SessionReplay, Step, close_payload, parse_close
+from .._core.models import OPCODES, Failure, Opcode
+from .._core.websocket import SessionRecording, SessionReplay, close_payload
 from .websocket_replay import ReplayTransport
+from .websocket_taps import FrameChecker, FrameRecorder
 from .wire import ResponseParser
 
 _TAP = "_agenttape_websocket"
@@ -71,8 +72,9 @@ def _tapped_queue(base: Any) -> type:
 
     def feed_data(self: Any, data: Any, size: int) -> None:
         tap = self.agenttape_tap
-        if tap is not None:
-            tap.received(data)
+        frame = _frame_of(data) if tap is not None else None
+        if frame is not None:
+            tap.received(*frame)
         base.feed_data(self, data, size)
 
     return type(base.__name__, (base,), {"__init__": __init__, "feed_data": feed_data})
@@ -92,16 +94,15 @@ def _frame_of(message: Any) -> tuple[Opcode, bytes] | None:
 # -- recording --------------------------------------------------------------------------
 
 
-class _Recorder:
+class _Recorder(FrameRecorder):
     """Sits on one live connection's protocol: the upgrade's answer from the raw reads, then
     the frames both ways; the session ends with the closing handshake or the connection."""
 
     def __init__(self, protocol: Any, session: SessionRecording) -> None:
+        super().__init__(session)
         self._protocol = protocol
-        self._session = session
         self._parser = ResponseParser()
         self._body = b""
-        self._closes: set[str] = set()
         self._data_received = protocol.data_received
         self._connection_lost = protocol.connection_lost
         protocol.data_received = self.data_received
@@ -115,58 +116,27 @@ class _Recorder:
         if head is not None:
             status, reason, version, headers = head
             if status == 101:
-                self._session.opened(status, reason, headers, http_version=version)
-                self._unhook_reads()
+                self.session.opened(status, reason, headers, http_version=version)
+                vars(self._protocol).pop("data_received", None)
             elif parser.body is not None and parser.body.done:
-                self._session.opened(status, reason, headers, self._body, version)
-                self._session.finish()
-                self._unhook_reads()
+                self.session.opened(status, reason, headers, self._body, version)
+                self.session.finish()
+                vars(self._protocol).pop("data_received", None)
         self._data_received(data)
 
-    def _unhook_reads(self) -> None:
-        vars(self._protocol).pop("data_received", None)
-
-    def sent(self, opcode: Opcode, payload: bytes) -> None:
-        self._session.sent(opcode, payload)
-        if opcode == "close":
-            self._closing(payload, "client")
-
-    def received(self, message: Any) -> None:
-        frame = _frame_of(message)
-        if frame is not None:
-            self._session.received(*frame)
-            if frame[0] == "close":
-                self._closing(frame[1], "server")
-
-    def _closing(self, payload: bytes, by: Any) -> None:
-        self._session.closed(*parse_close(payload), by)
-        self._closes.add(by)
-        if len(self._closes) == 2:
-            self._session.finish()
-
     def connection_lost(self, exc: BaseException | None) -> None:
-        session = self._session
-        if not session.finished:
-            interaction = session.interaction
-            head = self._parser.head
-            if interaction.response is None and head is not None:
-                status, reason, version, headers = head
-                session.opened(status, reason, headers, self._body, version)
-            if interaction.response is None:
-                session.failed(_failure(exc, "protocol_error", "no answer to the upgrade"))
-            elif interaction.frames is not None and interaction.closed is None:
-                session.failed(_failure(exc, "read_error", "connection closed abnormally"))
-            else:
-                session.finish()
+        session = self.session
+        head = self._parser.head
+        if not session.finished and session.interaction.response is None and head is not None:
+            status, reason, version, headers = head
+            session.opened(status, reason, headers, self._body, version)  # a refused upgrade
+        if not session.finished and session.interaction.response is None:
+            name = type(exc).__name__ if exc is not None else "ServerDisconnectedError"
+            session.failed(Failure("protocol_error", name, str(exc or "no answer to the upgrade")))
+        self.lost(exc)
         for name in ("data_received", "connection_lost", _TAP):
             vars(self._protocol).pop(name, None)
         self._connection_lost(exc)
-
-
-def _failure(exc: BaseException | None, kind: FailureKind, message: str) -> Failure:
-    if exc is None:
-        return Failure(kind, "ServerDisconnectedError", message)
-    return Failure(kind, type(exc).__name__, str(exc) or message)
 
 
 def record(protocol: Any, session: SessionRecording) -> None:
@@ -177,26 +147,10 @@ def record(protocol: Any, session: SessionRecording) -> None:
 # -- replay -----------------------------------------------------------------------------
 
 
-class _Replayer:
-    """Checks each frame the client sends; what the server sent next goes to ``deliver``."""
-
-    def __init__(self, replay: SessionReplay, deliver: Callable[[Step], None]) -> None:
-        self._replay = replay
-        self._deliver = deliver
-
-    def sent(self, opcode: Opcode, payload: bytes) -> None:
-        step = self._replay.sent(opcode, payload)
-        if step.frames or step.end is not None:
-            self._deliver(step)
-
-    def received(self, message: Any) -> None:
-        pass
-
-
 def replay_protocol(aiohttp: ModuleType, session: SessionReplay, peer: tuple[str, int]) -> Any:
     """A ``ResponseHandler`` whose transport plays the recorded server of ``session``."""
     protocol = aiohttp.client_proto.ResponseHandler(asyncio.get_running_loop())
     transport = ReplayTransport(protocol, session, peer)
-    setattr(protocol, _TAP, _Replayer(session, transport.schedule))
+    setattr(protocol, _TAP, FrameChecker(session, transport.schedule))
     protocol.connection_made(transport)
     return protocol

@@ -22,15 +22,14 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from .._core.models import Failure, Opcode
+from .._core.models import Opcode
 from .._core.websocket import (
     SessionRecording,
     SessionReplay,
-    Step,
     close_payload,
-    parse_close,
 )
 from .websocket_replay import ReplayPeer, key_of
+from .websocket_taps import FrameChecker, FrameRecorder
 
 _PATCHED = "__agenttape_original_init__"
 _EXTENSION = "agenttape.websocket"
@@ -127,44 +126,10 @@ class _TappedConnection:
 # -- recording --------------------------------------------------------------------------
 
 
-class _Recorder:
-    """Writes down the frames of a live session; it ends with the closing handshake or
-    when its stream closes or fails."""
-
-    def __init__(self, session: SessionRecording) -> None:
-        self.session = session
-        self._closes: set[str] = set()
-
-    def sent(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        self.session.sent(opcode, payload, fin)
-        if opcode == "close":
-            self._closing(payload, "client")
-
-    def received(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        self.session.received(opcode, payload, fin)
-        if opcode == "close":
-            self._closing(payload, "server")
-
-    def _closing(self, payload: bytes, by: Any) -> None:
-        self.session.closed(*parse_close(payload), by)
-        self._closes.add(by)
-        if len(self._closes) == 2:
-            self.session.finish()
-
-    def lost(self, exc: BaseException | None) -> None:
-        session = self.session
-        if session.finished:
-            return
-        if exc is not None and session.interaction.closed is None:
-            session.failed(Failure("read_error", type(exc).__name__, str(exc)))
-        else:
-            session.finish()
-
-
 class _RecordedStream:
     """The live network stream, telling the recorder when it fails or closes."""
 
-    def __init__(self, stream: Any, recorder: _Recorder) -> None:
+    def __init__(self, stream: Any, recorder: FrameRecorder) -> None:
         self._stream = stream
         self._recorder = recorder
 
@@ -204,7 +169,7 @@ class _AsyncRecordedStream(_RecordedStream):
 
 def record(response: Any, session: SessionRecording, asynchronous: bool) -> None:
     """Write down the session on the network stream of the 101 ``response``."""
-    recorder = _Recorder(session)
+    recorder = FrameRecorder(session)
     extensions = response.extensions
     stream_class = _AsyncRecordedStream if asynchronous else _RecordedStream
     extensions["network_stream"] = stream_class(extensions["network_stream"], recorder)
@@ -212,22 +177,6 @@ def record(response: Any, session: SessionRecording, asynchronous: bool) -> None
 
 
 # -- replay -----------------------------------------------------------------------------
-
-
-class _Replayer:
-    """Checks each frame the client sends; the peer sends what the server sent next."""
-
-    def __init__(self, replay: SessionReplay, deliver: Callable[[Step], None]) -> None:
-        self._replay = replay
-        self._deliver = deliver
-
-    def sent(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        step = self._replay.sent(opcode, payload, fin)
-        if step.frames or step.end is not None:
-            self._deliver(step)
-
-    def received(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        pass
 
 
 class _SocketStream:
@@ -289,7 +238,7 @@ class _AsyncSocketStream:
         return None
 
 
-def _served(session: SessionReplay, request_head: bytes) -> tuple[socket.socket, _Replayer]:
+def _served(session: SessionReplay, request_head: bytes) -> tuple[socket.socket, FrameChecker]:
     """The client end of a socket pair whose server end replays ``session``, past the
     upgrade (``request_head`` written, the answer read): what is left are the server's
     frames."""
@@ -303,7 +252,7 @@ def _served(session: SessionReplay, request_head: bytes) -> tuple[socket.socket,
         if not got:
             break
         remaining -= len(got)
-    return client, _Replayer(session, peer.schedule)
+    return client, FrameChecker(session, peer.schedule)
 
 
 def replay(session: SessionReplay, response: Any, request_head: bytes) -> None:

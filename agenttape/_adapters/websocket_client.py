@@ -23,15 +23,14 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.models import OPCODES, Failure, Opcode, Request
+from .._core.models import OPCODES, Failure, Request
 from .._core.websocket import (
     SessionRecording,
     SessionReplay,
-    Step,
     open_session,
-    parse_close,
 )
 from .websocket_replay import ReplayPeer
+from .websocket_taps import FrameChecker, FrameRecorder
 from .wire import parse_head
 
 _PATCHED = "__agenttape_original__"
@@ -130,7 +129,7 @@ def _make_connect(original: Callable[..., None], handshake: ModuleType) -> Calla
                 raise _connect_exception(failure)
             client, server = socket.socketpair()
             peer = ReplayPeer(server, session)
-            setattr(self, _SESSION, _Replayer(session, peer.schedule))
+            setattr(self, _SESSION, FrameChecker(session, peer.schedule))
             peer.start()
             with _setting(_key, key):
                 original(self, url, **{**options, "socket": client})
@@ -194,12 +193,8 @@ def _connect_exception(failure: Failure) -> BaseException:
     return OSError(failure.message)
 
 
-class _Recorder:
-    """Writes down what the real connection carries."""
-
-    def __init__(self, session: SessionRecording) -> None:
-        self.session = session
-        self._closes: set[str] = set()
+class _Recorder(FrameRecorder):
+    """Writes down what the real connection carries, the upgrade's answer included."""
 
     def opened(self, head: bytearray, body: bytes = b"") -> None:
         last = bytes(head).rstrip(b"\r\n").rpartition(b"\r\n\r\n")[2]
@@ -211,48 +206,3 @@ class _Recorder:
         if head and b"\r\n\r\n" in head and self.session.interaction.response is None:
             self.opened(head, getattr(exc, "resp_body", None) or b"")
             self.session.finish()
-
-    def sent(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        self.session.sent(opcode, payload, fin)
-        if opcode == "close":
-            self._closing(payload, "client")
-
-    def received(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        self.session.received(opcode, payload, fin)
-        if opcode == "close":
-            self._closing(payload, "server")
-
-    def _closing(self, payload: bytes, by: Any) -> None:
-        self.session.closed(*parse_close(payload), by)
-        self._closes.add(by)
-        if len(self._closes) == 2:
-            self.session.finish()
-
-    def lost(self, exc: BaseException | None) -> None:
-        """The connection ended: with an error while reading, or shut down by the client."""
-        session = self.session
-        if session.finished:
-            return
-        if exc is not None and session.interaction.closed is None:
-            session.failed(Failure("read_error", type(exc).__name__, str(exc)))
-        else:
-            session.finish()
-
-
-class _Replayer:
-    """Checks each frame the client sends; the peer sends what the server sent next."""
-
-    def __init__(self, replay: SessionReplay, deliver: Callable[[Step], None]) -> None:
-        self._replay = replay
-        self._deliver = deliver
-
-    def sent(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        step = self._replay.sent(opcode, payload, fin)
-        if step.frames or step.end is not None:
-            self._deliver(step)
-
-    def received(self, opcode: Opcode, payload: bytes, fin: bool) -> None:
-        pass
-
-    def lost(self, exc: BaseException | None) -> None:
-        pass
