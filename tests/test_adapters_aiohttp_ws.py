@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 import agenttape
-from tests.servers import WebSocketServer
+from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
 
 UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
 AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
@@ -148,3 +148,70 @@ def test_a_key_in_the_url_and_in_a_frame_is_redacted_and_replay_still_matches(
     with agenttape.use_cassette(cassette_path) as tape:
         assert asyncio.run(run()) == live
     assert tape.all_played
+
+
+REFUSAL = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
+
+
+def test_a_refused_upgrade_replays_as_the_same_refusal(
+    serve: Callable[[App], Server], cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply(REFUSAL, status=401))
+    url = server.url.replace("http://", "ws://") + "/v1/realtime"
+
+    async def connect() -> tuple[int, str]:
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(url)
+        return refused.value.status, refused.value.message
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = asyncio.run(connect())
+    server.stop()
+    assert live[0] == 401
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.frames is None  # an HTTP answer, not a session
+    response = interaction.response
+    assert response is not None
+    # aiohttp gives up on a refusal at its head: the body is kept whole, or marked cut.
+    assert response.truncated or json.loads(response.body) == REFUSAL
+    with agenttape.use_cassette(cassette_path):
+        assert asyncio.run(connect()) == live
+
+
+def test_a_refused_connection_replays_as_one(cassette_path: Path) -> None:
+    url = f"ws://127.0.0.1:{refused_port()}/v1/realtime"
+
+    async def connect() -> str:
+        async with aiohttp.ClientSession() as http:
+            with pytest.raises(aiohttp.ClientConnectorError) as refused:
+                await http.ws_connect(url)
+        return type(refused.value).__name__
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        assert asyncio.run(connect()) == "ClientConnectorError"
+    with agenttape.use_cassette(cassette_path):
+        assert asyncio.run(connect()) == "ClientConnectorError"
+
+
+def test_a_connection_dropped_mid_frame_replays_as_a_drop(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    async def run() -> list[Any]:
+        async with aiohttp.ClientSession() as http, http.ws_connect(server.url) as ws:
+            got: list[Any] = [await ws.receive_str()]
+            await ws.send_str("drop")
+            message = await ws.receive()
+            return [*got, message.type]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = asyncio.run(run())
+    server.stop()
+    assert live[-1] in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR)
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.closed is None
+    assert interaction.error is not None or (
+        interaction.response is not None and interaction.response.truncated
+    )
+    with agenttape.use_cassette(cassette_path):
+        assert asyncio.run(run()) == live

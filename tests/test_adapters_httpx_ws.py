@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from httpx_ws import WebSocketDisconnect, aconnect_ws, connect_ws
+from httpx_ws import (
+    WebSocketDisconnect,
+    WebSocketNetworkError,
+    WebSocketUpgradeError,
+    aconnect_ws,
+    connect_ws,
+)
 
 import agenttape
-from tests.servers import WebSocketServer
+from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
 
 UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
 AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
@@ -142,3 +148,66 @@ def test_the_servers_close_code_and_reason_replay(
     assert (interaction.closed.code, interaction.closed.by) == (4000, "server")
     with agenttape.use_cassette(cassette_path):
         assert run(url) == (4000, "bye")
+
+
+REFUSAL = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
+
+
+def test_a_refused_upgrade_replays_as_the_same_refusal(
+    serve: Callable[[App], Server], cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply(REFUSAL, status=401))
+    url = server.url + "/v1/realtime"
+
+    def connect() -> tuple[int, str]:
+        with (
+            httpx.Client() as client,
+            pytest.raises(WebSocketUpgradeError) as refused,
+            connect_ws(url, client),
+        ):
+            pass
+        response = refused.value.response
+        return response.status_code, response.headers["content-type"]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = connect()
+    server.stop()
+    assert live == (401, "application/json")
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.frames is None  # an HTTP answer, body and all, not a session
+    assert interaction.response is not None and json.loads(interaction.response.body) == REFUSAL
+    with agenttape.use_cassette(cassette_path):
+        assert connect() == live
+
+
+def test_a_refused_connection_replays_as_one(cassette_path: Path) -> None:
+    url = f"http://127.0.0.1:{refused_port()}/v1/realtime"
+
+    def connect() -> None:
+        with httpx.Client() as client, connect_ws(url, client):
+            pass
+
+    with agenttape.use_cassette(cassette_path, mode="once"), pytest.raises(httpx.ConnectError):
+        connect()
+    with agenttape.use_cassette(cassette_path), pytest.raises(httpx.ConnectError):
+        connect()
+
+
+def test_a_connection_dropped_without_a_close_frame_replays_as_a_drop(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run() -> list[Any]:
+        with httpx.Client() as client, connect_ws(http_url(server), client) as ws:
+            got: list[Any] = [ws.receive_text()]
+            ws.send_text("vanish")
+            with pytest.raises(WebSocketNetworkError) as lost:
+                ws.receive_text()
+        return [*got, type(lost.value).__name__]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run()
+    server.stop()
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.error is not None and interaction.error.type == "EOFError"
+    with agenttape.use_cassette(cassette_path):
+        assert run() == live

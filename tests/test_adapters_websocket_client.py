@@ -4,7 +4,7 @@ frame against a real server, replayed with the server stopped, compared byte for
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import pytest
 import websocket
 
 import agenttape
-from tests.servers import WebSocketServer
+from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
 
 UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
 AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
@@ -123,3 +123,61 @@ def test_websocket_app_replays_its_callbacks(server: WebSocketServer, cassette_p
     with agenttape.use_cassette(cassette_path) as tape:
         assert run_app(server.url) == live
     assert tape.all_played
+
+
+REFUSAL = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
+
+
+def test_a_refused_upgrade_replays_as_the_same_refusal(
+    serve: Callable[[App], Server], cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply(REFUSAL, status=401))
+    url = server.url.replace("http://", "ws://") + "/v1/realtime"
+
+    def connect() -> tuple[int, bytes]:
+        with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+            websocket.create_connection(url, timeout=5)
+        return refused.value.status_code, refused.value.resp_body
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = connect()
+    server.stop()
+    assert live == (401, json.dumps(REFUSAL).encode())
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.frames is None
+    with agenttape.use_cassette(cassette_path):
+        assert connect() == live
+
+
+def test_a_refused_connection_replays_as_one(cassette_path: Path) -> None:
+    url = f"ws://127.0.0.1:{refused_port()}/v1/realtime"
+    with (
+        agenttape.use_cassette(cassette_path, mode="once"),
+        pytest.raises(ConnectionRefusedError),
+    ):
+        websocket.create_connection(url, timeout=5)
+    with agenttape.use_cassette(cassette_path), pytest.raises(ConnectionRefusedError):
+        websocket.create_connection(url, timeout=5)
+
+
+def test_a_connection_dropped_mid_frame_replays_as_a_drop(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run() -> list[Any]:
+        ws = websocket.create_connection(server.url, timeout=5)
+        got: list[Any] = [ws.recv()]
+        ws.send("drop")
+        # The server writes half a frame and closes with it unread: a reset, or an end of
+        # stream, whichever the socket reports; replay reports the same.
+        with pytest.raises((websocket.WebSocketConnectionClosedException, OSError)) as lost:
+            ws.recv()
+        ws.shutdown()
+        return [*got, type(lost.value)]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run()
+    server.stop()
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.error is not None and interaction.closed is None
+    with agenttape.use_cassette(cassette_path):
+        assert run() == live

@@ -22,7 +22,7 @@ from typing import Any
 from .._core.models import OPCODES, Failure, Opcode
 from .._core.websocket import SessionRecording, SessionReplay, close_payload
 from .websocket_replay import ReplayTransport
-from .websocket_taps import FrameChecker, FrameRecorder
+from .websocket_taps import FrameChecker, FrameRecorder, dropped
 from .wire import ResponseParser
 
 _TAP = "_agenttape_websocket"
@@ -130,10 +130,13 @@ class _Recorder(FrameRecorder):
         if not session.finished and session.interaction.response is None and head is not None:
             status, reason, version, headers = head
             session.opened(status, reason, headers, self._body, version)  # a refused upgrade
+            body = self._parser.body
+            session.cut = body is None or not body.done  # aiohttp left before it all came
         if not session.finished and session.interaction.response is None:
             name = type(exc).__name__ if exc is not None else "ServerDisconnectedError"
             session.failed(Failure("protocol_error", name, str(exc or "no answer to the upgrade")))
-        self.lost(exc)
+        # aiohttp drops the transport when it closes the connection itself.
+        self.ended(dropped(exc) if self._protocol.transport is not None else None)
         for name in ("data_received", "connection_lost", _TAP):
             vars(self._protocol).pop(name, None)
         self._connection_lost(exc)

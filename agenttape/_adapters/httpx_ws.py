@@ -29,7 +29,7 @@ from .._core.websocket import (
     close_payload,
 )
 from .websocket_replay import ReplayPeer, key_of
-from .websocket_taps import FrameChecker, FrameRecorder
+from .websocket_taps import FrameChecker, FrameRecorder, dropped
 
 _PATCHED = "__agenttape_original_init__"
 _EXTENSION = "agenttape.websocket"
@@ -140,14 +140,14 @@ class _RecordedStream:
         try:
             data: bytes = self._stream.read(max_bytes, timeout)
         except Exception as exc:
-            self._recorder.lost(exc)
+            self._recorder.ended(dropped(exc))
             raise
         if not data:
-            self._recorder.lost(None)
+            self._recorder.ended(dropped())
         return data
 
     def close(self) -> None:
-        self._recorder.lost(None)
+        self._recorder.ended(None)
         self._stream.close()
 
 
@@ -156,14 +156,14 @@ class _AsyncRecordedStream(_RecordedStream):
         try:
             data: bytes = await self._stream.read(max_bytes, timeout)
         except Exception as exc:
-            self._recorder.lost(exc)
+            self._recorder.ended(dropped(exc))
             raise
         if not data:
-            self._recorder.lost(None)
+            self._recorder.ended(dropped())
         return data
 
     async def aclose(self) -> None:
-        self._recorder.lost(None)
+        self._recorder.ended(None)
         await self._stream.aclose()
 
 
@@ -242,8 +242,8 @@ def _served(session: SessionReplay, request_head: bytes) -> tuple[socket.socket,
     """The client end of a socket pair whose server end replays ``session``, past the
     upgrade (``request_head`` written, the answer read): what is left are the server's
     frames."""
-    client, server = socket.socketpair()
-    peer = ReplayPeer(server, session)
+    peer = ReplayPeer(session)
+    client = peer.client
     peer.start()
     client.sendall(request_head)
     remaining = len(session.handshake(key_of(request_head)))

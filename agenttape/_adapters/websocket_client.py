@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -30,7 +29,7 @@ from .._core.websocket import (
     open_session,
 )
 from .websocket_replay import ReplayPeer
-from .websocket_taps import FrameChecker, FrameRecorder
+from .websocket_taps import FrameChecker, FrameRecorder, dropped
 from .wire import parse_head
 
 _PATCHED = "__agenttape_original__"
@@ -127,8 +126,8 @@ def _make_connect(original: Callable[..., None], handshake: ModuleType) -> Calla
             failure = session.interaction.error
             if session.response is None and failure is not None:
                 raise _connect_exception(failure)
-            client, server = socket.socketpair()
-            peer = ReplayPeer(server, session)
+            peer = ReplayPeer(session)
+            client = peer.client
             setattr(self, _SESSION, FrameChecker(session, peer.schedule))
             peer.start()
             with _setting(_key, key):
@@ -156,7 +155,9 @@ def _make_recv_frame(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             frame = original(self)
         except Exception as exc:
             if tap is not None:
-                tap.lost(exc)
+                # The library's own exception for the server's end of stream replays as one.
+                eof = type(exc).__name__ == "WebSocketConnectionClosedException"
+                tap.ended(dropped(None if eof else exc))
             raise
         if tap is not None:
             tap.received(OPCODES[frame.opcode], bytes(frame.data), bool(frame.fin))
@@ -170,7 +171,7 @@ def _make_shutdown(original: Callable[[Any], None]) -> Callable[[Any], None]:
         tap = getattr(self, _SESSION)
         if tap is not None:
             setattr(self, _SESSION, None)
-            tap.lost(None)
+            tap.ended(None)
         original(self)
 
     return shutdown

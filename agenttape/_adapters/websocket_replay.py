@@ -159,17 +159,18 @@ class ReplayTransport(asyncio.Transport):
 
 
 class ReplayPeer:
-    """The server end of a local socket pair, served from a recording by one thread: it
-    drops what the client writes (its frames were checked as they were sent), answers the
-    upgrade, and writes each step's frames when due. It stops when the client closes its
-    end, or after the recorded end."""
+    """A local socket pair whose server end a thread serves from a recording: it drops what
+    the client writes (its frames were checked as they were sent), answers the upgrade, and
+    writes each step's frames when due. It stops when the client closes ``client``, or after
+    the recorded end: a close, or a reset (the client's next read fails as it did live)."""
 
-    def __init__(self, sock: socket.socket, replay: SessionReplay) -> None:
-        self._sock = sock
+    def __init__(self, replay: SessionReplay) -> None:
+        self.client, self._sock = socket.socketpair()
         self._replay = replay
         self._request = b""
         self._lock = threading.Lock()
         self._queue: list[bytes | Frame | End] = []
+        self._end_after_read: End | None = None
         self._ended: End | None = None
         self._thread = threading.Thread(
             target=self._serve, name="agenttape-websocket-replay", daemon=True
@@ -179,11 +180,13 @@ class ReplayPeer:
         self._thread.start()
 
     def schedule(self, step: Step) -> None:
-        """Called from the client's thread; the frame bytes that follow wake the peer."""
+        """Called from the client's thread just before it writes the frame that led to
+        ``step``; those bytes wake the peer. The end waits for them: closing with them
+        unread would reset the client, which live only a recorded reset does."""
         with self._lock:
             self._queue.extend(step.frames)
             if step.end is not None:
-                self._queue.append(step.end)
+                self._end_after_read = step.end
 
     def _serve(self) -> None:
         sock = self._sock
@@ -198,8 +201,13 @@ class ReplayPeer:
                 end = self._end_reached()
                 if end == "reset":
                     out.clear()
+                    # A socket closed with bytes unread resets its peer.
+                    with contextlib.suppress(OSError):
+                        self.client.send(b"\0")
                 closing = end in ("close", "reset")
                 if closing and not out:
+                    if end == "close":
+                        _drain(sock)
                     return
                 if out:
                     selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
@@ -215,6 +223,10 @@ class ReplayPeer:
                             return
                         if not data:
                             return  # the client closed its end
+                        with self._lock:
+                            if self._end_after_read is not None:
+                                self._queue.append(self._end_after_read)
+                                self._end_after_read = None
                         if not answered:
                             self._request += data
                             answered = b"\r\n\r\n" in self._request
@@ -270,6 +282,13 @@ class ReplayPeer:
         if end.kind == "held":
             return "held"
         return "reset" if resets(end) else "close"
+
+
+def _drain(sock: socket.socket) -> None:
+    """Reads what the client already wrote, so closing ``sock`` does not reset it."""
+    with contextlib.suppress(OSError):
+        while sock.recv(1 << 16):
+            pass
 
 
 def resets(end: End) -> bool:

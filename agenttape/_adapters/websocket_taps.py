@@ -35,14 +35,25 @@ class FrameRecorder:
         if len(self._closes) == 2:
             self.session.finish()
 
-    def lost(self, exc: BaseException | None) -> None:
+    def ended(self, failure: Failure | None) -> None:
+        """The connection is gone: ``failure`` says how when the server or the network
+        ended it (``dropped``), None when the client let go. Before any close frame a
+        failure is the session's ending; otherwise the session is sealed as it stands."""
         session = self.session
         if session.finished:
             return
-        if exc is not None and session.interaction.closed is None:
-            session.failed(Failure("read_error", type(exc).__name__, str(exc)))
+        if failure is not None and session.interaction.closed is None:
+            session.failed(failure)
         else:
             session.finish()
+
+
+def dropped(exc: BaseException | None = None) -> Failure:
+    """How a connection the client did not close ended: an error, or (None) the server's
+    end of stream, which replays as one."""
+    if exc is None:
+        return Failure("read_error", "EOFError", "connection closed abnormally")
+    return Failure("read_error", type(exc).__name__, str(exc) or "connection closed abnormally")
 
 
 class FrameChecker:
@@ -62,5 +73,5 @@ class FrameChecker:
     def received(self, opcode: Opcode, payload: bytes, fin: bool = True) -> None:
         pass
 
-    def lost(self, exc: BaseException | None) -> None:
+    def ended(self, failure: Failure | None) -> None:
         pass

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -331,8 +330,8 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
             failure = session.interaction.error
             if session.response is None and failure is not None:
                 raise _connect_exception(failure)
-            client, server = socket.socketpair()
-            peer = ReplayPeer(server, session)
+            peer = ReplayPeer(session)
+            client = peer.client
             own_sock = self.sock
             self.sock = client
             self.enable_tls = lambda sock, deadline: sock  # nothing to encrypt towards
