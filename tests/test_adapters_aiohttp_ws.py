@@ -215,3 +215,19 @@ def test_a_connection_dropped_mid_frame_replays_as_a_drop(
     )
     with agenttape.use_cassette(cassette_path):
         assert asyncio.run(run()) == live
+
+
+def test_a_session_replays_for_a_wss_url_with_nothing_to_connect_to(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    async def run(url: str) -> list[str]:
+        async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
+            got = [await ws.receive_str()]
+            await ws.send_str(json.dumps(UPDATE))
+            return [*got, await ws.receive_str()]
+
+    with agenttape.use_cassette(cassette_path, mode="once", match_on=("method", "path")):
+        live = asyncio.run(run(server.url))
+    server.stop()
+    with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
+        assert asyncio.run(run("wss://realtime.example.com/v1/realtime")) == live

@@ -211,3 +211,19 @@ def test_a_connection_dropped_without_a_close_frame_replays_as_a_drop(
     assert interaction.error is not None and interaction.error.type == "EOFError"
     with agenttape.use_cassette(cassette_path):
         assert run() == live
+
+
+def test_a_session_replays_for_an_https_url_with_nothing_to_connect_to(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run(url: str) -> list[str]:
+        with httpx.Client() as client, connect_ws(url, client) as ws:
+            got = [ws.receive_text()]
+            ws.send_text(json.dumps(UPDATE))
+            return [*got, ws.receive_text()]
+
+    with agenttape.use_cassette(cassette_path, mode="once", match_on=("method", "path")):
+        live = run(http_url(server))
+    server.stop()
+    with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
+        assert run("https://realtime.example.com/v1/realtime") == live

@@ -181,3 +181,21 @@ def test_a_connection_dropped_mid_frame_replays_as_a_drop(
     assert interaction.error is not None and interaction.closed is None
     with agenttape.use_cassette(cassette_path):
         assert run() == live
+
+
+def test_a_session_replays_for_a_wss_url_with_nothing_to_connect_to(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run(url: str) -> list[str]:
+        ws = websocket.create_connection(url, timeout=5)
+        got = [ws.recv()]
+        ws.send(json.dumps(UPDATE))
+        got.append(ws.recv())
+        ws.close()
+        return got
+
+    with agenttape.use_cassette(cassette_path, mode="once", match_on=("method", "path")):
+        live = run(server.url)
+    server.stop()
+    with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
+        assert run("wss://realtime.example.com/v1/realtime") == live
