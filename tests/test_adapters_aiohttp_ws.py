@@ -231,3 +231,25 @@ def test_a_session_replays_for_a_wss_url_with_nothing_to_connect_to(
     server.stop()
     with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
         assert asyncio.run(run("wss://realtime.example.com/v1/realtime")) == live
+
+
+def test_heartbeat_pings_are_answered_on_replay_and_never_matched(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    async def run(heartbeat: float) -> list[str]:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.ws_connect(server.url, heartbeat=heartbeat) as ws,
+        ):
+            got = [await ws.receive_str()]
+            await ws.send_str("slow")  # answered after a second: several heartbeats pass
+            return [*got, await ws.receive_str()]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = asyncio.run(run(0.2))
+    server.stop()
+    kinds = [(direction, opcode) for direction, opcode, _ in frames_of(cassette_path)]
+    assert ("client", "ping") in kinds and ("server", "pong") in kinds
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert asyncio.run(run(0.05)) == live  # another rhythm of pings: still the same session
+    assert tape.all_played
