@@ -32,22 +32,30 @@ _PATCHED = "__agenttape_original_send_frame__"
 _MESSAGE_OPCODES: dict[int, Opcode] = {1: "text", 2: "binary", 8: "close", 9: "ping", 10: "pong"}
 
 
+_installed = False
+
+
 def install(aiohttp: ModuleType) -> None:
     """Taps ``ws_connect``'s writer and message queue (reached through the imported
-    ``aiohttp``; nothing is imported here)."""
+    ``aiohttp``; nothing is imported here). An older aiohttp whose client names neither keeps
+    treating the upgrade as a plain request."""
+    global _installed
     client = aiohttp.client
-    writer = client.WebSocketWriter
-    if _PATCHED in vars(writer):
+    writer = getattr(client, "WebSocketWriter", None)
+    queue = getattr(client, "WebSocketDataQueue", None)
+    if writer is None or queue is None or not hasattr(writer, "send_frame"):
         return
-    original = writer.send_frame
-    setattr(writer, _PATCHED, original)
-    writer.send_frame = _make_send_frame(original)
-    client.WebSocketDataQueue = _tapped_queue(client.WebSocketDataQueue)
+    if _PATCHED not in vars(writer):
+        original = writer.send_frame
+        setattr(writer, _PATCHED, original)
+        writer.send_frame = _make_send_frame(original)
+        client.WebSocketDataQueue = _tapped_queue(queue)
+    _installed = True
 
 
 def upgrades(headers: Any) -> bool:
-    """Whether a request's headers ask for a WebSocket."""
-    return str(headers.get("Upgrade", "")).lower() == "websocket"
+    """Whether a request's headers ask for a WebSocket this adapter records."""
+    return _installed and str(headers.get("Upgrade", "")).lower() == "websocket"
 
 
 def _make_send_frame(original: Callable[..., Any]) -> Callable[..., Any]:
