@@ -190,3 +190,36 @@ def test_responses_websocket_mode_replays_several_responses_on_one_socket(
         replayed = respond_twice(openai.OpenAI(base_url=realtime.base_url))
     assert replayed == live
     assert tape.all_played
+
+
+async def respond_twice_async(client: openai.AsyncOpenAI) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    previous: str | None = None
+    async with client.responses.connect() as connection:
+        for question in (QUESTION, "Does it ship today?"):
+            extra = {"previous_response_id": previous} if previous else {}
+            await connection.response.create(model="gpt-5", input=question, **extra)  # type: ignore[arg-type]
+            async for event in connection:
+                seen.append((event.type, getattr(event, "delta", "")))
+                if event.type == "response.completed":
+                    previous = event.response.id
+                    seen.append((previous, event.response.output_text))
+                    break
+    return seen
+
+
+def test_responses_websocket_mode_replays_through_the_async_client(
+    realtime: RealtimeStandIn, cassette_path: Path, no_key: None
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = asyncio.run(
+            respond_twice_async(
+                openai.AsyncOpenAI(api_key="sk-standin", base_url=realtime.base_url)
+            )
+        )
+    realtime.stop()
+    assert live[-1] == ("resp_2", "Following up on resp_1: yes, the kettle ships today.")
+    with agenttape.use_cassette(cassette_path) as tape:
+        replayed = asyncio.run(respond_twice_async(openai.AsyncOpenAI(base_url=realtime.base_url)))
+    assert replayed == live
+    assert tape.all_played
