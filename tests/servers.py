@@ -535,7 +535,8 @@ class WebSocketServer:
     message gets ``{"type": "ack", "of": TYPE, "session": ...}`` then ``{"type": "done"}``;
     a binary message comes back reversed; the text ``slow`` is answered after
     ``SLOW_DELAY`` seconds; ``bye`` makes the server close with 4000 ``bye``; ``big`` sends
-    a binary frame of ``BIG`` bytes; ``drop`` writes half a frame and drops the connection.
+    a binary frame of ``BIG`` bytes; ``drop`` writes half a frame and drops the connection; ``vanish`` drops it with no
+    close frame.
     """
 
     SLOW_DELAY = 1.0
@@ -567,6 +568,10 @@ class WebSocketServer:
                 ws.close(4000, "bye")
             elif message == "big":
                 ws.send(b"\x07" * self.BIG)
+            elif message == "vanish":
+                ws.socket.shutdown(socket.SHUT_RDWR)
+                ws.socket.close()
+                return
             elif message == "drop":
                 ws.socket.sendall(b"\x82\x7e\x00\x10partial")
                 ws.socket.shutdown(socket.SHUT_RDWR)

@@ -19,7 +19,8 @@ from .._core import runtime
 from .._core.exchange import Schedule, exchange_async, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
-from . import wire
+from .._core.websocket import SessionRecording, SessionReplay, open_session_async
+from . import aiohttp_ws, wire
 
 _PATCHED = "__agenttape_original_connect__"
 TURN_POLL = 0.005
@@ -52,6 +53,7 @@ def install(aiohttp: ModuleType) -> None:
     original = base.connect
     setattr(base, _PATCHED, original)
     base.connect = _make_connect(original, aiohttp)
+    aiohttp_ws.install(aiohttp)
 
 
 def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable[..., Any]:
@@ -59,6 +61,8 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
         tape = runtime.active()
         if tape is None:
             return await original(self, req, traces, timeout)
+        if aiohttp_ws.upgrades(req.headers):
+            return await _open_session(tape, self, req, traces, timeout, original, aiohttp)
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             error = interaction.error
@@ -80,6 +84,39 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
         )
 
     return connect
+
+
+async def _open_session(
+    tape: Any,
+    connector: Any,
+    req: Any,
+    traces: Any,
+    timeout: Any,
+    original: Callable[..., Any],
+    aiohttp: ModuleType,
+) -> Any:
+    """``ws_connect``'s upgrade request: a WebSocket session (see ``aiohttp_ws``)."""
+
+    async def replay(session: SessionReplay) -> Any:
+        interaction = session.interaction
+        error = interaction.error
+        if interaction.response is None and error is not None:
+            raise _connect_exception(aiohttp, error, req)
+        if not session.is_session:  # a refused upgrade replays as the answer it got
+            return _replay_connection(connector, req, interaction, session.schedule)
+        peer = (req.url.host or "", req.url.port or 0)
+        protocol = aiohttp_ws.replay_protocol(aiohttp, session, peer)
+        connection_class = _connection_class(aiohttp.connector.Connection)
+        return connection_class(connector, req.connection_key, protocol, asyncio.get_running_loop())
+
+    async def record(session: SessionRecording) -> Any:
+        conn = await original(connector, req, traces, timeout)
+        aiohttp_ws.record(conn.protocol, session)
+        return conn
+
+    return await open_session_async(
+        tape, await _to_model(req), replay=replay, record=record, failure_of=failure_of
+    )
 
 
 async def _to_model(req: Any) -> Request:

@@ -16,13 +16,9 @@ the library's own parser, handshake checks, assembler, keepalive and closing han
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
-import selectors
-import socket
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -30,17 +26,16 @@ from urllib.parse import urlunsplit
 
 from .._core import runtime
 from .._core.errors import UnmatchedInteractionError
-from .._core.models import OPCODES, Failure, Frame, Request
+from .._core.models import OPCODES, Failure, Request
 from .._core.websocket import (
-    End,
     SessionRecording,
     SessionReplay,
     Step,
-    encode_frame,
     open_session,
     open_session_async,
     parse_close,
 )
+from .websocket_replay import ReplayPeer, ReplayTransport
 
 _PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
@@ -300,7 +295,7 @@ def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             failure = session.interaction.error
             if session.response is None and failure is not None:
                 raise _connect_exception(failure)
-            transport = _ReplayTransport(connection, session, self.ws_uri)
+            transport = ReplayTransport(connection, session, (self.ws_uri.host, self.ws_uri.port))
             setattr(connection.protocol, _SESSION, _Replayer(session, transport.schedule))
             connection.connection_made(transport)
             return connection
@@ -311,129 +306,6 @@ def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         )
 
     return open_tcp_connection
-
-
-class _ReplayTransport(asyncio.Transport):
-    """An asyncio transport with a recorded server behind it: the first write (the upgrade
-    request) is answered with the recorded response and opening frames; every later step
-    comes from the frames the client sends. Delivery is in order, paced with ``realtime``,
-    and stops while the client pauses reading."""
-
-    def __init__(self, connection: Any, replay: SessionReplay, ws_uri: Any) -> None:
-        super().__init__()
-        self._connection = connection
-        self._replay = replay
-        self._peer = (ws_uri.host, ws_uri.port)
-        self._loop = asyncio.get_running_loop()
-        self._queue: list[bytes | Frame | End] = []
-        self._timer: asyncio.Handle | None = None
-        self._answered = False
-        self._paused = False
-        self._closing = False
-        self._lost = False
-
-    # What the protocol's taps and the library call.
-
-    def schedule(self, step: Step) -> None:
-        self._queue.extend(step.frames)
-        if step.end is not None:
-            self._queue.append(step.end)
-        self._kick()
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._answered or self._closing:
-            return
-        self._answered = True
-        replay = self._replay
-        self._queue.append(replay.handshake(self._connection.protocol.key))
-        self.schedule(replay.opening())
-
-    def write_eof(self) -> None:
-        pass
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        if not self._closing:
-            self._closing = True
-            self._loop.call_soon(self._lose, None)
-
-    def abort(self) -> None:
-        self.close()
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def pause_reading(self) -> None:
-        self._paused = True
-
-    def resume_reading(self) -> None:
-        self._paused = False
-        self._kick()
-
-    def is_reading(self) -> bool:
-        return not self._paused
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._peer if name == "peername" else default
-
-    # Delivery.
-
-    def _kick(self) -> None:
-        if self._timer is None and self._queue and not self._lost:
-            self._timer = self._loop.call_soon(self._pump)
-
-    def _pump(self) -> None:
-        self._timer = None
-        out: list[bytes] = []
-        queue = self._queue
-        while queue and not self._paused and not self._lost:
-            item = queue[0]
-            if not isinstance(item, bytes):
-                due = self._replay.due(item.offset if isinstance(item, Frame) else item.due)
-                if due > 0:
-                    self._flush(out)
-                    self._timer = self._loop.call_later(due, self._pump)
-                    return
-            del queue[0]
-            if isinstance(item, bytes):
-                out.append(item)
-            elif isinstance(item, Frame):
-                out.append(encode_frame(item))
-            else:
-                self._flush(out)
-                out = []
-                self._finish(item)
-        self._flush(out)
-
-    def _flush(self, out: list[bytes]) -> None:
-        if out and not self._lost:
-            self._connection.data_received(b"".join(out))
-
-    def _finish(self, end: End) -> None:
-        if end.kind == "held":
-            return
-        if _resets(end):
-            self._lose(ConnectionResetError(end.failure.message if end.failure else ""))
-            return
-        self._connection.eof_received()
-        self._closing = True
-        self._loop.call_soon(self._lose, None)
-
-    def _lose(self, exc: Exception | None) -> None:
-        if self._lost:
-            return
-        self._lost = True
-        self._closing = True
-        self._queue.clear()
-        self._connection.connection_lost(exc)
 
 
 # -- sync --------------------------------------------------------------------------------
@@ -458,8 +330,8 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
             failure = session.interaction.error
             if session.response is None and failure is not None:
                 raise _connect_exception(failure)
-            client, server = socket.socketpair()
-            peer = _ReplayPeer(server, session, preview.key)
+            peer = ReplayPeer(session)
+            client = peer.client
             own_sock = self.sock
             self.sock = client
             self.enable_tls = lambda sock, deadline: sock  # nothing to encrypt towards
@@ -483,121 +355,3 @@ def _taking(key: str, tap: _Tap) -> Iterator[None]:
         yield
     finally:
         _pending.reset(token)
-
-
-class _ReplayPeer:
-    """The server end of a local socket pair, served from a recording by one thread: it
-    drops what the client writes (its frames were checked as they were sent), answers the
-    upgrade, and writes each step's frames when due. It stops when the client closes its
-    end, or after the recorded end."""
-
-    def __init__(self, sock: socket.socket, replay: SessionReplay, key: str) -> None:
-        self._sock = sock
-        self._replay = replay
-        self._key = key
-        self._lock = threading.Lock()
-        self._queue: list[bytes | Frame | End] = []
-        self._ended: End | None = None
-        self._thread = threading.Thread(
-            target=self._serve, name="agenttape-websocket-replay", daemon=True
-        )
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def schedule(self, step: Step) -> None:
-        """Called from the client's thread; the frame bytes that follow wake the peer."""
-        with self._lock:
-            self._queue.extend(step.frames)
-            if step.end is not None:
-                self._queue.append(step.end)
-
-    def _serve(self) -> None:
-        sock = self._sock
-        sock.setblocking(False)
-        selector = selectors.DefaultSelector()
-        selector.register(sock, selectors.EVENT_READ)
-        out = bytearray()
-        answered = False
-        try:
-            while True:
-                wait = self._ready(out)
-                end = self._end_reached()
-                if end == "reset":
-                    out.clear()
-                closing = end in ("close", "reset")
-                if closing and not out:
-                    return
-                if out:
-                    selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
-                else:
-                    selector.modify(sock, selectors.EVENT_READ)
-                for _key, events in selector.select(wait):
-                    if events & selectors.EVENT_READ:
-                        try:
-                            data = sock.recv(1 << 16)
-                        except (BlockingIOError, InterruptedError):
-                            continue
-                        except OSError:
-                            return
-                        if not data:
-                            return  # the client closed its end
-                        if not answered:
-                            answered = True
-                            self._answer()
-                    if events & selectors.EVENT_WRITE and out:
-                        try:
-                            sent = sock.send(out)
-                        except (BlockingIOError, InterruptedError):
-                            continue
-                        except OSError:
-                            return
-                        del out[:sent]
-        finally:
-            selector.close()
-            with contextlib.suppress(OSError):
-                sock.close()
-
-    def _answer(self) -> None:
-        replay = self._replay
-        head = replay.handshake(self._key)
-        step = replay.opening()
-        with self._lock:
-            self._queue[:0] = [head, *step.frames, *([step.end] if step.end else [])]
-
-    def _ready(self, out: bytearray) -> float | None:
-        """Moves due items to ``out``; seconds until the next one is due (None: nothing
-        waits)."""
-        with self._lock:
-            while self._queue:
-                item = self._queue[0]
-                if isinstance(item, bytes):
-                    out += item
-                elif isinstance(item, Frame):
-                    due = self._replay.due(item.offset)
-                    if due > 0:
-                        return due
-                    out += encode_frame(item)
-                else:
-                    due = self._replay.due(item.due)
-                    if due > 0:
-                        return due
-                    self._ended = item
-                    self._queue.clear()
-                    return None
-                self._queue.pop(0)
-        return None
-
-    def _end_reached(self) -> str | None:
-        end = self._ended
-        if end is None:
-            return None
-        if end.kind == "held":
-            return "held"
-        return "reset" if _resets(end) else "close"
-
-
-def _resets(end: End) -> bool:
-    """A recorded failure other than the server's end of stream replays as a reset."""
-    failure = end.failure
-    return failure is not None and failure.type not in ("EOFError", "IncompleteReadError")
