@@ -116,8 +116,20 @@ def _exchange(
     original: Callable[..., Any], urllib3: ModuleType, tape: Tape, arguments: dict[str, Any]
 ) -> Any:
     pool, conn = arguments["self"], arguments["conn"]
-    scratch, raw = _render(conn, arguments)
-    method, target, headers, body = wire.parse_request(raw)
+    key = _render_key(conn, arguments)
+    known = _RENDERED.get(key) if key is not None else None
+    scratch: Any
+    if known is None:
+        scratch, raw = _render(conn, arguments)
+        method, target, headers, body = wire.parse_request(raw)
+        if key is not None:
+            _remember(key, scratch, arguments, headers, body)
+    else:
+        # The same connection, method, headers and body were rendered before: only the
+        # target differs, and the head takes it as it is.
+        method, target = arguments["method"], arguments["url"]
+        headers, body = list(known), arguments.get("body") or b""
+        scratch = _sent_copy(conn, arguments)
     model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
 
     def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -225,6 +237,129 @@ def _render(conn: Any, arguments: dict[str, Any]) -> tuple[Any, bytes]:
     return scratch, bytes(capture.sent)
 
 
+# The head urllib3 renders depends on the connection's class and address, the method, the
+# headers and the body, never on a target in origin form: rendered once, it is reused for
+# every target (the first render of each key checks that the copy left waiting for its
+# response is the one ``_sent_copy`` makes).
+_RENDERED: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
+_RENDERED_MAX = 512
+_RENDER_METHODS = (
+    "request",
+    "putrequest",
+    "putheader",
+    "endheaders",
+    "send",
+    "_send_output",
+    "_send_request",
+    "_validate_path",
+    "_validate_host",
+    "_encode_request",
+    "host",
+)
+_plain_classes: dict[type, bool] = {}
+
+
+def _renders_plainly(cls: type) -> bool:
+    """Whether ``cls`` renders a request with urllib3's own code (botocore's connections,
+    which wait for ``100 Continue``, do not)."""
+    plain = _plain_classes.get(cls)
+    if plain is None:
+        import urllib3.connection
+
+        base = urllib3.connection.HTTPConnection
+        plain = issubclass(cls, base) and all(
+            getattr(cls, name, None) is getattr(base, name, None) for name in _RENDER_METHODS
+        )
+        _plain_classes[cls] = plain
+    return plain
+
+
+def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What the rendered head depends on, or None when it cannot be reused: a target that
+    is not a plain ASCII origin form, a body that is not bytes, a connection class of its
+    own, headers that are not text."""
+    url = arguments["url"]
+    body = arguments.get("body")
+    headers = arguments.get("headers")
+    method = arguments["method"]
+    if (
+        type(url) is not str
+        or not url.startswith("/")
+        or not url.isascii()
+        or not url.isprintable()
+        or " " in url
+        or (body is not None and type(body) is not bytes)
+        or type(method) is not str
+        or not _renders_plainly(type(conn))
+    ):
+        return None
+    try:
+        items = tuple(headers.items()) if headers is not None else ()
+        key = (
+            type(conn),
+            conn.host,
+            conn.port,
+            conn.default_port,
+            conn._tunnel_host,
+            conn._tunnel_port,
+            conn._http_vsn_str,
+            method,
+            items,
+            None if body is None else len(body),
+            bool(arguments.get("chunked")),
+        )
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
+
+
+def _sent_copy(conn: Any, arguments: dict[str, Any]) -> Any:
+    """A copy of ``conn`` in the state its ``request()`` leaves it: sent, waiting for the
+    response with the options urllib3 keeps for it."""
+    import urllib3.connection
+
+    scratch = _fresh_copy(conn, _CaptureSocket())
+    method = arguments["method"]
+    scratch._method = method
+    scratch._HTTPConnection__state = http.client._CS_REQ_SENT  # type: ignore[attr-defined]
+    scratch._response_options = urllib3.connection._ResponseOptions(
+        request_method=method,
+        request_url=arguments["url"],
+        preload_content=arguments.get("preload_content", True),
+        decode_content=arguments.get("decode_content", True),
+        enforce_content_length=arguments.get("enforce_content_length", True),
+    )
+    return scratch
+
+
+_SENT_STATE = (
+    "_method",
+    "_HTTPConnection__state",
+    "_HTTPConnection__response",
+    "_response_options",
+)
+
+
+def _remember(
+    key: tuple[Any, ...],
+    scratch: Any,
+    arguments: dict[str, Any],
+    headers: list[tuple[str, str]],
+    body: bytes,
+) -> None:
+    """Keeps a rendered head for reuse when the render took the target as it is, sent the
+    body unframed, and left the copy as ``_sent_copy`` would."""
+    if body != (arguments.get("body") or b""):
+        return
+    made = _sent_copy(arguments["conn"], arguments)
+    if any(getattr(made, name, None) != getattr(scratch, name, None) for name in _SENT_STATE):
+        return
+    if len(_RENDERED) >= _RENDERED_MAX:
+        _RENDERED.clear()
+    _RENDERED[key] = tuple(headers)
+
+
 def _url(pool: Any, target: str) -> str:
     if "://" in target.split("?", 1)[0]:
         return target  # absolute form, sent to a forward proxy
@@ -312,6 +447,9 @@ class _ReplaySocket:
         self.response = interaction.response
         self.source = _ReplayRaw(interaction, schedule, head)
 
+    def head_arrives(self) -> None:
+        self.source.head_arrives()
+
     def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
         if buffering == 0:
             return self.source
@@ -325,6 +463,46 @@ class _ReplaySocket:
 
     def close(self) -> None:
         pass
+
+
+class _WholeSocket:
+    """``_ReplaySocket`` for a response with nothing to pace, hold or fail: its body, in at
+    most one piece, read from memory."""
+
+    def __init__(self, interaction: Interaction, piece: bytes) -> None:
+        self.response = interaction.response
+        self._piece = piece
+
+    def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
+        return io.BytesIO(self._piece)
+
+    def head_arrives(self) -> None:
+        pass
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def shutdown(self, how: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _socket_for(interaction: Interaction, schedule: Schedule, head: bool) -> Any:
+    response = interaction.response
+    assert response is not None
+    if (
+        not head
+        and not schedule.paced
+        and not schedule.held
+        and interaction.error is None
+        and not response.truncated
+    ):
+        pieces = wire.render_body(response, True)
+        if len(pieces) <= 1:
+            return _WholeSocket(interaction, pieces[0] if pieces else b"")
+    return _ReplaySocket(interaction, schedule, head)
 
 
 def _replay(
@@ -344,7 +522,7 @@ def _replay(
     read_timeout = pool._get_timeout(arguments.get("timeout", timeout.DEFAULT_TIMEOUT)).read_timeout
     scratch.timeout = timeout.resolve_default_timeout(read_timeout)
     parsed = scratch.response_class is http.client.HTTPResponse
-    scratch.sock = _ReplaySocket(interaction, schedule, head=not parsed)
+    scratch.sock = _socket_for(interaction, schedule, head=not parsed)
     if parsed:
         scratch.response_class = _parsed_response
     pool.num_requests += 1
@@ -367,13 +545,15 @@ _HEAD_FIELDS = frozenset(
 )
 
 
-def _parsed_response(sock: _ReplaySocket, *args: Any, **kwargs: Any) -> http.client.HTTPResponse:
+def _parsed_response(
+    sock: _ReplaySocket | _WholeSocket, *args: Any, **kwargs: Any
+) -> http.client.HTTPResponse:
     """An ``http.client`` response over the replay socket, its head set as ``begin()`` sets
     it from the same bytes, so ``begin()`` finds it read and returns."""
     response = http.client.HTTPResponse(sock, *args, **kwargs)  # type: ignore[arg-type]
     recorded = sock.response
     assert recorded is not None
-    sock.source.head_arrives()
+    sock.head_arrives()
     # The email parser yields these very pairs for the rendered head: names as sent, values
     # without the blank after the colon; begin() reads a few of them, the first of each name.
     message = http.client.HTTPMessage()
