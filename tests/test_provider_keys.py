@@ -63,9 +63,7 @@ def test_only_the_keys_of_imported_sdks_are_filled_and_an_sdk_imported_meanwhile
         assert not any(name in os.environ for name in PROVIDER_KEY_VARIABLES)
         module = importlib.import_module("voyageai")
         assert module.KEY_AT_IMPORT == PLACEHOLDER
-        assert [name for name in PROVIDER_KEY_VARIABLES if name in os.environ] == [
-            "VOYAGE_API_KEY"
-        ]
+        assert [name for name in PROVIDER_KEY_VARIABLES if name in os.environ] == ["VOYAGE_API_KEY"]
     assert "VOYAGE_API_KEY" not in os.environ
 
 
@@ -85,6 +83,7 @@ def test_real_and_empty_keys_are_left_as_they_were(
 @pytest.mark.usefixtures("no_keys")
 def test_recording_modes_never_fill_keys(tape: Path, tmp_path: Path) -> None:
     import openai  # noqa: F401
+
     with agenttape.use_cassette(tmp_path / "new.msgpack", mode="once"):
         assert "OPENAI_API_KEY" not in os.environ
     with agenttape.use_cassette(tape, mode="all"):
@@ -98,6 +97,7 @@ def test_recording_modes_never_fill_keys(tape: Path, tmp_path: Path) -> None:
 @pytest.mark.usefixtures("no_keys")
 def test_overlapping_replays_keep_the_keys_until_the_last_one_ends(tape: Path) -> None:
     import openai  # noqa: F401
+
     outer = agenttape.use_cassette(tape, mode="none")
     inner = agenttape.use_cassette(tape, mode="none")
     outer.__enter__()

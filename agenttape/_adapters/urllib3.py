@@ -18,17 +18,32 @@ import inspect
 import io
 import socket
 import threading
+import weakref
 from collections.abc import Callable
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, exchange, skip_retry_wait, unplayable
+from .._core.exchange import (
+    Schedule,
+    continue_exchange,
+    exchange,
+    skip_retry_wait,
+    unplayable,
+)
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording, Tape
 from . import wire
 
 _PATCHED = "__agenttape_original__"
+_PATCHED_URLOPEN = "__agenttape_original_urlopen__"
+
+# An exchange begun in ``urlopen`` and handed down to its first ``_make_request``: the tape,
+# and the interaction or recording (None once taken; later attempts begin their own).
+_HANDED: ContextVar[tuple[Tape, Interaction | Recording | None] | None] = ContextVar(
+    "agenttape_urllib3_handed", default=None
+)
 
 # urllib3 / http.client / builtin exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {
@@ -63,6 +78,10 @@ def install(urllib3: ModuleType) -> None:
         original = pool_class._make_request
         setattr(pool_class, _PATCHED, original)
         pool_class._make_request = _make_make_request(original, urllib3)
+    if _PATCHED_URLOPEN not in vars(pool_class):
+        original_urlopen = pool_class.urlopen
+        setattr(pool_class, _PATCHED_URLOPEN, original_urlopen)
+        pool_class.urlopen = _make_urlopen(original_urlopen, urllib3)
     retry_class = urllib3.util.retry.Retry
     if _PATCHED not in vars(retry_class):
         original_sleep = retry_class.sleep
@@ -83,6 +102,12 @@ def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Cal
     bind = _binder(inspect.signature(original))
 
     def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        handed = _HANDED.get()
+        if handed is not None:
+            owner, plan = handed
+            if plan is not None:
+                _HANDED.set((owner, None))
+            return _exchange(original, urllib3, owner, bind(self, *args, **kwargs), plan)
         tape = runtime.active()
         if tape is None:
             return original(self, *args, **kwargs)
@@ -91,13 +116,163 @@ def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Cal
     return _make_request
 
 
+def _make_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
+    """``urlopen`` begins the exchange itself when the head it will send is known (rendered
+    before for this pool, method, headers and body): a replayed 2xx response that needs no
+    pacing, holding, retry or redirect is then built right here, with urllib3's own
+    ``getresponse()``, as ``_make_request`` would build it. Anything else is handed down to
+    ``_make_request`` and served there."""
+    bind = _binder(inspect.signature(original))
+    retry_class = urllib3.util.retry.Retry
+    encode_target = urllib3.connectionpool._encode_target
+
+    def urlopen(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tape = runtime.active()
+        if tape is None or _HANDED.get() is not None:
+            return original(self, *args, **kwargs)
+        arguments = bind(self, *args, **kwargs)
+        known = _known_head(self, arguments, encode_target)
+        if known is None:
+            return original(self, *args, **kwargs)
+        headers, template, target = known
+        method = arguments["method"]
+        model = Request(method, _url(self, target), list(headers), arguments.get("body") or b"")
+
+        def hand_down(plan: Interaction | Recording) -> Any:
+            token = _HANDED.set((tape, plan))
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _HANDED.reset(token)
+
+        def replay(interaction: Interaction, schedule: Schedule) -> Any:
+            response = _whole_response(template, target, arguments, interaction, schedule)
+            if response is None:
+                return hand_down(interaction)
+            retries = arguments.get("retries")
+            if not isinstance(retries, retry_class):
+                retries = retry_class.from_int(
+                    retries, redirect=arguments.get("redirect", True), default=self.retries
+                )
+            if retries.is_retry(method, response.status, bool(response.headers.get("Retry-After"))):
+                return hand_down(interaction)
+            response.retries = retries
+            response._pool = self
+            self.num_requests += 1
+            return response
+
+        return exchange(tape, model, replay=replay, record=hand_down, failure_of=failure_of)
+
+    return urlopen
+
+
+def _known_head(
+    pool: Any, arguments: dict[str, Any], encode_target: Callable[[str], str]
+) -> tuple[tuple[tuple[str, str], ...], Any, str] | None:
+    """The head ``urlopen`` would send, from an earlier render for the same pool, method,
+    headers and body, with a copy of the connection that rendered it and the target; None
+    when unknown or when ``urlopen`` would do more than send it (a proxy, a closed pool,
+    options of its own for the response)."""
+    heads = _POOL_HEADS.get(pool)
+    url = arguments["url"]
+    if heads is None or pool.proxy is not None or pool.pool is None or type(url) is not str:
+        return None
+    if not url.startswith("/") or not _URLOPEN_SIMPLE.issuperset(arguments.keys() - {"self"}):
+        return None
+    body = arguments.get("body")
+    if body is not None and type(body) is not bytes:
+        return None
+    headers = arguments.get("headers")
+    if headers is None:
+        headers = pool.headers
+    try:
+        key = (
+            arguments["method"],
+            tuple(headers.items()),
+            None if body is None else len(body),
+            bool(arguments.get("chunked")),
+        )
+        found = heads.get(key)
+    except (AttributeError, TypeError):
+        return None
+    if found is None:
+        return None
+    target = encode_target(url)
+    if not _plain_target(target):
+        return None
+    return found[0], found[1], target
+
+
+# The arguments of urlopen the fast path knows what to do with.
+_URLOPEN_SIMPLE = frozenset(
+    (
+        "method",
+        "url",
+        "body",
+        "headers",
+        "retries",
+        "redirect",
+        "assert_same_host",
+        "timeout",
+        "pool_timeout",
+        "release_conn",
+        "chunked",
+        "body_pos",
+        "preload_content",
+        "decode_content",
+    )
+)
+_POOL_HEADS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _whole_response(
+    template: Any,
+    target: str,
+    arguments: dict[str, Any],
+    interaction: Interaction,
+    schedule: Schedule,
+) -> Any:
+    """urllib3's response to a replayed 2xx with nothing to pace, hold or fail, built by the
+    connection's own ``getresponse()``; None for any other."""
+    response = interaction.response
+    if (
+        response is None
+        or interaction.error is not None
+        or response.truncated
+        or not 200 <= response.status < 300
+        or template.response_class is not http.client.HTTPResponse
+    ):
+        return None
+    socket = _socket_for(interaction, schedule, head=False)
+    if not isinstance(socket, _WholeSocket):
+        return None
+    scratch = _sent_copy(
+        template,
+        {
+            "method": arguments["method"],
+            "url": target,
+            "preload_content": arguments.get("preload_content", True),
+            "decode_content": arguments.get("decode_content", True),
+        },
+    )
+    scratch.sock = socket
+    scratch.response_class = _parsed_response
+    return scratch.getresponse()
+
+
 def _binder(signature: inspect.Signature) -> Callable[..., dict[str, Any]]:
     """``signature.bind(...).arguments`` at a fraction of its cost for the calls urllib3
     makes; any other call goes through ``bind`` and its checks."""
-    parameters = signature.parameters.values()
-    names = tuple(signature.parameters)
+    parameters = [
+        p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    names = tuple(p.name for p in parameters)
     known = frozenset(names)
     required = frozenset(p.name for p in parameters if p.default is inspect.Parameter.empty)
+    # A trailing ``**kwargs`` (urlopen's) takes only names the others do not: a call that
+    # passes none of those binds as if it were absent.
     simple = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
 
     def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -113,7 +288,11 @@ def _binder(signature: inspect.Signature) -> Callable[..., dict[str, Any]]:
 
 
 def _exchange(
-    original: Callable[..., Any], urllib3: ModuleType, tape: Tape, arguments: dict[str, Any]
+    original: Callable[..., Any],
+    urllib3: ModuleType,
+    tape: Tape,
+    arguments: dict[str, Any],
+    plan: Interaction | Recording | None = None,
 ) -> Any:
     pool, conn = arguments["self"], arguments["conn"]
     key = _render_key(conn, arguments)
@@ -122,14 +301,15 @@ def _exchange(
     if known is None:
         scratch, raw = _render(conn, arguments)
         method, target, headers, body = wire.parse_request(raw)
-        if key is not None:
-            _remember(key, scratch, arguments, headers, body)
+        if key is not None and _remember(key, scratch, arguments, headers, body):
+            _remember_for_pool(pool, conn, arguments, headers)
     else:
         # The same connection, method, headers and body were rendered before: only the
         # target differs, and the head takes it as it is.
         method, target = arguments["method"], arguments["url"]
         headers, body = list(known), arguments.get("body") or b""
         scratch = _sent_copy(conn, arguments)
+        _remember_for_pool(pool, conn, arguments, headers)
     model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
 
     def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -154,7 +334,9 @@ def _exchange(
         finally:
             undo()
 
-    return exchange(tape, model, replay=replay, record=record, failure_of=failure_of)
+    if plan is None:
+        return exchange(tape, model, replay=replay, record=record, failure_of=failure_of)
+    return continue_exchange(tape, plan, replay=replay, record=record, failure_of=failure_of)
 
 
 # -- the request, rendered in memory ----------------------------------------------------
@@ -284,10 +466,7 @@ def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[Any, ...] | None:
     method = arguments["method"]
     if (
         type(url) is not str
-        or not url.startswith("/")
-        or not url.isascii()
-        or not url.isprintable()
-        or " " in url
+        or not _plain_target(url)
         or (body is not None and type(body) is not bytes)
         or type(method) is not str
         or not _renders_plainly(type(conn))
@@ -347,17 +526,49 @@ def _remember(
     arguments: dict[str, Any],
     headers: list[tuple[str, str]],
     body: bytes,
-) -> None:
+) -> bool:
     """Keeps a rendered head for reuse when the render took the target as it is, sent the
-    body unframed, and left the copy as ``_sent_copy`` would."""
+    body unframed, and left the copy as ``_sent_copy`` would; True when kept."""
     if body != (arguments.get("body") or b""):
-        return
+        return False
     made = _sent_copy(arguments["conn"], arguments)
     if any(getattr(made, name, None) != getattr(scratch, name, None) for name in _SENT_STATE):
-        return
+        return False
     if len(_RENDERED) >= _RENDERED_MAX:
         _RENDERED.clear()
     _RENDERED[key] = tuple(headers)
+    return True
+
+
+def _remember_for_pool(
+    pool: Any, conn: Any, arguments: dict[str, Any], headers: list[tuple[str, str]]
+) -> None:
+    """Keeps the head for ``urlopen`` too when every connection of the pool renders it
+    alike: the pool's own connection class, no proxy, no tunnel."""
+    if type(conn) is not getattr(pool, "ConnectionCls", None) or pool.proxy is not None:
+        return
+    if conn._tunnel_host is not None:
+        return
+    heads = _POOL_HEADS.get(pool)
+    if heads is None:
+        heads = _POOL_HEADS.setdefault(pool, {})
+    body = arguments.get("body")
+    key = (
+        arguments["method"],
+        tuple(arguments["headers"].items()) if arguments.get("headers") is not None else (),
+        None if body is None else len(body),
+        bool(arguments.get("chunked")),
+    )
+    if key in heads:
+        return
+    if len(heads) >= _RENDERED_MAX:
+        heads.clear()
+    heads[key] = (tuple(headers), _fresh_copy(conn, None))
+
+
+def _plain_target(url: str) -> bool:
+    """A target in origin form the head takes as it is."""
+    return url.startswith("/") and url.isascii() and url.isprintable() and " " not in url
 
 
 def _url(pool: Any, target: str) -> str:
