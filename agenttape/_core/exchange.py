@@ -35,6 +35,7 @@ FailureOf = Callable[[BaseException], Failure | None]
 transport failure (it propagates and is not written down)."""
 
 _replayed: ContextVar[bool] = ContextVar("agenttape_replayed", default=False)
+_EVENTS_LOCK = threading.Lock()
 
 
 def skip_retry_wait() -> bool:
@@ -168,7 +169,8 @@ class Schedule:
     end: float | None
     held: bool
     started: float
-    _released: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Made for a held body alone: only such a body is ever waited on.
+    _released: threading.Event | None = field(default=None, repr=False)
     _wake: Callable[[], None] | None = field(default=None, repr=False)
 
     @classmethod
@@ -223,9 +225,19 @@ class Schedule:
             await asyncio.sleep(delay)
         return arrives
 
+    def _release_event(self) -> threading.Event:
+        event = self._released
+        if event is None:
+            with _EVENTS_LOCK:
+                event = self._released
+                if event is None:
+                    event = self._released = threading.Event()
+        return event
+
     def release(self) -> None:
         """The client closed the body: a ``hold`` under way returns."""
-        self._released.set()
+        if self.held:
+            self._release_event().set()
         wake = self._wake
         if wake is not None:
             wake()
@@ -233,11 +245,12 @@ class Schedule:
     def hold(self, timeout: float | None) -> bool:
         """Keeps a ``held`` body open: True once the client closed it, False when ``timeout``
         (the client's read timeout; None waits for the close alone) ran out first."""
-        return self._released.wait(timeout)
+        return self._release_event().wait(timeout)
 
     async def hold_async(self, timeout: float | None) -> bool:
         """``hold`` without blocking the event loop; cancelling the reader ends it too."""
-        if self._released.is_set():
+        released = self._release_event()
+        if released.is_set():
             return True
         loop = asyncio.get_running_loop()
         closed = asyncio.Event()
@@ -246,7 +259,7 @@ class Schedule:
             loop.call_soon_threadsafe(closed.set)
 
         self._wake = wake
-        if self._released.is_set():  # closed from another thread meanwhile
+        if released.is_set():  # closed from another thread meanwhile
             closed.set()
         try:
             await asyncio.wait_for(closed.wait(), timeout)
