@@ -21,6 +21,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -32,7 +33,7 @@ from .._core.exchange import (
     skip_retry_wait,
     unplayable,
 )
-from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.models import Failure, FailureKind, Interaction, Request, Response
 from .._core.tape import Recording, Tape
 from . import wire
 
@@ -248,6 +249,10 @@ def _whole_response(
     socket = _socket_for(interaction, schedule, head=False)
     if not isinstance(socket, _WholeSocket):
         return None
+    head = _head_of(response, items=True)
+    build = _direct_builder(type(template))
+    if head.items is not None and build is not None and not template.debuglevel:
+        return build(template, socket, response, head, target, arguments)
     scratch = _sent_copy(
         template,
         {
@@ -260,6 +265,62 @@ def _whole_response(
     scratch.sock = socket
     scratch.response_class = _parsed_response
     return scratch.getresponse()
+
+
+_BUILDERS: dict[type, Callable[..., Any] | None] = {}
+
+
+def _direct_builder(cls: type) -> Callable[..., Any] | None:
+    """For a connection class that takes urllib3's own ``getresponse()``: what it returns,
+    made from a recorded head worked out once (the ``http.client`` response, its header
+    pairs and urllib3's response over it, with the arguments that ``getresponse()`` passes
+    in this urllib3 version). None for a class of its own."""
+    if cls in _BUILDERS:
+        return _BUILDERS[cls]
+    import urllib3.connection
+    import urllib3.response
+
+    build: Callable[..., Any] | None = None
+    if cls.getresponse is urllib3.connection.HTTPConnection.getresponse:  # type: ignore[attr-defined]
+        response_class = urllib3.response.HTTPResponse
+        header_dict = urllib3.HTTPHeaderDict
+        takes = inspect.signature(response_class).parameters
+        version_string = "version_string" in takes
+        sock_shutdown = "sock_shutdown" in takes
+
+        def build(
+            template: Any,
+            socket: _WholeSocket,
+            recorded: Response,
+            head: _Head,
+            target: str,
+            arguments: dict[str, Any],
+        ) -> Any:
+            method = arguments["method"]
+            raw = http.client.HTTPResponse(socket, method=method)  # type: ignore[arg-type]
+            _set_head(raw, recorded, head)
+            extra: dict[str, Any] = {}
+            if version_string:
+                extra["version_string"] = getattr(template, "_http_vsn_str", "HTTP/?")
+            if sock_shutdown:
+                extra["sock_shutdown"] = socket.shutdown
+            return response_class(
+                body=raw,
+                headers=header_dict(head.items),
+                status=raw.status,
+                version=raw.version,
+                reason=raw.reason,
+                preload_content=arguments.get("preload_content", True),
+                decode_content=arguments.get("decode_content", True),
+                original_response=raw,
+                enforce_content_length=True,
+                request_method=method,
+                request_url=target,
+                **extra,
+            )
+
+    _BUILDERS[cls] = build
+    return build
 
 
 def _binder(signature: inspect.Signature) -> Callable[..., dict[str, Any]]:
@@ -765,26 +826,35 @@ def _parsed_response(
     recorded = sock.response
     assert recorded is not None
     sock.head_arrives()
+    _set_head(response, recorded, _head_of(recorded))
+    return response
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What ``begin()`` makes of a recorded head; ``items`` are urllib3's header pairs for
+    it, when asked for (None when urllib3 must work them out itself: it would log a defect
+    or rewrite the message)."""
+
+    version: int
+    reason: str
+    chunked: bool
+    length: int | None
+    closes: bool
+    items: tuple[tuple[str, str], ...] | None
+
+
+def _head_of(recorded: Response, items: bool = False) -> _Head:
     # The email parser yields these very pairs for the rendered head: names as sent, values
     # without the blank after the colon; begin() reads a few of them, the first of each name.
-    message = http.client.HTTPMessage()
-    message._headers = list(recorded.headers)  # type: ignore[attr-defined]
     seen: dict[str, str] = {}
     for name, value in recorded.headers:
         key = name.lower()
         if key in _HEAD_FIELDS and key not in seen:
             seen[key] = value
-    status = recorded.status
     version = 10 if recorded.http_version == "HTTP/1.0" else 11
-    response.code = response.status = status  # type: ignore[attr-defined]
-    response.reason = recorded.reason.strip()
-    response.version = version
-    response.headers = response.msg = message
     encoding = seen.get("transfer-encoding")
     chunked = encoding is not None and encoding.lower() == "chunked"
-    response.chunked = chunked
-    if chunked:
-        response.chunk_left = None
     length: int | None = None
     content_length = seen.get("content-length")
     if content_length and not chunked:
@@ -794,11 +864,54 @@ def _parsed_response(
             length = None
         if length is not None and length < 0:
             length = None
+    return _Head(
+        version,
+        recorded.reason.strip(),
+        chunked,
+        length,
+        _will_close(version, seen),
+        _urllib3_items(recorded) if items else None,
+    )
+
+
+def _message(recorded: Response) -> http.client.HTTPMessage:
+    message = http.client.HTTPMessage()
+    message._headers = list(recorded.headers)  # type: ignore[attr-defined]
+    return message
+
+
+def _urllib3_items(recorded: Response) -> tuple[tuple[str, str], ...] | None:
+    """The header pairs urllib3's ``getresponse()`` gives its response for this head; None
+    when it would log a defect or rewrite the message."""
+    import urllib3.connection
+    import urllib3.util.response
+
+    message = _message(recorded)
+    try:
+        urllib3.util.response.assert_header_parsing(message)
+    except Exception:
+        return None
+    normalize = getattr(urllib3.connection, "_normalize_header_values", None)
+    items = normalize(message) if normalize is not None else message.items()
+    if message._headers != recorded.headers:  # type: ignore[attr-defined]
+        return None
+    return tuple(items)
+
+
+def _set_head(response: http.client.HTTPResponse, recorded: Response, head: _Head) -> None:
+    status = recorded.status
+    response.code = response.status = status  # type: ignore[attr-defined]
+    response.reason = head.reason
+    response.version = head.version
+    response.headers = response.msg = _message(recorded)
+    response.chunked = head.chunked
+    if head.chunked:
+        response.chunk_left = None
+    length = head.length
     if status in (204, 304) or 100 <= status < 200 or response._method == "HEAD":  # type: ignore[attr-defined]
         length = 0
     response.length = length
-    response.will_close = _will_close(version, seen) or (not chunked and length is None)
-    return response
+    response.will_close = head.closes or (not head.chunked and length is None)
 
 
 def _will_close(version: int, seen: dict[str, str]) -> bool:
