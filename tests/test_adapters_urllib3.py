@@ -440,6 +440,33 @@ def test_urllib3_retry_replays_429_then_200_without_waiting(
     assert statuses == [429, 200]
 
 
+def test_a_retried_2xx_after_a_known_head_replays_its_retry(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """A 2xx the Retry asks to retry (in its status list), on a pool whose head is known,
+    goes through urllib3's retry as it did live."""
+    flaky = sequence(Reply(status=202, chunks=[b"later"]), json_reply({"ok": True}))
+
+    def app(seen: Any) -> Reply:
+        return json_reply({"warm": True}) if seen.path == "/warm" else flaky(seen)
+
+    server = serve(app)
+
+    def run() -> tuple[Any, ...]:
+        with urllib3.PoolManager() as http:
+            retries = Retry(total=2, status_forcelist=[202])
+            warm = http.request("GET", f"{server.url}/warm", retries=retries)
+            response = http.request("GET", f"{server.url}/flaky", retries=retries)
+            assert response.retries is not None
+            history = [(entry.method, entry.status) for entry in response.retries.history]
+            return warm.data, response.status, response.data, history
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live == (b'{"warm": true}', 200, b'{"ok": true}', [("GET", 202)])
+    statuses = [i.response.status for i in agenttape.load(cassette_path).interactions if i.response]
+    assert statuses == [200, 202, 200]
+
+
 def test_fast_retries_off_keeps_the_wait(
     serve: Serve, cassette_path: Path, sleeps: list[float]
 ) -> None:
