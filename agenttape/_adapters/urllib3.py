@@ -120,8 +120,9 @@ def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Cal
 def _make_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
     """``urlopen`` begins the exchange itself when the head it will send is known (rendered
     before for this pool, method, headers and body): a replayed 2xx response that needs no
-    pacing, holding, retry or redirect is then built right here, with urllib3's own
-    ``getresponse()``, as ``_make_request`` would build it. Anything else is handed down to
+    pacing, holding, retry or redirect is then built right here, as urllib3's
+    ``getresponse()`` builds it for ``_make_request`` (urllib3's and ``http.client``'s own
+    classes reading the body from memory). Anything else is handed down to
     ``_make_request`` and served there."""
     bind = _binder(inspect.signature(original))
     retry_class = urllib3.util.retry.Retry
@@ -235,8 +236,8 @@ def _whole_response(
     interaction: Interaction,
     schedule: Schedule,
 ) -> Any:
-    """urllib3's response to a replayed 2xx with nothing to pace, hold or fail, built by the
-    connection's own ``getresponse()``; None for any other."""
+    """urllib3's response to a replayed 2xx with nothing to pace, hold or fail, built as the
+    connection's ``getresponse()`` builds it; None for any other."""
     response = interaction.response
     if (
         response is None
