@@ -21,9 +21,10 @@ SMALL = 2_000  # cassetter's YAML parser cannot load 20,000
 REPLAYED = {"agenttape": 200, "cassetter": 200, "vcrpy": 5}
 
 
-def measure(library: str, path: Path, base: str, size: int) -> None:
-    """Run in a process of its own: prints the bytes tracemalloc sees held, with the
-    cassette open and its requests replayed, beyond what the process held before opening."""
+def measure(library: str, path: Path, base: str, size: int, trace: bool) -> None:
+    """Run in a process of its own: prints the bytes tracemalloc sees held (``trace``), or
+    the growth of resident memory (tracemalloc off, as its own records would count), with
+    the cassette open and its requests replayed, beyond what the process held before."""
     import httpx
 
     opener = {
@@ -38,14 +39,26 @@ def measure(library: str, path: Path, base: str, size: int) -> None:
     __import__({"agenttape": "agenttape", "cassetter": "cassetter", "vcrpy": "vcr"}[library])
     httpx.Client().close()
     gc.collect()
-    tracemalloc.start()
+    resident = resident_bytes()
+    if trace:
+        tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     with opener():
         bodies = calls()
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
+        resident = resident_bytes() - resident
     exact = sum(1 for i, body in zip(picked, bodies, strict=True) if body == item_body(i, 256))
-    print(json.dumps({"held": held, "exact": exact, "replayed": len(picked)}))
+    print(json.dumps({"held": held, "resident": resident, "exact": exact, "replayed": len(picked)}))
+
+
+def resident_bytes() -> int:
+    """This process's resident memory: it counts what a library allocates outside Python's
+    allocator (cassetter parses in Rust), which tracemalloc does not see."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def prepare(work: Path) -> None:
@@ -70,29 +83,24 @@ def prepare(work: Path) -> None:
 
 
 def run_measure(library: str, path: Path, base: str, size: int) -> dict[str, int] | None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.s11_memory",
-            "--measure",
-            library,
-            str(path),
-            base,
-            str(size),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        print(done.stderr[-600:], file=sys.stderr)
-        return None
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    """tracemalloc's figure from one fresh process, resident growth from another."""
+    result: dict[str, int] = {}
+    for how in ("trace", "resident"):
+        command = [sys.executable, "-m", "bench.s11_memory", "--measure", library]
+        command += [str(path), base, str(size), how]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stderr[-600:], file=sys.stderr)
+            return None
+        measured = json.loads(done.stdout.strip().splitlines()[-1])
+        result.update(measured if how == "trace" else {"resident": measured["resident"]})
+    return result
 
 
 def main() -> None:
-    if len(sys.argv) == 6 and sys.argv[1] == "--measure":
-        measure(sys.argv[2], Path(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+    if len(sys.argv) == 7 and sys.argv[1] == "--measure":
+        library, path, base, size, how = sys.argv[2:]
+        measure(library, Path(path), base, int(size), how == "trace")
         return
     scenario = Scenario(
         11,
@@ -136,28 +144,26 @@ def main() -> None:
                 name,
                 per,
                 note=(
-                    f"bytes per interaction; {result['exact']}/{result['replayed']} replayed "
-                    "bodies byte-exact"
+                    f"bytes per interaction; resident memory (no tracemalloc) grew "
+                    f"{result['resident'] / size:,.0f} B per interaction; "
+                    f"{result['exact']}/{result['replayed']} replayed bodies byte-exact"
                 ),
             )
             if cells.get(library) is None:
                 cells[library] = per / recorded
                 if size != SIZE:
                     scenario.note(f"{library}: measured at {size:,} interactions ({why})")
-    mine = cells.get("agenttape")
-    others = [value for key, value in cells.items() if key != "agenttape" and value is not None]
-    holds = scenario.check(
-        "agenttape held / best peer held",
-        mine / min(others) if mine is not None and others else None,
-        1.0,
+    scenario.note(
+        "tracemalloc sees Python's allocator only: memory a library holds outside it "
+        "(cassetter keeps its cassette in Rust) shows in the resident growth noted per row."
     )
     scenario.line(
         "11",
         "Memory held per replayed interaction, 20,000 interactions (tracemalloc)",
         f"recorded {recorded:,.0f} B/interaction",
         cells,
-        "≤ every peer",
-        holds,
+        "(reported)",
+        None,
     )
     scenario.finish()
 

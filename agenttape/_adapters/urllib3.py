@@ -272,10 +272,11 @@ _BUILDERS: dict[type, Callable[..., Any] | None] = {}
 
 
 def _direct_builder(cls: type) -> Callable[..., Any] | None:
-    """For a connection class that takes urllib3's own ``getresponse()``: what it returns,
-    made from a recorded head worked out once (the ``http.client`` response, its header
-    pairs and urllib3's response over it, with the arguments that ``getresponse()`` passes
-    in this urllib3 version). None for a class of its own."""
+    """For a connection class that takes urllib3's own ``getresponse()``: a maker of what
+    it returns for a recorded head (the ``http.client`` response, urllib3's header pairs
+    and urllib3's response over it, with the arguments ``getresponse()`` passes in this
+    urllib3 version), without the connection state it goes through. None for a class of
+    its own."""
     if cls in _BUILDERS:
         return _BUILDERS[cls]
     import urllib3.connection
