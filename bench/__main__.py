@@ -32,9 +32,10 @@ SCENARIOS = {
     6: "bench.s6_load_save",
     7: "bench.s7_big",
     8: "bench.s8_clients",
-    9: "bench.s9_aiohttp",
-    10: "bench.s10_botocore",
-    11: "bench.s11_memory",
+    9: "bench.websocket",
+    10: "bench.s10_aiohttp",
+    11: "bench.s11_botocore",
+    12: "bench.s12_memory",
 }
 PEERS = ("agenttape", "cassetter", "vcrpy")
 TIMEOUT = 900

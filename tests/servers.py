@@ -105,6 +105,25 @@ def sse_reply(events: list[bytes], delay: float = 0.0) -> Reply:
 App = Callable[[Seen], Reply]
 
 
+def ended_by_a_later_request() -> App:
+    """An event stream (``GET``) the server ends only when the client ``POST``s, as an MCP
+    server ends a session's event stream at the closing request: one event, then nothing
+    until the POST comes (the stream ends by itself after 10 s)."""
+    closed = threading.Event()
+
+    def events() -> Iterable[bytes]:
+        yield b"data: 1\n\n"
+        closed.wait(10)
+
+    def app(seen: Seen) -> Reply:
+        if seen.method == "POST":
+            closed.set()
+            return json_reply({"closed": True})
+        return Reply(headers=[("Content-Type", "text/event-stream")], chunks=events(), chunked=True)
+
+    return app
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Head and body go out in separate writes; with Nagle on, the body would wait for the
@@ -288,13 +307,49 @@ def span_attributes(span: Any) -> dict[str, Any]:
     }
 
 
-class MCPApp:
-    """The official MCP SDK's server, streamable HTTP under uvicorn, on 127.0.0.1 in a thread,
-    with one tool: ``add``."""
+def mcp_event_store() -> Any:
+    """An event store for the MCP server, in memory: what makes its event streams resumable
+    (a client that reconnects with ``last-event-id`` is sent what it missed). Event ids count
+    up from 1; ``events`` lists (id, stream, message)."""
+    from mcp.server.streamable_http import EventMessage, EventStore
 
-    def __init__(self) -> None:
+    class Events(EventStore):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, str, Any]] = []
+            self._ids = itertools.count(1)
+
+        async def store_event(self, stream_id: str, message: Any) -> str:
+            event_id = str(next(self._ids))
+            self.events.append((event_id, stream_id, message))
+            return event_id
+
+        async def replay_events_after(
+            self, last_event_id: str, send_callback: Callable[[Any], Awaitable[None]]
+        ) -> str | None:
+            known = [event for event in self.events if event[0] == last_event_id]
+            if not known:
+                return None
+            stream, after = known[0][1], int(last_event_id)
+            for event_id, stream_id, message in self.events:
+                if int(event_id) > after and stream_id == stream and message is not None:
+                    await send_callback(EventMessage(message, event_id))
+            return stream
+
+    return Events()
+
+
+class MCPApp:
+    """The official MCP SDK's server, streamable HTTP under uvicorn, on 127.0.0.1 in a thread;
+    it speaks both protocol eras (the 2025-11-25 handshake with session ids, the 2026-07-28
+    requests without). Tools: ``add``; ``steps`` (progress notifications and a log message on
+    its own response stream); ``announce`` (a tools-changed notification on the session's
+    event stream, or to ``subscriptions/listen`` streams); ``drop_stream`` (the server ends
+    the session's event stream, which the client resumes with ``last-event-id``). With
+    ``resumable`` the server keeps its events (``mcp_event_store``)."""
+
+    def __init__(self, resumable: bool = False) -> None:
         import uvicorn
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import Context, MCPServer
 
         server = MCPServer("tools")
 
@@ -303,11 +358,37 @@ class MCPApp:
             """Adds two numbers."""
             return a + b
 
+        async def steps(n: int, ctx: Context) -> str:
+            """Reports progress ``n`` times, then logs."""
+            for step in range(1, n + 1):
+                await ctx.report_progress(step, n, f"step {step}")
+            await ctx.log("info", f"did {n} steps")
+            return f"{n} steps"
+
+        async def announce(ctx: Context) -> str:
+            """Tells the client its tools changed."""
+            await ctx.session.send_tool_list_changed()
+            await ctx.notify_tools_changed()
+            return "announced"
+
+        async def drop_stream(ctx: Context) -> str:
+            """Ends the session's event stream."""
+            await ctx.close_standalone_sse_stream()
+            return "dropped"
+
+        for tool in (steps, announce, drop_stream):
+            # The SDK evaluates annotations in this module's globals, where Context is not.
+            tool.__annotations__["ctx"] = Context
+            server.tool()(tool)
+
+        self.events = mcp_event_store() if resumable else None
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
         config = uvicorn.Config(
-            server.streamable_http_app(), log_level="warning", timeout_graceful_shutdown=1
+            server.streamable_http_app(event_store=self.events),
+            log_level="warning",
+            timeout_graceful_shutdown=1,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
@@ -445,3 +526,73 @@ async def record_then_replay_async(
         replayed = await run()
         assert tape.all_played
     return live, replayed
+
+
+class WebSocketServer:
+    """A real WebSocket server (the ``websockets`` library) on 127.0.0.1, in a thread.
+
+    It speaks a small realtime protocol: ``session.created`` on connect; each JSON text
+    message gets ``{"type": "ack", "of": TYPE, "session": ...}`` then ``{"type": "done"}``;
+    a binary message comes back reversed; the text ``slow`` is answered after
+    ``SLOW_DELAY`` seconds; ``bye`` makes the server close with 4000 ``bye``; ``big`` sends
+    a binary frame of ``BIG`` bytes; ``drop`` writes half a frame and drops the connection; ``vanish`` drops it with no
+    close frame.
+    """
+
+    SLOW_DELAY = 1.0
+    BIG = 2 << 20
+
+    def __init__(
+        self, compression: str | None = "deflate", tls: ssl.SSLContext | None = None
+    ) -> None:
+        from websockets.sync.server import serve as ws_serve
+
+        self._server = ws_serve(
+            self._handle, "127.0.0.1", 0, compression=compression, max_size=None, ssl=tls
+        )
+        self.port: int = self._server.socket.getsockname()[1]
+        scheme = "wss" if tls is not None else "ws"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/v1/realtime?model=gpt-realtime&key=SECRET"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _handle(self, ws: Any) -> None:
+        ws.send(json.dumps({"type": "session.created"}))
+        for message in ws:
+            if isinstance(message, bytes):
+                ws.send(message[::-1])
+            elif message == "slow":
+                time.sleep(self.SLOW_DELAY)
+                ws.send("late")
+            elif message == "bye":
+                ws.close(4000, "bye")
+            elif message == "big":
+                ws.send(b"\x07" * self.BIG)
+            elif message == "vanish":
+                ws.socket.shutdown(socket.SHUT_RDWR)
+                ws.socket.close()
+                return
+            elif message == "drop":
+                ws.socket.sendall(b"\x82\x7e\x00\x10partial")
+                ws.socket.shutdown(socket.SHUT_RDWR)
+                ws.socket.close()
+                return
+            else:
+                document = json.loads(message)
+                ack = {
+                    "type": "ack",
+                    "of": document.get("type"),
+                    "session": document.get("session"),
+                }
+                ws.send(json.dumps(ack))
+                ws.send(json.dumps({"type": "done"}))
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(5)
+
+    def __enter__(self) -> WebSocketServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

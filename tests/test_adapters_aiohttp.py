@@ -3,6 +3,7 @@ servers stopped, compared byte for byte and read for read."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from tests.servers import (
     App,
     Reply,
     Server,
+    ended_by_a_later_request,
     gzip_reply,
     json_reply,
     record_then_replay_async,
@@ -324,3 +326,43 @@ async def test_a_stream_left_early_is_recorded_as_truncated_not_failed(
     assert interaction.error is None
     assert interaction.response is not None and interaction.response.truncated
     assert interaction.response.body == LINES[0]
+
+
+async def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_replay(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """The end of a chunked stream the server ended when the client POSTed comes after that
+    POST on replay too, not with the stream's last chunk."""
+    server = serve(ended_by_a_later_request())
+    async with (
+        agenttape.use_cassette(cassette_path, mode="once"),
+        aiohttp.ClientSession() as session,
+        session.get(f"{server.url}/events") as response,
+    ):
+        assert await response.content.readany() == b"data: 1\n\n"
+        await asyncio.sleep(0.5)
+        async with session.post(f"{server.url}/close") as closed:
+            assert await closed.json() == {"closed": True}
+        assert await response.content.read() == b""
+    server.stop()
+
+    order: list[str] = []
+    async with (
+        agenttape.use_cassette(cassette_path) as tape,
+        aiohttp.ClientSession() as session,
+        session.get(f"{server.url}/events") as response,
+    ):
+
+        async def read() -> None:
+            async for chunk in response.content.iter_any():
+                order.append(chunk.decode())
+            order.append("end")
+
+        reader = asyncio.ensure_future(read())
+        await asyncio.sleep(0.1)  # less than live: the end is due after the POST
+        order.append("post")
+        async with session.post(f"{server.url}/close") as closed:
+            assert await closed.json() == {"closed": True}
+        await asyncio.wait_for(reader, 5)
+        assert tape.all_played
+    assert order == ["data: 1\n\n", "post", "end"]

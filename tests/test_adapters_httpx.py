@@ -7,6 +7,7 @@ import concurrent.futures
 import gzip
 import importlib
 import threading
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,6 +18,7 @@ import agenttape
 from tests.servers import (
     Reply,
     Seen,
+    ended_by_a_later_request,
     gzip_reply,
     json_reply,
     record_then_replay,
@@ -412,3 +414,58 @@ def test_a_body_whole_by_its_length_is_not_left_open(
     with agenttape.use_cassette(cassette_path), hx.Client(timeout=None) as client:
         assert client.get(server.url).content == b'{"ok": true}'
         assert client.head(server.url).content == b""
+
+
+def _ended_by_a_later_request(hx: ModuleType, serve: Any, cassette_path: Path) -> str:
+    """Records an event stream the server ends only when the client POSTs /close, which the
+    client does a while after the first event; the server is stopped after."""
+    server = serve(ended_by_a_later_request())
+    with (
+        agenttape.use_cassette(cassette_path, mode="once"),
+        hx.Client(timeout=5) as client,
+        client.stream("GET", f"{server.url}/events") as response,
+    ):
+        chunks = response.iter_raw()
+        assert next(chunks) == b"data: 1\n\n"
+        time.sleep(0.5)
+        client.post(f"{server.url}/close")
+        assert list(chunks) == []
+    server.stop()
+    return str(server.url)
+
+
+async def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_replay(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    """Replayed at once, the stream still ends only once the request that ended it live is
+    made again: a client that reconnects when a stream ends would otherwise reconnect with
+    requests that were never recorded."""
+    url = _ended_by_a_later_request(hx, serve, cassette_path)
+    order: list[str] = []
+    async with agenttape.use_cassette(cassette_path) as tape, hx.AsyncClient(timeout=5) as client:
+        async with client.stream("GET", f"{url}/events") as response:
+
+            async def read() -> None:
+                async for chunk in response.aiter_raw():
+                    order.append(chunk.decode())
+                order.append("end")
+
+            reader = asyncio.ensure_future(read())
+            await asyncio.sleep(0.1)  # less than live: the end is due after the POST
+            order.append("post")
+            assert (await client.post(f"{url}/close")).json() == {"closed": True}
+            await asyncio.wait_for(reader, 5)
+        assert tape.all_played
+    assert order == ["data: 1\n\n", "post", "end"]
+
+
+def test_a_stream_waiting_for_a_request_never_made_still_ends(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    """A client that no longer makes the request is not left hanging: the end comes after
+    the recorded time between the last event and the end, and a short grace."""
+    url = _ended_by_a_later_request(hx, serve, cassette_path)
+    with agenttape.use_cassette(cassette_path) as tape, hx.Client(timeout=5) as client:
+        with client.stream("GET", f"{url}/events") as response:
+            assert list(response.iter_raw()) == [b"data: 1\n\n"]
+        assert tape.play_count == 1, "the POST was not made"

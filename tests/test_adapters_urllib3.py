@@ -28,6 +28,7 @@ from tests.servers import (
     Reply,
     Server,
     aws_app,
+    ended_by_a_later_request,
     gzip_reply,
     json_reply,
     record_then_replay,
@@ -818,3 +819,36 @@ def test_realtime_replays_an_error_when_it_came(
     # One wait, until the recorded moment counted from the request (less what replay took).
     assert len(sleeps) == 1
     assert interaction.duration - 0.05 < sleeps[0] <= interaction.duration
+
+
+def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_replay(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """The end of a chunked stream the server ended when the client POSTed comes after that
+    POST on replay too, not with the stream's last chunk."""
+    server = serve(ended_by_a_later_request())
+    with agenttape.use_cassette(cassette_path, mode="once"), urllib3.PoolManager() as http:
+        stream = http.request("GET", f"{server.url}/events", preload_content=False)
+        chunks = stream.stream(1024)
+        assert next(chunks) == b"data: 1\n\n"
+        time.sleep(0.5)
+        assert http.request("POST", f"{server.url}/close").json() == {"closed": True}
+        assert list(chunks) == []
+    server.stop()
+
+    order: list[str] = []
+    with agenttape.use_cassette(cassette_path) as tape, urllib3.PoolManager() as http:
+        stream = http.request("GET", f"{server.url}/events", preload_content=False)
+
+        def read() -> None:
+            order.extend(chunk.decode() for chunk in stream.stream(1024))
+            order.append("end")
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        time.sleep(0.1)  # less than live: the end is due after the POST
+        order.append("post")
+        assert http.request("POST", f"{server.url}/close").json() == {"closed": True}
+        reader.join(5)
+        assert tape.all_played
+    assert order == ["data: 1\n\n", "post", "end"]

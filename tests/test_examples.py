@@ -58,3 +58,17 @@ def test_rate_limit_example_replays_offline_without_a_key() -> None:
     assert "retry-after: 30" in result.stdout
     assert "served 429 -> 200 in" in result.stdout
     assert {path.name: path.read_bytes() for path in cassettes.iterdir()} == before
+
+
+def test_realtime_example_replays_offline_without_a_key() -> None:
+    cassette = ROOT / "cassettes" / "realtime.msgpack"
+    before = cassette.read_bytes()
+    result = run_example("examples/realtime/run.py")
+    assert result.returncode == 0, result.stderr
+    assert "assistant:  Your kettle order 1017 ships today and arrives on Thursday." in (
+        result.stdout
+    )
+    assert "audio:      28800 bytes of PCM16 (24 kHz mono)" in result.stdout
+    assert "events:     23 from the server" in result.stdout
+    assert "4 client frames checked, 24 server frames sent" in result.stdout
+    assert cassette.read_bytes() == before

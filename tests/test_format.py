@@ -14,10 +14,12 @@ import pytest
 import vcr
 from hypothesis import given
 from hypothesis import strategies as st
+from websockets.sync.client import connect as connect_websocket
 
 import agenttape
 from agenttape._core.codec import (
     FORMAT_VERSION,
+    PLAIN_FORMAT,
     _decode_interaction,
     _decode_plain,
     _Invalid,
@@ -29,7 +31,7 @@ from agenttape._core.codec import (
 )
 from agenttape._core.models import Failure, Interaction, Request, Response
 from tests.cli_support import cli
-from tests.servers import Server, json_reply, refused_port
+from tests.servers import Server, WebSocketServer, json_reply, refused_port
 
 FORMAT_DOC = Path(__file__).resolve().parent.parent / "docs" / "format.md"
 
@@ -313,7 +315,7 @@ def test_a_cut_file_is_never_streamed(tmp_path_factory: pytest.TempPathFactory, 
 def test_pieces_join_to_the_whole_document_byte_for_byte() -> None:
     header = {"agenttape_version": agenttape.__version__, "tags": {"k": [1, 2]}}
     document = {
-        "agenttape": FORMAT_VERSION,
+        "agenttape": PLAIN_FORMAT,  # no WebSocket session: the version older readers read
         "header": header,
         "interactions": [
             msgpack.unpackb(piece) for piece in list(encode_pieces(header, sample()))[1:]
@@ -385,10 +387,25 @@ def test_every_field_the_writers_emit_is_documented(
     recorder.close()
     [stored] = (tmp_path / "runs").rglob("*.msgpack")
 
+    session = tmp_path / "session.msgpack"
+    with (
+        WebSocketServer() as ws_server,
+        agenttape.use_cassette(session, mode="all"),
+        connect_websocket(ws_server.url) as ws,
+    ):
+        ws.recv()
+        ws.send("bye")  # the server closes: closed.code, closed.reason, closed.by
+
     emitted: set[str] = set()
-    for path in (cassette, derived, imported, stored):
+    for path in (cassette, derived, imported, stored, session):
         emitted |= _field_paths(msgpack.unpackb(path.read_bytes(), timestamp=3), "")
-    for expected in ("header.run.dropped", "header.derived_from.run_id", "interactions[].error"):
+    for expected in (
+        "header.run.dropped",
+        "header.derived_from.run_id",
+        "interactions[].error",
+        "interactions[].frames",
+        "interactions[].closed.by",
+    ):
         assert expected in emitted  # the writers above did emit the optional fields
     documented = set(re.findall(r"`([a-z_\[\]\.]+)`", FORMAT_DOC.read_text()))
     assert sorted(emitted - documented) == []

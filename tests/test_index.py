@@ -24,7 +24,7 @@ import pytest
 import agenttape
 from agenttape._core import codec
 from agenttape._production import run_index
-from agenttape._production.store import open_store
+from agenttape._production.store import StoredFile, open_store
 from agenttape._production.stored_runs import (
     RunFilter,
     compact_index,
@@ -290,6 +290,99 @@ def test_an_hour_after_midnight_the_day_before_is_read_too(tmp_path: Path) -> No
     later = midnight + _dt.timedelta(hours=3)
     found = list_indexed_runs(open_store(store), everything, now=later)
     assert found is not None and "r_late_yesterday" not in {info.run_id for info in found}
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def object_store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """An fsspec store (memory://): listed as an object store is, a request per folder."""
+    pytest.importorskip("fsspec")
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    url = f"memory://fleet-{request.node.name}"
+    yield url
+    MemoryFileSystem().rm(url, recursive=True)
+
+
+def test_on_an_object_store_runs_in_flight_are_found_from_the_writers_lists(
+    object_store: str,
+    serve: Callable[..., Server],
+    recorders: Callable[..., agenttape.Recorder],
+) -> None:
+    server = serve(echo_path)
+    store = open_store(object_store)
+    recorder = recorders(object_store, keep="all")
+    with recorder.run(user_id="u_1") as first:
+        httpx.get(server.url + "/one")
+    assert recorder.flush(timeout=10)  # its row is in the index
+    with recorder.run(user_id="u_1") as second:
+        httpx.get(server.url + "/two")
+    wait_for(lambda: recorder.stats.written == 2)  # its file is written, its row waits
+    [named] = run_index.pending_files(store)
+    [in_flight] = run_index.decode_pending(store.read(named.name))
+    assert in_flight.name.endswith(f"/{second.run_id}.msgpack") and in_flight.size > 0
+    # A file no writer named, in a day the index holds, is not looked for: the listing reads
+    # no day folder the index covers (a request per thousand runs on an object store).
+    day = in_flight.name.partition("/")[0]
+    store.write(f"{day}/stray.msgpack", store.read(in_flight.name))
+    found = [info.run_id for info in list_runs(object_store, tags={"user_id": "u_1"})]
+    assert sorted(found) == sorted([first.run_id, second.run_id])
+    recorder.close()
+    assert run_index.pending_files(store) == []  # the batch is written: the list is gone
+    found = [info.run_id for info in list_runs(object_store, tags={"user_id": "u_1"})]
+    assert sorted(found) == sorted([first.run_id, second.run_id])
+
+
+def put_run(store_url: str, run_id: str) -> str:
+    """A run file written to the store as the recorder lays it out; its name."""
+    store = open_store(store_url)
+    local = Path(f"/tmp/agenttape-test-{time.monotonic_ns()}")
+    try:
+        path = write_run(local, run_id, NOW, {"user_id": "u_1"})
+        name = path.relative_to(local).as_posix()
+        store.write(name, path.read_bytes())
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    return name
+
+
+def test_a_list_left_by_a_writer_that_died_is_read_and_removed_by_a_rebuild(
+    object_store: str,
+) -> None:
+    store = open_store(object_store)
+    put_run(object_store, "r_indexed")
+    rebuild_index(object_store)
+    name = put_run(object_store, "r_orphan")
+    size = len(store.read(name))
+    # The writer named it and a run it never wrote, then died before its batch.
+    never = f"{NOW:%Y-%m-%d}/r_never.msgpack"
+    store.write(
+        run_index.pending_name("deadbeef"),
+        run_index.encode_pending([StoredFile(name, size), StoredFile(never, 9)]),
+    )
+    assert {info.run_id for info in list_runs(object_store)} == {"r_indexed", "r_orphan"}
+    done = rebuild_index(object_store)
+    assert done.runs == 2 and run_index.pending_files(store) == []
+    assert {info.run_id for info in list_runs(object_store)} == {"r_indexed", "r_orphan"}
+
+
+def test_a_damaged_list_of_runs_in_flight_falls_back_to_the_newest_folders(
+    object_store: str,
+) -> None:
+    store = open_store(object_store)
+    put_run(object_store, "r_indexed")
+    rebuild_index(object_store)
+    put_run(object_store, "r_unnamed")
+    # Unnamed, in a day the index has: not looked for.
+    assert [info.run_id for info in list_runs(object_store)] == ["r_indexed"]
+    store.write(f"{run_index.PENDING}/x{run_index.PENDING_SUFFIX}", b"\xc1 not msgpack")
+    assert {info.run_id for info in list_runs(object_store)} == {"r_indexed", "r_unnamed"}
 
 
 # -- compaction and rebuilds --------------------------------------------------------------------

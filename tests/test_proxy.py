@@ -34,7 +34,16 @@ from tests.proxy_support import (
     node_env,
     record_then_replay,
 )
-from tests.servers import HALF_JSON, Reply, Seen, Server, gzip_reply, refused_port, sse_reply
+from tests.servers import (
+    HALF_JSON,
+    Reply,
+    Seen,
+    Server,
+    ended_by_a_later_request,
+    gzip_reply,
+    refused_port,
+    sse_reply,
+)
 
 EVENTS = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\n', b"data: [DONE]\n\n"]
 ODD_HEADERS = [("X-Odd-Case", "A"), ("x-odd-case", "b"), ("Retry-After", "7")]
@@ -709,3 +718,43 @@ def test_new_episodes_replays_what_is_recorded_and_adds_the_rest(
     assert [s.path for s in server.seen] == ["/limited", "/gz"]  # the first one was replayed
     urls = [i.request.url for i in agenttape.load(cassette_path).interactions]
     assert urls == [f"{server.url}/limited", f"{server.url}/gz"]
+
+
+def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_replay(
+    serve: Callable[..., Server], start_proxy: Callable[..., ProxyProcess], cassette_path: Path
+) -> None:
+    """Through the proxy too, a stream the server ended when the client POSTed ends after
+    that POST on replay, not with its last chunk."""
+    server = serve(ended_by_a_later_request())
+    recording = start_proxy("--cassette", cassette_path, "--mode", "all")
+    with (
+        httpx.Client(proxy=recording.url, timeout=5) as client,
+        client.stream("GET", f"{server.url}/events") as response,
+    ):
+        chunks = response.iter_raw()
+        assert next(chunks) == b"data: 1\n\n"
+        time.sleep(0.5)
+        assert client.post(f"{server.url}/close").json() == {"closed": True}
+        assert list(chunks) == []
+    assert recording.stop() == 0
+    server.stop()
+
+    replaying = start_proxy("--cassette", cassette_path)
+    order: list[str] = []
+    with (
+        httpx.Client(proxy=replaying.url, timeout=5) as client,
+        client.stream("GET", f"{server.url}/events") as response,
+    ):
+
+        def read() -> None:
+            order.extend(chunk.decode() for chunk in response.iter_raw())
+            order.append("end")
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        time.sleep(0.1)  # less than live: the end is due after the POST
+        order.append("post")
+        assert client.post(f"{server.url}/close").json() == {"closed": True}
+        reader.join(5)
+    assert replaying.stop() == 0
+    assert order == ["data: 1\n\n", "post", "end"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +11,6 @@ import pytest
 from llm_standin import StandIn
 
 import agenttape
-from tests.servers import MCPApp
 
 OPENAI_KEY = "sk-proj-FAKEopenaiKEY0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-FAKEanthropicKEY0123456789abcdef"
@@ -89,59 +86,3 @@ def test_identical_sdk_calls_replay_in_recorded_order(cassette_path: Path) -> No
     assert live == ["chatcmpl-standin-0", "chatcmpl-standin-1", "chatcmpl-standin-2"]
     with agenttape.use_cassette(cassette_path):
         assert run(url) == live
-
-
-RECONNECT_DELAY = 1.0  # the MCP client's wait before it reopens an event stream that ended
-
-
-async def mcp_session(url: str, methods: list[str]) -> list[str]:
-    """A session with the official MCP client that stays open past its reconnect delay:
-    two tool calls with a pause between them. ``methods`` collects every request it sends."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    async def seen(request: Any) -> None:
-        methods.append(request.method)
-
-    http = create_mcp_http_client()
-    http.event_hooks["request"].append(seen)
-    # Without the closing DELETE the server never ends the event stream: the client closes it.
-    async with (
-        http,
-        streamable_http_client(url, http_client=http, terminate_on_close=False) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        first = await session.call_tool("add", {"a": 1, "b": 2})
-        await asyncio.sleep(RECONNECT_DELAY * 1.5)
-        second = await session.call_tool("add", {"a": 3, "b": 4})
-    return [block.text for result in (first, second) for block in result.content]  # type: ignore[union-attr]
-
-
-async def test_mcp_session_replays_without_reconnecting(
-    cassette_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The MCP client holds a GET event stream open for the whole session. Left by the client
-    at the end, it must stay open on replay: ended early, the client would reconnect after its
-    delay with GETs that were never recorded (and swallow the misses)."""
-    caplog.set_level(logging.INFO, logger="mcp.client.streamable_http")
-    with MCPApp() as app:
-        live_methods: list[str] = []
-        async with agenttape.use_cassette(cassette_path, mode="once"):
-            live = await mcp_session(app.url, live_methods)
-    assert live == ["3", "7"]
-    assert live_methods.count("GET") == 1
-    (stream,) = [i for i in agenttape.load(cassette_path).interactions if i.request.method == "GET"]
-    assert stream.error is None and stream.response is not None and stream.response.truncated
-    recorded = cassette_path.read_bytes()
-
-    for mode in ("none", "new_episodes"):
-        caplog.clear()
-        methods: list[str] = []
-        async with agenttape.use_cassette(cassette_path, mode=mode) as tape:  # type: ignore[arg-type]
-            assert await mcp_session(app.url, methods) == live
-            assert tape.all_played
-        assert sorted(methods) == sorted(live_methods), mode
-        assert not [r for r in caplog.records if "reconnect" in r.getMessage()], mode
-        assert cassette_path.read_bytes() == recorded, mode

@@ -27,6 +27,10 @@ ADAPTERS: dict[str, str] = {
     "urllib3": "agenttape._adapters.urllib3",
     "botocore.endpoint": "agenttape._adapters.botocore",
     "aiohttp": "agenttape._adapters.aiohttp",
+    "websockets.asyncio.client": "agenttape._adapters.websockets",
+    "websockets.sync.client": "agenttape._adapters.websockets",
+    "websocket._core": "agenttape._adapters.websocket_client",
+    "httpx_ws._api": "agenttape._adapters.httpx_ws",
     "socket": "agenttape._adapters.network_guard",
 }
 

@@ -19,9 +19,12 @@ from .._core import runtime
 from .._core.exchange import Schedule, exchange_async, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
-from . import wire
+from .._core.websocket import SessionRecording, SessionReplay, open_session_async
+from . import aiohttp_ws, wire
 
 _PATCHED = "__agenttape_original_connect__"
+TURN_POLL = 0.005
+"""Seconds between looks, while a replayed piece waits for a request recorded before it."""
 
 # aiohttp exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {
@@ -50,6 +53,7 @@ def install(aiohttp: ModuleType) -> None:
     original = base.connect
     setattr(base, _PATCHED, original)
     base.connect = _make_connect(original, aiohttp)
+    aiohttp_ws.install(aiohttp)
 
 
 def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable[..., Any]:
@@ -57,6 +61,8 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
         tape = runtime.active()
         if tape is None:
             return await original(self, req, traces, timeout)
+        if aiohttp_ws.upgrades(req.headers):
+            return await _open_session(tape, self, req, traces, timeout, original, aiohttp)
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             error = interaction.error
@@ -78,6 +84,39 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
         )
 
     return connect
+
+
+async def _open_session(
+    tape: Any,
+    connector: Any,
+    req: Any,
+    traces: Any,
+    timeout: Any,
+    original: Callable[..., Any],
+    aiohttp: ModuleType,
+) -> Any:
+    """``ws_connect``'s upgrade request: a WebSocket session (see ``aiohttp_ws``)."""
+
+    async def replay(session: SessionReplay) -> Any:
+        interaction = session.interaction
+        error = interaction.error
+        if interaction.response is None and error is not None:
+            raise _connect_exception(aiohttp, error, req)
+        if not session.is_session:  # a refused upgrade replays as the answer it got
+            return _replay_connection(connector, req, interaction, session.schedule)
+        peer = (req.url.host or "", req.url.port or 0)
+        protocol = aiohttp_ws.replay_protocol(aiohttp, session, peer)
+        connection_class = _connection_class(aiohttp.connector.Connection)
+        return connection_class(connector, req.connection_key, protocol, asyncio.get_running_loop())
+
+    async def record(session: SessionRecording) -> Any:
+        conn = await original(connector, req, traces, timeout)
+        aiohttp_ws.record(conn.protocol, session)
+        return conn
+
+    return await open_session_async(
+        tape, await _to_model(req), replay=replay, record=record, failure_of=failure_of
+    )
 
 
 async def _to_model(req: Any) -> Request:
@@ -266,14 +305,21 @@ class _ReplayTransport(asyncio.Transport):
         self._eof = True
         if response is not None:
             complete = interaction.error is None and not response.truncated
-            self._pieces = [wire.render_head(response), *wire.render_body(response, complete)]
+            body = wire.render_body(response, complete, schedule.waits(None))
+            self._pieces = [wire.render_head(response), *body]
             self._eof = not complete or wire.runs_to_eof(response, method)
-            if not schedule.paced and len(self._pieces) > 1:
-                # Unpaced, the head and the first piece come in one read, as a server writes
-                # them: the parser hands the body on in the same pieces, one step sooner.
+            if not schedule.paced and schedule.precedents is None and len(self._pieces) > 1:
+                # Unpaced and waiting on no request, the head and the first piece come in one
+                # read, as a server writes them: the parser hands the body on in the same
+                # pieces, one step sooner.
                 self._pieces[0:2] = [self._pieces[0] + self._pieces[1]]
         # Nothing follows the last piece: no step is left to end the exchange.
-        self._quiet_end = self._error is None and not self._eof and schedule.end is None
+        self._quiet_end = (
+            self._error is None
+            and not self._eof
+            and schedule.end is None
+            and schedule.precedents is None
+        )
         self._schedule = schedule
         self._end = schedule.end
         self._index = 0
@@ -304,6 +350,9 @@ class _ReplayTransport(asyncio.Transport):
                 if due > 0:
                     self._step_later(due)
                     return
+            if self._index and not schedule.ready(self._index - 1):
+                self._step_later(TURN_POLL)
+                return
             piece = self._pieces[self._index]
             self._index += 1
             self._protocol.data_received(piece)
@@ -314,6 +363,9 @@ class _ReplayTransport(asyncio.Transport):
             return
         if self._index > len(self._pieces) or self._schedule.held:
             return  # already ended, or closed early by the client: aiohttp's read timeout ends it
+        if not self._schedule.ready(None):
+            self._step_later(TURN_POLL)
+            return
         if self._end is not None:
             due, self._end = self._schedule.delay(self._end), None
             if due > 0:

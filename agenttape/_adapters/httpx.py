@@ -16,6 +16,8 @@ from .._core import runtime
 from .._core.exchange import Schedule, exchange, exchange_async
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
+from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
+from . import httpx_ws
 from .header_tables import decode_header_set, decode_headers, decode_text
 
 _PATCHED = "__agenttape_original_transport_for_url__"
@@ -173,6 +175,8 @@ class _TapeTransport:
         if tape is None or _respx_serves(library.hx, request):
             return self._transport.handle_request(request)
         request.read()
+        if httpx_ws.upgrades(request.headers):
+            return self._open_session(tape, request)
 
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
@@ -188,6 +192,66 @@ class _TapeTransport:
             tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
         )
 
+    def _open_session(self, tape: Any, request: Any) -> Any:
+        """An upgrade to WebSocket (httpx-ws): a session, see ``httpx_ws``."""
+        library = self._library
+
+        def replay(session: SessionReplay) -> Any:
+            response = self._refused(session, request)
+            if response is None:
+                response = _replay_response(library.hx, session.interaction, request, None)
+                httpx_ws.replay(session, response, _request_head(request))
+            return response
+
+        def record(session: SessionRecording) -> Any:
+            response = self._transport.handle_request(request)
+            if response.status_code != 101:
+                body = b"".join(response.stream)
+                response.stream.close()
+                response.stream = library.hx.ByteStream(body)
+                _open(session, response, body)
+                session.finish()
+            else:
+                _open(session, response)
+                httpx_ws.record(response, session, asynchronous=False)
+            return response
+
+        return open_session(
+            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
+        )
+
+    def _refused(self, session: SessionReplay, request: Any) -> Any:
+        """The replayed answer to an upgrade that was not a session (an error or a refusal),
+        None for a session."""
+        library = self._library
+        interaction = session.interaction
+        if session.is_session:
+            return None
+        stream = library.replay(library.hx, interaction, request, session.schedule)
+        return _replay_response(library.hx, interaction, request, stream)
+
+
+def _open(session: SessionRecording, response: Any, body: bytes = b"") -> None:
+    extensions = response.extensions
+    raw_reason = extensions.get("reason_phrase")
+    raw_version = extensions.get("http_version")
+    session.opened(
+        response.status_code,
+        decode_text(raw_reason) if isinstance(raw_reason, bytes) else response.reason_phrase,
+        decode_headers(response.headers.raw),
+        body,
+        decode_text(raw_version)
+        if isinstance(raw_version, bytes) and raw_version.isascii()
+        else response.http_version,
+    )
+
+
+def _request_head(request: Any) -> bytes:
+    """The upgrade request's head as the client would write it."""
+    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
+    lines += [name + b": " + value for name, value in request.headers.raw]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
 
 class _AsyncTapeTransport(_TapeTransport):
     async def handle_async_request(self, request: Any) -> Any:
@@ -196,6 +260,8 @@ class _AsyncTapeTransport(_TapeTransport):
         if tape is None or _respx_serves(library.hx, request):
             return await self._transport.handle_async_request(request)
         await request.aread()
+        if httpx_ws.upgrades(request.headers):
+            return await self._open_session_async(tape, request)
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
@@ -208,6 +274,33 @@ class _AsyncTapeTransport(_TapeTransport):
             return _recorded(library, response, recording, library.async_tee)
 
         return await exchange_async(
+            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
+        )
+
+    async def _open_session_async(self, tape: Any, request: Any) -> Any:
+        library = self._library
+
+        async def replay(session: SessionReplay) -> Any:
+            response = self._refused(session, request)
+            if response is None:
+                response = _replay_response(library.hx, session.interaction, request, None)
+                await httpx_ws.replay_async(session, response, _request_head(request))
+            return response
+
+        async def record(session: SessionRecording) -> Any:
+            response = await self._transport.handle_async_request(request)
+            if response.status_code != 101:
+                body = b"".join([chunk async for chunk in response.stream])
+                await response.stream.aclose()
+                response.stream = library.hx.ByteStream(body)
+                _open(session, response, body)
+                session.finish()
+            else:
+                _open(session, response)
+                httpx_ws.record(response, session, asynchronous=True)
+            return response
+
+        return await open_session_async(
             tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
         )
 
@@ -317,34 +410,31 @@ class _ReplayStream:
 
     def __iter__(self) -> Iterator[bytes]:
         schedule = self._schedule
-        if schedule.paced:
-            timeout = self.read_timeout()
-            for index, chunk in enumerate(self._chunks()):
-                if not schedule.wait(schedule.chunk(index), timeout):
-                    raise self.timed_out()
-                yield chunk
-            if not schedule.wait(schedule.end, timeout):
+        timeout = self.read_timeout()
+        for index, chunk in enumerate(self._chunks()):
+            if not schedule.wait(schedule.chunk(index), timeout):
                 raise self.timed_out()
-        else:
-            yield from self._chunks()
-        if schedule.held and not schedule.hold(self.read_timeout()):
+            schedule.turn(index)
+            yield chunk
+        if not schedule.wait(schedule.end, timeout):
+            raise self.timed_out()
+        schedule.turn(None)
+        if schedule.held and not schedule.hold(timeout):
             raise self.timed_out()
         self._end()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         schedule = self._schedule
-        if schedule.paced:
-            timeout = self.read_timeout()
-            for index, chunk in enumerate(self._chunks()):
-                if not await schedule.wait_async(schedule.chunk(index), timeout):
-                    raise self.timed_out()
-                yield chunk
-            if not await schedule.wait_async(schedule.end, timeout):
+        timeout = self.read_timeout()
+        for index, chunk in enumerate(self._chunks()):
+            if not await schedule.wait_async(schedule.chunk(index), timeout):
                 raise self.timed_out()
-        else:
-            for chunk in self._chunks():
-                yield chunk
-        if schedule.held and not await schedule.hold_async(self.read_timeout()):
+            await schedule.turn_async(index)
+            yield chunk
+        if not await schedule.wait_async(schedule.end, timeout):
+            raise self.timed_out()
+        await schedule.turn_async(None)
+        if schedule.held and not await schedule.hold_async(timeout):
             raise self.timed_out()
         self._end()
 

@@ -12,7 +12,9 @@ JSON body.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -23,6 +25,7 @@ from .._core.errors import UnmatchedInteractionError
 from .._core.exchange import Schedule, exchange
 from .._core.models import Failure, Interaction, Request, Response
 from .._core.tape import Recording, Tape
+from .._core.websocket import SessionRecording, SessionReplay, open_session
 from .header_tables import decode_headers, decode_text
 from .proxy_upstream import (
     ClientGone,
@@ -31,7 +34,11 @@ from .proxy_upstream import (
     UpstreamError,
     UpstreamPool,
     Waiter,
+    request_head,
+    reset,
 )
+from .proxy_websocket import MISS_CLOSE, head_bytes, record_session, replay_session
+from .wire import header
 
 MISS_STATUS = 599
 MISS_REASON = "No Recorded Interaction"
@@ -112,6 +119,40 @@ class ProxyAdapter:
             self.log(f"{request.method} {request.url}: {exc.kind} ({exc.type_name}: {exc})")
             client.reset()
 
+    def handle_websocket(
+        self, incoming: ProxyRequest, sock: socket.socket, pool: UpstreamPool, pending: bytes
+    ) -> None:
+        """A WebSocket upgrade: the whole session, recorded or replayed, on ``sock``. Its URL
+        is ``ws://`` or ``wss://``, as in-process recordings write it."""
+        scheme, separator, rest = incoming.request.url.partition("://")
+        url = {"http": "ws", "https": "wss"}.get(scheme, scheme) + separator + rest
+        request = dataclasses.replace(incoming.request, url=url)
+        key = header(request.headers, "sec-websocket-key")
+
+        def missed(miss: UnmatchedInteractionError) -> None:
+            self.misses.append(miss)
+            self.log(f"{miss}".splitlines()[0] + f": closed the session with {MISS_CLOSE}")
+
+        def replay(session: SessionReplay) -> None:
+            replay_session(session, sock, pending, key, missed)
+
+        def record(session: SessionRecording) -> None:
+            head = request_head(request.method, incoming.target, request.headers)
+            record_session(session, sock, pending, pool, incoming.origin, head)
+
+        try:
+            open_session(self.tape, request, replay=replay, record=record, failure_of=failure_of)
+        except UnmatchedInteractionError as miss:
+            self.misses.append(miss)
+            self.log(f"no recorded WebSocket session for {request.url}: answered {MISS_STATUS}")
+            answer = miss_response(miss)
+            sock.sendall(head_bytes(answer.status, answer.reason, answer.headers) + answer.body)
+        except (ClientGone, OSError):
+            pass
+        except UpstreamError as exc:
+            self.log(f"WebSocket {request.url}: {exc.kind} ({exc.type_name}: {exc})")
+            reset(sock)
+
 
 def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> None:
     response, error = interaction.response, interaction.error
@@ -125,14 +166,25 @@ def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> Non
         client.flush()  # the head is due now, the first piece later
     for index, chunk in enumerate(response.iter_chunks()):
         schedule.wait(schedule.chunk(index))
+        _turn(schedule, index, client)
         client.data(chunk)
     if error is not None:
         schedule.wait(schedule.end)
+        _turn(schedule, None, client)
         _fail(error, client)
     elif schedule.held:
         client.hold()  # the client closed this body early when it was recorded
     else:
+        _turn(schedule, None, client)
         client.end()
+
+
+def _turn(schedule: Schedule, index: int | None, client: Client) -> None:
+    """Waits for body piece ``index``'s turn (None: the end), with what was sent before it
+    out: the client may need it to make the request the piece waits for."""
+    if schedule.waits(index):
+        client.flush()
+        schedule.turn(index)
 
 
 def _fail(error: Failure, client: Client) -> None:
@@ -210,7 +262,8 @@ def _send(
             connection = pool.connect(incoming.origin)
 
 
-def _answer_miss(miss: UnmatchedInteractionError, client: Client) -> None:
+def miss_response(miss: UnmatchedInteractionError) -> Response:
+    """Status 599 with the miss explained in a JSON body, as the client sees a miss."""
     request = miss.request
     body = json.dumps(
         {
@@ -232,6 +285,11 @@ def _answer_miss(miss: UnmatchedInteractionError, client: Client) -> None:
         ("x-should-retry", "false"),
         ("X-Agenttape-Miss", "1"),
     ]
-    client.head(Response(MISS_STATUS, MISS_REASON, "HTTP/1.1", headers))
-    client.data(body)
+    return Response(MISS_STATUS, MISS_REASON, "HTTP/1.1", headers, body)
+
+
+def _answer_miss(miss: UnmatchedInteractionError, client: Client) -> None:
+    response = miss_response(miss)
+    client.head(Response(response.status, response.reason, "HTTP/1.1", response.headers))
+    client.data(response.body)
     client.end()

@@ -15,7 +15,6 @@ import ipaddress
 import select
 import socket
 import ssl
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from .proxy_upstream import (
     Origin,
     UpstreamPool,
     Waiter,
+    reset,
     upstream_context,
     upstream_headers,
 )
@@ -240,18 +240,6 @@ def _peek(sock: socket.socket, size: int) -> bytes:
         return b""
 
 
-def _reset(sock: socket.socket) -> None:
-    """Closes with a TCP reset (no TLS close_notify, no FIN): what a dropped connection is."""
-    raw = sock
-    if isinstance(sock, ssl.SSLSocket):
-        with contextlib.suppress(OSError):
-            raw = socket.socket(fileno=sock.detach())
-    with contextlib.suppress(OSError):
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    with contextlib.suppress(OSError):
-        raw.close()
-
-
 def _status_line(response: Response) -> bytes:
     version = response.http_version if response.http_version.startswith("HTTP/1.") else "HTTP/1.1"
     reason = response.reason
@@ -335,6 +323,11 @@ class _H1Connection:
             incoming = self._incoming(method, target, headers, b"".join(body))
             if incoming is None:
                 return
+            if "websocket" in (header(headers, "upgrade") or "").lower():
+                # The connection is the session's from here on, whatever its outcome.
+                pending, _closed = self.conn.trailing_data
+                self.server.adapter.handle_websocket(incoming, self.sock, self.pool, pending)
+                return
             client = _H1Client(self, method)
             self.server.adapter.handle(incoming, client, self.pool)
             if client.closed or client.close_after:
@@ -364,10 +357,9 @@ class _H1Connection:
     ) -> ProxyRequest | None:
         server = self.server
         upgrade = (header(headers, "upgrade") or "").lower()
-        if "websocket" in upgrade:
-            self._refuse(501, "WebSockets through the recording proxy are not supported yet")
-            return None
-        if upgrade:  # h2c: answered in HTTP/1.1, as a server that ignores the offer would
+        if (
+            upgrade and "websocket" not in upgrade
+        ):  # h2c: answered in HTTP/1.1, as a server that ignores the offer would
             headers = [(n, v) for n, v in headers if n.lower() not in ("upgrade", "http2-settings")]
         if self.tunnel is not None:
             origin = self.tunnel
@@ -473,7 +465,7 @@ class _H1Client:
         with contextlib.suppress(ClientGone):
             self.flush()  # a head that arrived before the failure reached the client
         self.closed = True
-        _reset(self._sock)
+        reset(self._sock)
 
     def hold(self) -> None:
         with contextlib.suppress(ClientGone):

@@ -12,6 +12,7 @@ import contextlib
 import select
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,9 +87,7 @@ class UpstreamConnection:
     def send(self, request: Request, target: str) -> None:
         """Writes the request as the client framed it; h11 follows along to read the answer."""
         headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in request.headers]
-        lines = [b"%s %s HTTP/1.1\r\n" % (request.method.encode("ascii"), target.encode("ascii"))]
-        lines += [b"%s: %s\r\n" % pair for pair in headers]
-        lines.append(b"\r\n")
+        lines = [request_head(request.method, target, request.headers)]
         chunked = any(
             n.lower() == b"transfer-encoding" and v.lower().rstrip().endswith(b"chunked")
             for n, v in headers
@@ -161,6 +160,12 @@ class UpstreamConnection:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def request_head(method: str, target: str, headers: Headers) -> bytes:
+    """A request line and headers as the client wrote them (order and case kept)."""
+    lines = [f"{method} {target} HTTP/1.1", *(f"{n}: {v}" for n, v in headers)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 def _framing(headers: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[bytes, bytes]]:
@@ -236,6 +241,18 @@ def _still_open(sock: socket.socket) -> bool:
     except (OSError, ValueError):
         return False
     return not ready
+
+
+def reset(sock: socket.socket) -> None:
+    """Closes with a TCP reset (no TLS close_notify, no FIN): what a dropped connection is."""
+    raw = sock
+    if isinstance(sock, ssl.SSLSocket):
+        with contextlib.suppress(OSError):
+            raw = socket.socket(fileno=sock.detach())
+    with contextlib.suppress(OSError):
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        raw.close()
 
 
 def upstream_context() -> ssl.SSLContext:

@@ -661,7 +661,7 @@ class _ReplayRaw(io.RawIOBase):
         assert response is not None
         error = interaction.error
         complete = error is None and not response.truncated
-        pieces = wire.render_body(response, complete)
+        pieces = wire.render_body(response, complete, schedule.waits(None))
         if head:
             pieces.insert(0, wire.render_head(response))
         self._pieces = pieces
@@ -692,6 +692,7 @@ class _ReplayRaw(io.RawIOBase):
             self._position = 0
         schedule = self._schedule
         if self._index >= len(self._pieces):
+            schedule.turn(None)
             if schedule.held and not schedule.hold(self.timeout):
                 raise TimeoutError("timed out")
             if self._end is not None:
@@ -700,9 +701,12 @@ class _ReplayRaw(io.RawIOBase):
             if self._error is not None and self._error.kind != "protocol_error":
                 raise _socket_error(self._error)
             return 0
-        if self._position == 0 and schedule.paced:
+        if self._position == 0:
             body_index = self._index - self._first_body
-            self._wait(schedule.head if body_index < 0 else schedule.chunk(body_index))
+            if schedule.paced:
+                self._wait(schedule.head if body_index < 0 else schedule.chunk(body_index))
+            if body_index >= 0:
+                schedule.turn(body_index)
         piece = self._pieces[self._index]
         size = min(len(buffer), len(piece) - self._position)
         buffer[:size] = piece[self._position : self._position + size]
@@ -740,8 +744,8 @@ class _ReplaySocket:
 
 
 class _WholeSocket:
-    """``_ReplaySocket`` for a response with nothing to pace, hold or fail: its body, in at
-    most one piece, read from memory."""
+    """``_ReplaySocket`` for a response with nothing to pace, hold, fail or wait for another
+    request: its body, in at most one piece, read from memory."""
 
     def __init__(self, interaction: Interaction, piece: bytes) -> None:
         self.response = interaction.response
@@ -770,6 +774,7 @@ def _socket_for(interaction: Interaction, schedule: Schedule, head: bool) -> Any
         not head
         and not schedule.paced
         and not schedule.held
+        and schedule.precedents is None
         and interaction.error is None
         and not response.truncated
     ):

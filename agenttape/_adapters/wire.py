@@ -202,16 +202,17 @@ def render_head(response: Response) -> bytes:
     return "".join(lines).encode("latin-1")
 
 
-def render_body(response: Response, complete: bool) -> list[bytes]:
+def render_body(response: Response, complete: bool, end_apart: bool = False) -> list[bytes]:
     """The recorded pieces as they would arrive; chunked bodies get one HTTP chunk per piece
-    and, when the recording ended cleanly, the terminating chunk."""
+    and, when the recording ended cleanly, the terminating chunk: with the last piece, as
+    servers write it, or as a piece of its own with ``end_apart`` (an end that waits for its
+    turn, see ``Schedule``)."""
     pieces = list(response.iter_chunks())
     if not is_chunked(response.headers):
         return pieces
     framed = [b"%x\r\n%b\r\n" % (len(piece), piece) for piece in pieces]
     if complete:
-        # The terminating chunk travels with the last piece, as servers write it.
-        if framed:
+        if framed and not end_apart:
             framed[-1] += b"0\r\n\r\n"
         else:
             framed.append(b"0\r\n\r\n")

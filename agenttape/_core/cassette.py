@@ -20,7 +20,7 @@ from .matching import Candidate, Matcher
 from .models import Headers, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused
 from .redaction import Redactor
-from .replay_queue import RERECORD_HINT, ReplayQueue, miss_error
+from .replay_queue import RERECORD_HINT, Precedents, ReplayQueue, miss_error
 from .scope import Scope
 from .tape import Recording, Tape
 from .text import counted
@@ -399,6 +399,10 @@ class Cassette:
             return Recording(self, request, boundary, derived=True)
         raise self._miss(request, boundary)
 
+    def precedents(self, interaction: Interaction) -> Precedents | None:
+        with self._lock:
+            return self.queue.precedents(interaction)
+
     def _serve_frozen(self, request: Request, boundary: str) -> Interaction:
         """While recording, a frozen call is served from the previous recording, never run."""
         pool = self._frozen_pool
@@ -415,6 +419,9 @@ class Cassette:
 
     def response_headers(self, headers: Headers) -> Headers:
         return self.redactor.response_headers(headers)
+
+    def client_frame(self, payload: bytes) -> bytes:
+        return self.redactor.frame(payload)
 
     def responded(self, recording: Recording) -> None:
         with self._lock:

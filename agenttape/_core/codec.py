@@ -1,8 +1,11 @@
-"""Cassette format v1: one msgpack map, bodies as bin, read without ever running code.
+"""The cassette format: one msgpack map, bodies as bin, read without ever running code.
 
 Layout::
 
-    {"agenttape": 1, "header": {...}, "interactions": [{...}, ...]}
+    {"agenttape": 2, "header": {...}, "interactions": [{...}, ...]}
+
+Version 2 adds WebSocket sessions (``frames``, ``closed``); a file without one is written as
+version 1, which older readers still read, since they would misread a session only.
 
 Every read error becomes ``CassetteFormatError`` naming the file, so a damaged cassette is
 reported, never replayed as empty, and never overwritten.
@@ -19,9 +22,25 @@ import msgpack
 
 from .._version import __version__
 from .errors import CassetteFormatError
-from .models import Failure, FailureKind, Headers, Interaction, Request, Response
+from .models import (
+    OPCODE_NUMBERS,
+    Closed,
+    Direction,
+    Failure,
+    FailureKind,
+    Frame,
+    Headers,
+    Interaction,
+    Opcode,
+    Request,
+    Response,
+)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest format this version reads and writes: files holding WebSocket sessions."""
+PLAIN_FORMAT = 1
+"""The format of a file without WebSocket sessions, so that older readers still read it."""
+_DIRECTIONS: frozenset[str] = frozenset(("client", "server"))
 MAGIC_KEY = "agenttape"
 _READ_SIZE = 1 << 16
 
@@ -59,12 +78,17 @@ def encode_pieces(header: dict[str, Any], interactions: list[Interaction]) -> It
     one piece per interaction. A writer hands them to the file as they come, so saving never
     builds the whole file in memory (for a few MB, building it costs more than writing it)."""
     packer = msgpack.Packer(use_bin_type=True, datetime=True)
+    version = (
+        FORMAT_VERSION
+        if any(interaction.frames is not None for interaction in interactions)
+        else PLAIN_FORMAT
+    )
     try:
         yield b"".join(
             (
                 packer.pack_map_header(3),
                 packer.pack(MAGIC_KEY),
-                packer.pack(FORMAT_VERSION),
+                packer.pack(version),
                 packer.pack("header"),
                 packer.pack(header),
                 packer.pack("interactions"),
@@ -118,6 +142,16 @@ def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
     if interaction.error is not None:
         error = interaction.error
         encoded["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
+    if interaction.frames is not None:
+        encoded["frames"] = [
+            (f.direction, f.opcode, f.payload, f.offset)
+            if f.fin
+            else (f.direction, f.opcode, f.payload, f.offset, False)
+            for f in interaction.frames
+        ]
+    if interaction.closed is not None:
+        closed = interaction.closed
+        encoded["closed"] = {"code": closed.code, "reason": closed.reason, "by": closed.by}
     return encoded
 
 
@@ -271,7 +305,7 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
     if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
         return None
     version = unpacker.unpack()
-    if type(version) is not int or version != FORMAT_VERSION:
+    if type(version) is not int or not PLAIN_FORMAT <= version <= FORMAT_VERSION:
         return None
     if unpacker.unpack() != "header":
         return None
@@ -541,6 +575,12 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
     )
     if duration_seconds is None and duration is not None:
         duration_seconds = _plain_seconds(duration)
+    frames = closed = None
+    if "frames" in raw or "closed" in raw:
+        try:
+            frames, closed = _session(raw)
+        except _Invalid:
+            return None
     if (
         (response is None and error is None)
         or type(boundary) is not str
@@ -551,7 +591,15 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
     ):
         return None
     return Interaction(
-        request, response, error, boundary, started_at, ttfb_seconds, duration_seconds
+        request,
+        response,
+        error,
+        boundary,
+        started_at,
+        ttfb_seconds,
+        duration_seconds,
+        frames,
+        closed,
     )
 
 
@@ -677,6 +725,7 @@ def _decode_interaction(raw: Any) -> Interaction:
         )
     if response is None and error is None:
         raise _Invalid("has neither a response nor an error")
+    frames, closed = _session(raw)
     return Interaction(
         request=request,
         response=response,
@@ -685,4 +734,44 @@ def _decode_interaction(raw: Any) -> Interaction:
         started_at=_moment(raw.get("started_at")),
         ttfb=_optional_number(raw.get("ttfb"), "ttfb"),
         duration=_optional_number(raw.get("duration"), "duration"),
+        frames=frames,
+        closed=closed,
     )
+
+
+def _session(raw: dict[str, Any]) -> tuple[list[Frame] | None, Closed | None]:
+    """A WebSocket session's frames and ending; (None, None) for any other interaction."""
+    frames = None
+    if raw.get("frames") is not None:
+        frames = []
+        for index, item in enumerate(_expect(raw["frames"], _ARRAYS, "frames")):
+            frames.append(_frame(item, index))
+    closed = None
+    if raw.get("closed") is not None:
+        end = _expect(raw["closed"], dict, "closed")
+        code = end.get("code")
+        if code is not None and (type(code) is not int or not 0 <= code <= 0xFFFF):
+            raise _Invalid(f"closed.code is {code!r}, expected a close code (0 to 65535) or nil")
+        by = end.get("by", "server")
+        if by not in _DIRECTIONS:
+            raise _Invalid(f"closed.by is {by!r}, expected 'client' or 'server'")
+        closed = Closed(code, _expect(end.get("reason", ""), str, "closed.reason"), by)
+    return frames, closed
+
+
+def _frame(item: Any, index: int) -> Frame:
+    what = f"frames[{index}]"
+    if type(item) not in _ARRAYS or len(item) not in (4, 5):
+        raise _Invalid(f"{what} is {item!r}, expected [direction, opcode, payload, offset]")
+    direction, opcode, payload, offset = item[:4]
+    fin = item[4] if len(item) == 5 else True
+    if direction not in _DIRECTIONS:
+        raise _Invalid(f"{what} direction is {direction!r}, expected 'client' or 'server'")
+    if opcode not in OPCODE_NUMBERS:
+        raise _Invalid(f"{what} opcode is {opcode!r}, expected one of {', '.join(OPCODE_NUMBERS)}")
+    if type(payload) is not bytes:
+        raise _Invalid(f"{what} payload is {type(payload).__name__}, expected bin")
+    if type(fin) is not bool:
+        raise _Invalid(f"{what} fin is {fin!r}, expected a bool")
+    seconds = _duration(_expect(offset, (int, float), f"{what} offset"), f"{what} offset")
+    return Frame(cast(Direction, direction), cast(Opcode, opcode), payload, seconds, fin)

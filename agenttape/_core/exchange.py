@@ -9,12 +9,13 @@ interaction (``replay``), how to run the real exchange while feeding a recording
 What happens in between is decided here, once for every library: which branch runs, how a
 failure is written down, that live traffic inside it is never recorded twice, the signal
 that lets retry waits after a replayed response take no time, and when each replayed part is
-due (``Schedule``).
+due (``Schedule``), also against the other requests the client makes meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +27,7 @@ from . import runtime
 from .bodies import reached_end_of_stream
 from .errors import CassetteFormatError
 from .models import Failure, Interaction, Request
+from .replay_queue import Precedents
 from .tape import Recording, Tape
 
 R = TypeVar("R")
@@ -34,8 +36,12 @@ FailureOf = Callable[[BaseException], Failure | None]
 """An adapter's reading of one of its library's exceptions; None for one that is not a
 transport failure (it propagates and is not written down)."""
 
+TURN_GRACE = 2.0
+"""Seconds a replayed body piece waits for a request recorded before it beyond the recorded
+gap before the piece: a replay slower than the recording here and there keeps its order, and a
+client that no longer makes the request is not held up for long."""
+
 _replayed: ContextVar[bool] = ContextVar("agenttape_replayed", default=False)
-_EVENTS_LOCK = threading.Lock()
 
 
 def skip_retry_wait() -> bool:
@@ -81,7 +87,7 @@ def continue_exchange(
     builds the response, which serves it here as ``exchange`` would have."""
     if isinstance(plan, Interaction):
         _replayed.set(True)
-        return replay(plan, Schedule.of(plan, tape.realtime))
+        return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
     _replayed.set(False)
     token = runtime.enter_adapter()
     try:
@@ -106,7 +112,7 @@ async def exchange_async(
     plan = tape.begin(request, boundary)
     if isinstance(plan, Interaction):
         _replayed.set(True)
-        return await replay(plan, Schedule.of(plan, tape.realtime))
+        return await replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
     _replayed.set(False)
     token = runtime.enter_adapter()
     try:
@@ -161,6 +167,14 @@ class Schedule:
     after its own end-of-stream event (``data: [DONE]``, ``message_stop``) is not held: the
     server ends it there, and a client that reads on (the openai npm SDK does) must see it
     end.
+
+    ``precedents`` are the requests the client started while this response was under way.
+    A body piece, or the end, recorded after one of them started waits (``turn``) until the
+    client makes that request again: an event a tool call announced comes after the call, and
+    an event stream the server ended when the session closed ends after the closing request,
+    not the moment its last piece is sent (the client would reconnect with requests never
+    recorded). The wait lasts at most the recorded gap before that piece and ``TURN_GRACE``,
+    so a client that no longer makes the request is not held up for long.
     """
 
     paced: bool
@@ -169,12 +183,28 @@ class Schedule:
     end: float | None
     held: bool
     started: float
-    # Made for a held body alone: only such a body is ever waited on.
-    _released: threading.Event | None = field(default=None, repr=False)
-    _wake: Callable[[], None] | None = field(default=None, repr=False)
+    precedents: Precedents | None = None
+    _marks: tuple[float, ...] = ()
+    _finish: float = 0.0
+    _asked: tuple[int | None, float] | None = None
+    _released: threading.Event = field(default_factory=threading.Event, repr=False)
+    _wakers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @classmethod
-    def of(cls, interaction: Interaction, realtime: bool) -> Schedule:
+    def of(
+        cls, interaction: Interaction, realtime: bool, precedents: Precedents | None = None
+    ) -> Schedule:
+        schedule = cls._timed(interaction, realtime)
+        response = interaction.response
+        if precedents is not None:
+            schedule.precedents = precedents
+            schedule._finish = interaction.duration or 0.0
+            chunks = response.chunks if response is not None else []
+            schedule._marks = (interaction.ttfb or 0.0, *(offset for _size, offset in chunks))
+        return schedule
+
+    @classmethod
+    def _timed(cls, interaction: Interaction, realtime: bool) -> Schedule:
         started = time.perf_counter()
         response = interaction.response
         held = (
@@ -225,32 +255,115 @@ class Schedule:
             await asyncio.sleep(delay)
         return arrives
 
-    def _release_event(self) -> threading.Event:
-        event = self._released
-        if event is None:
-            with _EVENTS_LOCK:
-                event = self._released
-                if event is None:
-                    event = self._released = threading.Event()
-        return event
+    def _turn(self, index: int | None) -> tuple[float, float] | None:
+        """(recorded offset, longest wait) of body piece ``index`` (None: the end) when it
+        waits for a request the client has not made again yet; None when it may go."""
+        precedents = self.precedents
+        if precedents is None or self._released.is_set():
+            return None
+        marks = self._marks
+        if index is None or index + 1 >= len(marks):  # past the recorded pieces: the end
+            offset, last = self._finish, marks[-1]
+        else:
+            offset, last = marks[index + 1], marks[index]
+        if precedents.begun(offset):
+            return None
+        return offset, max(offset - last, 0.0) + TURN_GRACE
+
+    def waits(self, index: int | None) -> bool:
+        """Whether body piece ``index`` (None, or past the recorded pieces: the end) waits for
+        a request now (``turn``)."""
+        return self._turn(index) is not None
+
+    def ready(self, index: int | None) -> bool:
+        """``turn`` for a transport driven by event-loop callbacks, which asks again until it
+        is True; the longest wait counts from the first time it asks about ``index``."""
+        due = self._turn(index)
+        if due is None:
+            return True
+        now = time.perf_counter()
+        if self._asked is None or self._asked[0] != index:
+            self._asked = (index, now + due[1])
+        return now >= self._asked[1]
+
+    def turn(self, index: int | None) -> None:
+        """Returns when body piece ``index`` (None: the end) may be handed over: the requests
+        recorded before it were made again, the client closed the body, or the longest wait
+        ran out."""
+        due = self._turn(index)
+        if due is None:
+            return
+        offset, longest = due
+        assert self.precedents is not None
+        woken = threading.Event()
+        wake = woken.set
+        deadline = time.perf_counter() + longest
+        self._watch(wake)
+        try:
+            while not (self._released.is_set() or self.precedents.begun(offset)):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return
+                woken.wait(left)
+                woken.clear()
+        finally:
+            self._unwatch(wake)
+
+    async def turn_async(self, index: int | None) -> None:
+        """``turn`` without blocking the event loop; cancelling the reader ends it too."""
+        due = self._turn(index)
+        if due is None:
+            return
+        offset, longest = due
+        assert self.precedents is not None
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:
+            # Called from whichever thread made a request; a loop closed under a reader it
+            # never resumed is no error of that request.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(woken.set)
+
+        deadline = time.perf_counter() + longest
+        self._watch(wake)
+        try:
+            while not (self._released.is_set() or self.precedents.begun(offset)):
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return
+                try:
+                    await asyncio.wait_for(woken.wait(), left)
+                except asyncio.TimeoutError:
+                    return
+                woken.clear()
+        finally:
+            self._unwatch(wake)
+
+    def _watch(self, wake: Callable[[], None]) -> None:
+        self._wakers.append(wake)
+        if self.precedents is not None:
+            self.precedents.watch(wake)
+
+    def _unwatch(self, wake: Callable[[], None]) -> None:
+        self._wakers.remove(wake)
+        if self.precedents is not None:
+            self.precedents.unwatch(wake)
 
     def release(self) -> None:
-        """The client closed the body: a ``hold`` under way returns."""
-        if self.held:
-            self._release_event().set()
-        wake = self._wake
-        if wake is not None:
+        """The client closed the body: a ``hold`` or ``turn`` under way returns."""
+        self._released.set()
+        for wake in tuple(self._wakers):
             wake()
 
     def hold(self, timeout: float | None) -> bool:
         """Keeps a ``held`` body open: True once the client closed it, False when ``timeout``
         (the client's read timeout; None waits for the close alone) ran out first."""
-        return self._release_event().wait(timeout)
+        return self._released.wait(timeout)
 
     async def hold_async(self, timeout: float | None) -> bool:
         """``hold`` without blocking the event loop; cancelling the reader ends it too."""
-        released = self._release_event()
-        if released.is_set():
+        if self._released.is_set():
             return True
         loop = asyncio.get_running_loop()
         closed = asyncio.Event()
@@ -258,13 +371,13 @@ class Schedule:
         def wake() -> None:
             loop.call_soon_threadsafe(closed.set)
 
-        self._wake = wake
-        if released.is_set():  # closed from another thread meanwhile
+        self._wakers.append(wake)
+        if self._released.is_set():  # closed from another thread meanwhile
             closed.set()
         try:
             await asyncio.wait_for(closed.wait(), timeout)
         except asyncio.TimeoutError:
             return False
         finally:
-            self._wake = None
+            self._wakers.remove(wake)
         return True

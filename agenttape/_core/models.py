@@ -105,8 +105,54 @@ class Failure:
     message: str = ""
 
 
+Direction = Literal["client", "server"]
+"""Who sent a WebSocket frame."""
+
+Opcode = Literal["continuation", "text", "binary", "close", "ping", "pong"]
+"""A WebSocket frame's kind, by the name RFC 6455 gives it."""
+
+OPCODES: dict[int, Opcode] = {
+    0x0: "continuation",
+    0x1: "text",
+    0x2: "binary",
+    0x8: "close",
+    0x9: "ping",
+    0xA: "pong",
+}
+"""Wire opcode to name; ``OPCODE_NUMBERS`` goes the other way."""
+OPCODE_NUMBERS: dict[Opcode, int] = {name: number for number, name in OPCODES.items()}
+
+
+@dataclass(slots=True)
+class Frame:
+    """One WebSocket frame as its reader saw it: the payload unmasked and, under
+    permessage-deflate, inflated; ``offset`` is seconds since the upgrade request started.
+    ``fin`` is False only for a fragment that more of the same message follows."""
+
+    direction: Direction
+    opcode: Opcode
+    payload: bytes = b""
+    offset: float = 0.0
+    fin: bool = True
+
+
+@dataclass(slots=True)
+class Closed:
+    """How a WebSocket session ended with a closing handshake: the close code (None for a
+    close frame without one), its reason, and which side sent the first close frame."""
+
+    code: int | None
+    reason: str = ""
+    by: Direction = "server"
+
+
 @dataclass(slots=True)
 class Interaction:
+    """One exchange. A WebSocket session is one too: the upgrade request, the ``101``
+    response, then ``frames`` both ways in order (None for anything but a session) and how it
+    ended: ``closed``, or ``error`` for a transport failure, or neither with
+    ``response.truncated`` when recording stopped while it was still open."""
+
     request: Request
     response: Response | None = None
     error: Failure | None = None
@@ -114,6 +160,8 @@ class Interaction:
     started_at: float = 0.0
     ttfb: float | None = None
     duration: float | None = None
+    frames: list[Frame] | None = None
+    closed: Closed | None = None
 
     @property
     def started(self) -> _dt.datetime:

@@ -223,6 +223,11 @@ class Redactor:
             headers = _with_length(headers, len(body))
         return Request(method=request.method, url=url, headers=headers, body=body)
 
+    def frame(self, payload: bytes) -> bytes:
+        """A client WebSocket frame's payload as stored and matched: redacted as a request
+        body is (credential shapes, credential JSON keys, the user's JSON paths and regexes)."""
+        return self._body(payload, [])
+
     def response_headers(self, headers: Headers) -> Headers:
         """Response headers as stored: secret headers' values replaced, URLs (``Location``
         of a redirect) redacted as request URLs are, credential shapes in any value

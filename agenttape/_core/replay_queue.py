@@ -3,11 +3,17 @@
 Identical requests are served in recorded order, each recorded response once (the last one
 again with ``allow_repeats``): a recorded 429 then 200 replays as 429 then 200. The index from
 match key to positions is built on the first lookup, so reading a cassette never pays for it.
+
+A response under way while other requests started (a long-lived event stream, concurrent
+calls) knows them as its ``Precedents``: a piece of its body, or its end, that was recorded
+after one of them started is not handed over before that request is made again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import bisect
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 from .errors import UnmatchedInteractionError
 from .matching import Candidate, Matcher
@@ -19,18 +25,66 @@ Key = tuple[str, Hashable]
 """A boundary and a request's match key."""
 
 
+Wake = Callable[[], None]
+
+
+@dataclass(slots=True)
+class Precedents:
+    """The recorded requests that started while one response was under way: ``starts``
+    (seconds after that response's request started, ascending) and their ``positions`` in
+    the queue. What the response sent after a request started may have been caused by it
+    (an event a tool call announced, a stream the server ended when a DELETE came), so it
+    is sent on replay once that request has been made again."""
+
+    queue: ReplayQueue
+    starts: tuple[float, ...]
+    positions: tuple[int, ...]
+    made: int = 0
+    """How many of them, from the first, were made again (a request once made stays made)."""
+
+    def begun(self, offset: float) -> bool:
+        """Whether every request recorded as starting before ``offset`` was made again."""
+        counts, starts, positions = self.queue.play_counts, self.starts, self.positions
+        made = self.made
+        while made < len(starts) and counts[positions[made]]:
+            made += 1
+        self.made = made
+        return made == len(starts) or starts[made] >= offset
+
+    def watch(self, wake: Wake) -> None:
+        """Calls ``wake`` (from any thread) each time the queue serves a request."""
+        self.queue.wakers.add(wake)
+
+    def unwatch(self, wake: Wake) -> None:
+        self.queue.wakers.discard(wake)
+
+
 class ReplayQueue:
     """Interactions with their play counts; not thread-safe (the cassette holds a lock)."""
 
-    __slots__ = ("_cursors", "_index", "allow_repeats", "interactions", "matcher", "play_counts")
+    __slots__ = (
+        "_cursors",
+        "_index",
+        "_start_positions",
+        "_starts",
+        "allow_repeats",
+        "interactions",
+        "matcher",
+        "play_counts",
+        "wakers",
+    )
 
     def __init__(self, matcher: Matcher, allow_repeats: bool = False) -> None:
         self.matcher = matcher
         self.allow_repeats = allow_repeats
         self.interactions: list[Interaction] = []
         self.play_counts: list[int] = []
+        self.wakers: set[Wake] = set()
         self._index: dict[Key, list[int]] | None = None
         self._cursors: dict[Key, int] = {}
+        # Start times in order, and whose they are: built on the first ``precedents``.
+        self._starts: list[float] | None = None
+        self._start_positions: list[int] = []
 
     def key(self, request: Request, boundary: str = "http") -> Key:
         return boundary, self.matcher.key(request)
@@ -41,6 +95,33 @@ class ReplayQueue:
         self.play_counts.append(1 if played else 0)
         if self._index is not None:
             self._index_one(self._index, len(self.interactions) - 1)
+        if self._starts is not None:
+            at = bisect.bisect_right(self._starts, interaction.started_at)
+            self._starts.insert(at, interaction.started_at)
+            self._start_positions.insert(at, len(self.interactions) - 1)
+
+    def precedents(self, interaction: Interaction) -> Precedents | None:
+        """The requests recorded as starting while the response of ``interaction`` (one of
+        this queue's) was under way; None when there were none."""
+        duration = interaction.duration
+        if duration is None or duration <= 0:
+            return None
+        starts = self._starts
+        if starts is None:
+            interactions = self.interactions
+            order = sorted(range(len(interactions)), key=lambda p: interactions[p].started_at)
+            starts = self._starts = [interactions[p].started_at for p in order]
+            self._start_positions = order
+        started = interaction.started_at
+        low = bisect.bisect_right(starts, started)
+        high = bisect.bisect_left(starts, started + duration, low)
+        if low >= high:
+            return None
+        return Precedents(
+            self,
+            tuple(start - started for start in starts[low:high]),
+            tuple(self._start_positions[low:high]),
+        )
 
     def _index_one(self, index: dict[Key, list[int]], position: int) -> None:
         interaction = self.interactions[position]
@@ -62,6 +143,8 @@ class ReplayQueue:
         if position is None:
             return None
         self.play_counts[position] += 1
+        for wake in tuple(self.wakers):
+            wake()
         return self.interactions[position]
 
     def next_position(self, key: Key) -> int | None:

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from .models import Failure, FailureKind, Headers, Interaction, Request, Response
+from .models import Failure, FailureKind, Frame, Headers, Interaction, Request, Response
+from .replay_queue import Precedents
 
 
 class Tape(Protocol):
@@ -48,8 +49,18 @@ class Tape(Protocol):
         only option and nothing matches."""
         ...
 
+    def precedents(self, interaction: Interaction) -> Precedents | None:
+        """The requests recorded as starting while the response of ``interaction`` (just
+        served by ``begin``) was under way; None when there were none."""
+        ...
+
     def response_headers(self, headers: Headers) -> Headers:
         """Response headers as they may be kept (secrets redacted)."""
+        ...
+
+    def client_frame(self, payload: bytes) -> bytes:
+        """A client WebSocket frame's payload as it may be kept and matched (secrets
+        redacted), as ``begin`` treats a request body."""
         ...
 
     def responded(self, recording: Recording) -> None:
@@ -97,6 +108,16 @@ class Recording:
             self._parts.append(data)
             response.chunks.append((len(data), time.perf_counter() - self._t0))
 
+    def frame(self, frame: Frame) -> bool:
+        """Appends a WebSocket frame as it passes (its offset set here); False when it was
+        not kept, the session being sealed or over its tape's limits."""
+        frames = self.interaction.frames
+        if self.finished or frames is None:
+            return False
+        frame.offset = time.perf_counter() - self._t0
+        frames.append(frame)
+        return True
+
     def finish(self, truncated: bool = False) -> None:
         if self.finished:
             return
@@ -136,6 +157,8 @@ def _framed_whole(interaction: Interaction) -> bool:
     that has no body. Such a body is not left open on replay."""
     response = interaction.response
     assert response is not None
+    if interaction.frames is not None:
+        return False  # a WebSocket session: only its closing handshake ends it
     status = response.status
     if interaction.request.method == "HEAD" or status in (204, 304) or 100 <= status < 200:
         return True

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from .._core import codec, runtime
 from .._core.errors import AgentTapeError
-from .._core.models import Headers, Interaction, Request
+from .._core.models import Frame, Headers, Interaction, Request
 from .._core.redaction import Redactor
 from .._core.tape import Recording, Tape
 from .store import SUFFIX
@@ -35,6 +35,7 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # Bytes counted per exchange and per header on top of the bodies, for the objects holding them.
 EXCHANGE_OVERHEAD = 512
 HEADER_OVERHEAD = 96
+FRAME_OVERHEAD = 64
 MAX_REASONS = 5
 
 P = ParamSpec("P")
@@ -65,6 +66,25 @@ class _RunRecording(Recording):
             return
         run.spend(len(data))
         Recording.chunk(self, data)
+
+    def frame(self, frame: Frame) -> bool:
+        """A WebSocket frame past the run's budget is not kept, nor any after it: the
+        session keeps the frames before it and is marked cut."""
+        run = self._run
+        if run is None or run.overflowed:
+            return False
+        run.spend(len(frame.payload) + FRAME_OVERHEAD)
+        if run.overflowed:
+            kept = len(self.interaction.frames or ())
+            logger.warning(
+                "agenttape recorder: run %s outgrew max_bytes_per_run in a WebSocket session "
+                "to %s: its first %d frames are kept, the rest left out, and it is marked cut",
+                run.run_id,
+                _where(self.interaction.request),
+                kept,
+            )
+            return False
+        return Recording.frame(self, frame)
 
     def finish(self, truncated: bool = False) -> None:
         if self.finished:
@@ -247,8 +267,15 @@ class Run:
         self.spend(len(request.body) + HEADER_OVERHEAD * len(request.headers) + EXCHANGE_OVERHEAD)
         return _RunRecording(self, request, boundary)
 
+    def precedents(self, interaction: Interaction) -> None:
+        """A run never replays."""
+        return None
+
     def response_headers(self, headers: Headers) -> Headers:
         return self.redactor.response_headers(headers)
+
+    def client_frame(self, payload: bytes) -> bytes:
+        return payload  # redacted on the writer thread with the requests
 
     def responded(self, recording: Recording) -> None:
         interaction = recording.interaction
@@ -268,7 +295,9 @@ class Run:
         with self._lock:
             if recording in self._pending:
                 self._pending.discard(recording)
-                if not self.overflowed:
+                # A WebSocket session keeps the frames it held within the budget, and says
+                # it was cut (see _RunRecording.frame).
+                if not self.overflowed or recording.interaction.frames is not None:
                     self._complete.add(id(recording.interaction))
 
     def _note_error(self, interaction: Interaction) -> None:

@@ -33,6 +33,9 @@ class Store(ABC):
     """The few operations the recorder and the run listing need."""
 
     url: str
+    # Listing a folder of thousands of files takes milliseconds (a local disk), not a request
+    # per thousand (an object store): the run listing may list the newest days' folders.
+    lists_cheaply: bool = False
 
     @abstractmethod
     def write(self, name: str, data: bytes) -> None: ...
@@ -84,6 +87,8 @@ class LocalStore(Store):
     """A folder; each file appears whole (temporary file, then rename), so a reader never sees
     half a run. There is no fsync: it would cap a busy service at a few hundred runs a second,
     and a power cut then loses the newest runs, which the listing shows as unreadable."""
+
+    lists_cheaply = True
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)

@@ -179,13 +179,18 @@ def _info(store: Store, stored: StoredFile, head: bytes | Exception | None = Non
 HEADS_AT_ONCE = 256
 
 
-def _infos(store: Store, files: Iterable[StoredFile]) -> Iterator[RunInfo]:
-    """Each file's RunInfo, the heads read a few hundred at a time."""
+def _infos(
+    store: Store, files: Iterable[StoredFile], missing_ok: bool = False
+) -> Iterator[RunInfo]:
+    """Each file's RunInfo, the heads read a few hundred at a time (a file that is not there
+    left out with ``missing_ok``)."""
     pending = list(files)
     for start in range(0, len(pending), HEADS_AT_ONCE):
         chunk = pending[start : start + HEADS_AT_ONCE]
         heads = store.read_many([stored.name for stored in chunk], HEAD_BYTES)
         for stored, head in zip(chunk, heads, strict=True):
+            if missing_ok and isinstance(head, FileNotFoundError):
+                continue
             yield _info(store, stored, head)
 
 
@@ -298,20 +303,26 @@ UNINDEXED_WINDOW = _dt.timedelta(hours=1)
 def list_indexed_runs(
     store: Store, wanted: RunFilter, now: _dt.datetime | None = None
 ) -> list[RunInfo] | None:
-    """The runs the index lists, plus those it does not hold yet, read from their files: every
-    run file in a dated folder from the newest indexed day on (or from the day an hour ago,
-    if earlier), in a dated folder the index has no day for, or at the top level. None when
+    """The runs the index lists, plus those it does not hold yet, read from their files: on a
+    local folder every run file in a dated folder from the newest indexed day on (or from the
+    day an hour ago, if earlier); on object storage those the writers named as in flight;
+    and every one in a dated folder the index has no day for, or at the top level. None when
     the store has no index.
 
     An index file deleted while it is read (a compaction or rebuild finished meanwhile) makes
     it start again, with the files there are then.
     """
     for attempt in range(INDEX_ATTEMPTS):
-        files = run_index.index_files(store)
-        if not files:
-            return None
+        # On object storage each listing is a request: the three go out together.
+        with ThreadPoolExecutor(2) as pool:
+            top = pool.submit(store.listing)
+            named = None if store.lists_cheaply else pool.submit(_named_in_flight, store)
+            files = run_index.index_files(store)
+            if not files:
+                return None
+            listed = top.result(), None if named is None else named.result()
         try:
-            return _indexed_runs(store, files, wanted, now)
+            return _indexed_runs(store, files, wanted, now, *listed)
         except Exception as exc:
             if not _unreadable_index(exc):
                 raise
@@ -329,42 +340,74 @@ def _indexed_runs(
     files: list[run_index.IndexFile],
     wanted: RunFilter,
     now: _dt.datetime | None,
+    listing: tuple[list[str], list[StoredFile]],
+    named_in_flight: list[StoredFile] | None,
 ) -> list[RunInfo]:
     days = {found.day for found in files}
     since_day = None if wanted.since is None else _day(wanted.since)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     start = min(max(days), _day(now - UNINDEXED_WINDOW))
-    folders, top = store.listing()
-    recent = {
+    folders, top = listing
+    dated = {
         day
         for day in folders
-        if DATED_FOLDER.fullmatch(day)
-        and (day >= start or day not in days)
-        and (since_day is None or day >= since_day)
+        if DATED_FOLDER.fullmatch(day) and (since_day is None or day >= since_day)
     }
+    window = {day for day in dated if day >= start or day not in days}
+    unindexed_days = {day for day in dated if day not in days}
     queried = [found for found in files if since_day is None or found.day >= since_day]
-    tail = [found for found in files if found.day in recent]
-    # The recent folders are listed while the index is fetched and queried: on object
-    # storage both wait on requests.
+    tail = [found for found in files if found.day >= start]
+
+    def in_flight() -> tuple[list[StoredFile], list[StoredFile]]:
+        """Run files to read (folders listed) and runs the writers named as in flight."""
+        if named_in_flight is None:  # a local folder, or a damaged list
+            return _listed(store, window), []
+        return _listed(store, unindexed_days), named_in_flight
+
+    # Runs in flight are looked for while the index is fetched and queried: on object storage
+    # both wait on requests.
     with ThreadPoolExecutor(1) as pool:
-        listed = pool.submit(
-            lambda: [stored for day in sorted(recent) for stored in store.listing(day)[1]]
-        )
+        looked_up = pool.submit(in_flight)
         needed = list({found.name: found for found in queried + tail}.values())
         with run_index.IndexReader(store, needed) as index:
             rows = index.select(queried, since=wanted.since, errors=wanted.errors, tags=wanted.tags)
             known = index.paths(tail)
+        listed, named = looked_up.result()
         # Runs at the top level are few and always read from their files.
-        loose = [stored for stored in top + listed.result() if stored.name.endswith(SUFFIX)]
+        loose = [stored for stored in top + listed if stored.name.endswith(SUFFIX)]
     runs = {row.path: _run_info(row) for row in rows if "/" in row.path}
-    unindexed = [
-        stored
-        for stored in loose
-        if "/" not in stored.name or (stored.name not in known and stored.name not in runs)
-    ]
-    for info in _infos(store, unindexed):
+
+    def unindexed(stored: StoredFile) -> bool:
+        return "/" not in stored.name or (stored.name not in known and stored.name not in runs)
+
+    for info in _infos(store, [stored for stored in loose if unindexed(stored)]):
+        runs[info.name] = info
+    # A run named in flight may not be written yet, or may have failed to be: not a run.
+    named = [stored for stored in named if unindexed(stored) and stored.name not in runs]
+    for info in _infos(store, named, missing_ok=True):
         runs[info.name] = info
     return [info for info in runs.values() if wanted(info)]
+
+
+def _listed(store: Store, days: set[str]) -> list[StoredFile]:
+    return [stored for day in sorted(days) for stored in store.listing(day)[1]]
+
+
+def _named_in_flight(store: Store) -> list[StoredFile] | None:
+    """The runs writers named as in flight (run_index.PENDING); None when a list of them
+    cannot be read."""
+    lists = run_index.pending_files(store)
+    named: dict[str, StoredFile] = {}
+    for data in store.read_many([stored.name for stored in lists]):
+        if isinstance(data, FileNotFoundError):
+            continue  # its batch was written meanwhile
+        if isinstance(data, Exception):
+            return None
+        try:
+            named.update((run.name, run) for run in run_index.decode_pending(data))
+        except ValueError:
+            return None
+    return list(named.values())
 
 
 def _unreadable_index(exc: Exception) -> bool:
@@ -406,6 +449,7 @@ def rebuild_index(
     )
     since_day = "" if moment is None else _day(moment)
     old = [found for found in run_index.index_files(opened) if found.day >= since_day]
+    in_flight = _pending_lists(opened)
     if isinstance(opened, LocalStore) and not opened.root.is_dir():
         raise CassetteNotFoundError(f"store {opened.url} does not exist or is not a folder")
     folders, top = opened.listing()
@@ -441,7 +485,27 @@ def rebuild_index(
             runs += len(rows)
             unreadable += sum(1 for row in rows if row.status == "unreadable")
             indexed_days += bool(rows)
+    # Lists of runs in flight whose every run is in a day just rebuilt were left by writers
+    # that stopped before writing their batch. (A live writer's batch indexes its runs again.)
+    for name, named_days in in_flight.items():
+        if named_days and all(day in days for day in named_days):
+            opened.delete(name)
     return Rebuilt(runs=runs, days=indexed_days, unreadable=unreadable, replaced=replaced)
+
+
+def _pending_lists(store: Store) -> dict[str, set[str]]:
+    """Each list of runs in flight, with the days of the runs it names."""
+    lists = run_index.pending_files(store)
+    found: dict[str, set[str]] = {}
+    for stored, data in zip(lists, store.read_many([s.name for s in lists]), strict=True):
+        if isinstance(data, Exception):
+            continue
+        try:
+            named = run_index.decode_pending(data)
+        except ValueError:
+            continue
+        found[stored.name] = {run.name.partition("/")[0] for run in named}
+    return found
 
 
 def compact_index(

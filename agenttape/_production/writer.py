@@ -6,9 +6,11 @@ request. The same thread adds each written run's row to the run index, in batche
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import itertools
 import logging
+import secrets
 import threading
 import time
 from collections import deque
@@ -21,7 +23,7 @@ from .._core.redaction import Redactor
 from .._core.secrets import scrub_tags
 from .._core.text import counted
 from . import run_index
-from .store import Store
+from .store import Store, StoredFile
 
 logger = logging.getLogger("agenttape.recorder")
 
@@ -84,6 +86,11 @@ class Writer:
         # The run index's rows not written yet (None: pyarrow is not installed); flushes
         # asked for and done, so a flush waits for the batch its runs are in.
         self._batch = run_index.Batch() if run_index.can_write() else None
+        # On an object store, the files naming runs whose rows wait in the batch (see
+        # run_index.PENDING), deleted once the batch is written.
+        self._names_in_flight = self._batch is not None and not store.lists_cheaply
+        self._writer_id = secrets.token_hex(8)
+        self._published: list[str] = []
         self._flushes_asked = 0
         self._flushes_done = 0
         self._stopped = False
@@ -172,7 +179,7 @@ class Writer:
                         self._flushes_done = asked
                         self._cond.notify_all()
                 continue
-            sizes = [self._write(job) for job in jobs]
+            sizes = self._write(jobs)
             with self._cond:
                 for job, written in zip(jobs, sizes, strict=True):
                     self._jobs.popleft()
@@ -221,9 +228,11 @@ class Writer:
         if batch is None or not len(batch):
             return
         rows = batch.take()
+        published, self._published = self._published, []
         try:
             run_index.write_rows(self._store, rows)
         except run_index.IndexWriteError as exc:
+            self._published = published + self._published
             if self._closed:
                 self._losses.warn(
                     "index", run_index.lost_rows_message(self._store, len(exc.rows), exc)
@@ -238,10 +247,49 @@ class Writer:
                     "index lost", run_index.lost_rows_message(self._store, dropped, exc)
                 )
         except Exception as exc:  # the rows cannot be encoded: another try would fail again
+            # The files naming these runs stay: readers still find them.
             self._losses.warn("index", run_index.lost_rows_message(self._store, len(rows), exc))
+        else:
+            for name in published:
+                with contextlib.suppress(Exception):
+                    self._store.delete(name)
 
-    def _write(self, job: Job) -> int | None:
-        """Encode and store one run; the size written, or None after logging the loss."""
+    def _write(self, jobs: list[Job]) -> list[int | None]:
+        """Store each run (named as in flight first, where that is how readers find it);
+        the size written, or None after logging the loss."""
+        encoded = [self._encode(job) for job in jobs]
+        runs = [
+            StoredFile(job.name, len(done[1]))
+            for job, done in zip(jobs, encoded, strict=True)
+            if done is not None
+        ]
+        unnamed = self._publish(runs) if self._names_in_flight and runs else None
+        sizes = [
+            None if done is None else self._store_run(job, *done)
+            for job, done in zip(jobs, encoded, strict=True)
+        ]
+        written = sum(size is not None for size in sizes)
+        if unnamed is not None and written:  # a store refusing everything is reported above
+            self._losses.warn(
+                "pending",
+                f"could not name {counted(written, 'run')} in flight at {self._store.url}/"
+                f"{run_index.PENDING} ({unnamed}): 'agenttape runs' lists them once their "
+                "batch of the run index is written",
+            )
+        return sizes
+
+    def _publish(self, runs: list[StoredFile]) -> Exception | None:
+        """Names ``runs`` as in flight; the store's error when it refused."""
+        name = run_index.pending_name(self._writer_id)
+        try:
+            self._store.write(name, run_index.encode_pending(runs))
+        except Exception as exc:
+            return exc
+        self._published.append(name)
+        return None
+
+    def _encode(self, job: Job) -> tuple[dict[str, Any], bytes] | None:
+        """The run's header and cassette bytes, or None after logging the loss."""
         try:
             if self._base is None:
                 from .._core.meta import new_header
@@ -258,7 +306,16 @@ class Writer:
             redactor = self._redactor
             for interaction in job.interactions:
                 interaction.request = redactor.request(interaction.request)
-            data = codec.encode(header, job.interactions)
+                for frame in interaction.frames or ():
+                    if frame.direction == "client":
+                        frame.payload = redactor.frame(frame.payload)
+            return header, codec.encode(header, job.interactions)
+        except Exception as exc:
+            self._losses.warn("failed", f"run {job.run_id} lost: encoding it failed: {exc}")
+            return None
+
+    def _store_run(self, job: Job, header: dict[str, Any], data: bytes) -> int | None:
+        try:
             self._store.write(job.name, data)
         except Exception as exc:
             self._losses.warn(

@@ -224,6 +224,9 @@ def audit_interaction(index: int, interaction: Interaction, scanner: _Scanner) -
     if response is not None:
         findings += _headers(index, "response", response.headers)
         findings += scanner.body(index, "response", response.headers, response.body)
+    for number, frame in enumerate(interaction.frames or ()):
+        where = f"websocket frame {number} ({frame.direction})"
+        findings += [Finding(index, where, k, mask(s)) for k, s in scan(frame.payload)]
     if interaction.error is not None:
         message = interaction.error.message.encode("utf-8", "replace")
         findings += [Finding(index, "error message", k, mask(s)) for k, s in scan(message)]

@@ -28,6 +28,7 @@ from .._core.models import Headers, Interaction
 from .._core.options import MODES
 from .._core.text import counted
 from .._version import __version__
+from . import frames
 from .export import exchange_json, jsonable
 from .reading import (
     BODY_END_TEXT,
@@ -66,7 +67,15 @@ NUMERIC = {"n", "bytes", "ms", "chunks"}
 
 
 def row(index: int, interaction: Interaction) -> dict[str, Any]:
+    """One line of the table; a WebSocket session counts its frames as its chunks."""
     response = interaction.response
+    pieces = (
+        len(interaction.frames)
+        if interaction.frames is not None
+        else len(response.chunks)
+        if response is not None
+        else 0
+    )
     return {
         "n": index,
         "boundary": interaction.boundary,
@@ -76,7 +85,7 @@ def row(index: int, interaction: Interaction) -> dict[str, Any]:
         "model": model_of(interaction),
         "bytes": len(response.body) if response is not None else 0,
         "ms": round(interaction.duration * 1000, 1) if interaction.duration is not None else None,
-        "chunks": len(response.chunks) if response is not None else 0,
+        "chunks": pieces,
     }
 
 
@@ -206,6 +215,7 @@ def detail(index: int, interaction: Interaction) -> str:
         )
         lines += [f"  {k}: {v}" for k, v in response.headers]
         lines += _body_lines("Response body", response.headers, response.body, len(response.chunks))
+    lines += frames.lines(interaction)
     if error is not None:
         lines.append(f"Transport error {error.kind}: {error.type}: {error.message}")
     return "\n".join(lines) + "\n"
@@ -226,6 +236,7 @@ def _detail_json(index: int, interaction: Interaction) -> dict[str, Any]:
         **row(index, interaction),
         "url": interaction.request.url,
         **exchange_json(interaction, _readable_json),
+        "websocket": frames.as_json(interaction),
     }
 
 

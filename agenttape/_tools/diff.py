@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from .._core import jsonpath
 from .._core.matching import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
+from . import frames
 from .reading import body_end, decode_body, is_sse, parse_json, parse_sse, parseable, sse_text
 
 
@@ -108,6 +109,8 @@ def compare(a: list[Interaction], b: list[Interaction], ignore: Iterable[str] = 
         ]
         if _outcome(left) != _outcome(right):
             pair.differences.append(f"status: expected {_outcome(left)}, got {_outcome(right)}")
-        if left.response is not None and right.response is not None:
+        if left.frames is not None or right.frames is not None:
+            pair.differences += frames.differences(left, right, ignored)
+        elif left.response is not None and right.response is not None:
             pair.differences += _body_differences(left.response, right.response, ignored)
     return pairs

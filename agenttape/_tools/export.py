@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 from .._core.models import Headers, Interaction, first_header
 from .._core.text import counted
 from .._version import __version__
+from . import frames
 from .reading import body_end, decode_body, llm_fields, readable
 
 
@@ -86,16 +87,17 @@ def to_json(header: dict[str, Any], interactions: list[Interaction]) -> dict[str
         request = interaction.request
         exchange = exchange_json(interaction, _body)
         exchange["request"] = {"method": request.method, "url": request.url, **exchange["request"]}
-        entries.append(
-            {
-                "index": index,
-                "boundary": interaction.boundary,
-                "started_at": _iso(interaction.started_at),
-                "ttfb": interaction.ttfb,
-                "duration": interaction.duration,
-                **exchange,
-            }
-        )
+        entry = {
+            "index": index,
+            "boundary": interaction.boundary,
+            "started_at": _iso(interaction.started_at),
+            "ttfb": interaction.ttfb,
+            "duration": interaction.duration,
+            **exchange,
+        }
+        if interaction.frames is not None:
+            entry["websocket"] = frames.as_json(interaction)
+        entries.append(entry)
     return {"header": jsonable(header), "interactions": entries}
 
 
@@ -228,6 +230,9 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
     }
     if response is not None and response.chunks:
         entry["_chunks"] = [list(chunk) for chunk in response.chunks]
+    if interaction.frames is not None:
+        entry["_resourceType"] = "websocket"
+        entry["_webSocketMessages"] = frames.har_messages(interaction)
     return entry
 
 

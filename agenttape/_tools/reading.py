@@ -117,9 +117,10 @@ BODY_END_TEXT: dict[str, str] = {
 
 
 def body_end(interaction: Interaction) -> BodyEnd | None:
-    """How the response body ended; None when there was no response."""
+    """How the response body ended; None when there was no response, or for a WebSocket
+    session (whose end is its closing, see ``_tools.frames.ending``)."""
     response = interaction.response
-    if response is None:
+    if response is None or interaction.frames is not None:
         return None
     if interaction.error is not None and interaction.error.kind != "raised":
         return "cut"  # a function boundary that raised returned its whole answer
@@ -218,6 +219,10 @@ def status_text(interaction: Interaction) -> str:
     response, error = interaction.response, interaction.error
     if response is None:
         return error.kind if error is not None else "?"
+    if interaction.frames is not None:  # a WebSocket session: how it ended
+        if error is not None:
+            return f"{response.status}, dropped"
+        return f"{response.status}, open" if interaction.closed is None else str(response.status)
     end = body_end(interaction)
     if end == "cut":
         return f"{response.status}, cut"

@@ -166,4 +166,21 @@ def redact(index: int, interaction: Interaction, redactor: Redactor) -> bool:
                 "(a decompression bomb?); nothing was written"
             ) from None
     after = (interaction.request, response and (response.headers, response.body))
-    return before != after
+    return _frames(interaction, redactor) or before != after
+
+
+def _frames(interaction: Interaction, redactor: Redactor) -> bool:
+    """A WebSocket session's frames, both ways, redacted as bodies are: the frames of a
+    realtime session carry instructions, transcripts and tool results in JSON."""
+    changed = False
+    for frame in interaction.frames or ():
+        if frame.opcode not in ("text", "continuation", "binary"):
+            continue
+        data = frame.payload
+        for rule in redactor.rules():
+            data, _cuts = _substitute(data, rule.pattern, rule.replacement, [])
+        data = _json_paths(data, redactor.json_paths)
+        if data != frame.payload:
+            frame.payload = data
+            changed = True
+    return changed

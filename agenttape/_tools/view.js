@@ -378,6 +378,16 @@
     }
     add(sides, request, response);
     add(box, sides);
+    if (item.websocket) {
+      var session = el("div", "side websocket");
+      add(session, el("h3", "", "WebSocket frames"));
+      add(session, el("p", "bodyinfo", item.websocket.summary));
+      var list = el("pre", "body");
+      list.textContent = item.websocket.frames.join("\n") +
+        (item.websocket.left_out ? "\n… " + item.websocket.left_out + " more frames left out of this page" : "");
+      add(session, list);
+      add(box, session);
+    }
   }
 
   var picked = -1;

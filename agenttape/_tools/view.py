@@ -34,6 +34,7 @@ from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction
 from .._core.text import counted
 from .._version import __version__
+from . import frames
 from .export import exchange_json, jsonable
 from .reading import (
     BODY_END_TEXT,
@@ -330,7 +331,23 @@ def _interaction(
     if out["response"] is not None:
         del out["response"]["chunks"]  # the body's view and the ticks say it for the page
         out["response"]["chunk_count"] = len(response.chunks) if response is not None else 0
+    out["websocket"] = _frames_view(interaction, budget)
     return out
+
+
+def _frames_view(interaction: Interaction, budget: Budget) -> dict[str, Any] | None:
+    """A WebSocket session's frames as lines for the page, as many as the page's budget
+    holds."""
+    if interaction.frames is None:
+        return None
+    summary, *lines = frames.lines(interaction)
+    shown = []
+    for line in lines:
+        if not budget.take(len(line)):
+            break
+        shown.append(line.strip())
+    left = len(lines) - len(shown)
+    return {"summary": summary, "frames": shown, "left_out": left}
 
 
 def _replay_kit(header: dict[str, Any]) -> list[list[str]]:

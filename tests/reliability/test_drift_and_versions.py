@@ -93,6 +93,7 @@ def test_cassette_from_a_newer_format_names_the_version_that_reads_it(
     with monkeypatch.context() as future:
         # This very code, after a format bump and a release.
         future.setattr(codec, "FORMAT_VERSION", codec.FORMAT_VERSION + 1)
+        future.setattr(codec, "PLAIN_FORMAT", codec.FORMAT_VERSION)  # a bump for every file
         future.setattr(meta, "__version__", "9.4.0")
         with agenttape.use_cassette(cassette_path, mode="all"):
             httpx.get(f"{server.url}/x")

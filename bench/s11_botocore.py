@@ -1,4 +1,4 @@
-"""Scenario 10: replay through botocore (S3 GetObject and DynamoDB GetItem), against a floor
+"""Scenario 11: replay through botocore (S3 GetObject and DynamoDB GetItem), against a floor
 that answers botocore's own ``before-send`` event from memory with the responses botocore
 builds from the wire (no Stubber: the request is signed and the response parsed as live)."""
 
@@ -82,11 +82,11 @@ def expected(picked: range) -> list[bytes]:
 
 def main() -> None:
     scenario = Scenario(
-        10,
+        11,
         "Replay through botocore: S3 GetObject and DynamoDB GetItem",
         "µs/request",
         "floor",
-        "bench.s10_botocore",
+        "bench.s11_botocore",
         processes=2,
     )
     work = scenario.dir
@@ -132,7 +132,7 @@ def main() -> None:
     holds = scenario.check("agenttape / floor", cells["agenttape"], TARGET)
     floor = scenario.result.value("floor")
     scenario.line(
-        "10",
+        "11",
         "Replay through botocore (S3 GetObject, DynamoDB GetItem)",
         f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
         cells,

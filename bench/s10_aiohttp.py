@@ -1,4 +1,4 @@
-"""Scenario 9: replay 1,000 GETs through aiohttp, against a floor that serves the recorded
+"""Scenario 10: replay 1,000 GETs through aiohttp, against a floor that serves the recorded
 response bytes from memory through aiohttp's own connector, protocol and parser."""
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def record_all(work: Path, urls: list[str]) -> None:
 
 def main() -> None:
     scenario = Scenario(
-        9, "Replay 1,000 GETs through aiohttp", "µs/request", "floor", "bench.s9_aiohttp"
+        10, "Replay 1,000 GETs through aiohttp", "µs/request", "floor", "bench.s10_aiohttp"
     )
     work = scenario.dir
     paths = [item_path(i) for i in range(COUNT)]
@@ -182,7 +182,7 @@ def main() -> None:
     holds = scenario.check("agenttape / floor", cells["agenttape"], TARGET)
     floor = scenario.result.value("floor")
     scenario.line(
-        "9",
+        "10",
         scenario.result.title,
         f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
         cells,

@@ -1,4 +1,4 @@
-"""Scenario 11: memory held per interaction while a cassette of 20,000 interactions replays
+"""Scenario 12: memory held per interaction while a cassette of 20,000 interactions replays
 (tracemalloc, each library in a fresh process), against the recorded bytes per interaction."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def run_measure(library: str, path: Path, base: str, size: int) -> dict[str, int
     """tracemalloc's figure from one fresh process, resident growth from another."""
     result: dict[str, int] = {}
     for how in ("trace", "resident"):
-        command = [sys.executable, "-m", "bench.s11_memory", "--measure", library]
+        command = [sys.executable, "-m", "bench.s12_memory", "--measure", library]
         command += [str(path), base, str(size), how]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
@@ -103,11 +103,11 @@ def main() -> None:
         measure(library, Path(path), base, int(size), how == "trace")
         return
     scenario = Scenario(
-        11,
+        12,
         "Memory held per interaction while replaying 20,000 interactions",
         "B",
         "recorded",
-        "bench.s11_memory",
+        "bench.s12_memory",
     )
     work = scenario.dir
     prepare(work)
@@ -158,7 +158,7 @@ def main() -> None:
         "(cassetter keeps its cassette in Rust) shows in the resident growth noted per row."
     )
     scenario.line(
-        "11",
+        "12",
         "Memory held per replayed interaction, 20,000 interactions (tracemalloc)",
         f"recorded {recorded:,.0f} B/interaction",
         cells,

@@ -1,0 +1,209 @@
+"""websocket-client (``websocket.create_connection``, ``WebSocket``, ``WebSocketApp``): all
+of them connect through ``WebSocket.connect`` and pass every frame through
+``WebSocket.send_frame`` (before masking) and ``WebSocket.recv_frame`` (after unmasking).
+
+The upgrade request is built first, as the library builds it (``_get_handshake_headers``,
+with the key it will send), so the tape decides before any socket exists. Recording reads
+the upgrade's answer from the lines the library reads (``_http.recv_line``), byte for byte.
+
+Replay opens no network connection: ``connect`` is handed one end of a local socket pair
+(its own ``socket`` option) whose other end ``websocket_replay.ReplayPeer`` serves, so the
+library's handshake checks, frame parser and closing handshake run. websocket-client
+negotiates no extensions (no permessage-deflate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+from .._core import runtime
+from .._core.models import OPCODES, Failure, Request
+from .._core.websocket import (
+    SessionRecording,
+    SessionReplay,
+    open_session,
+)
+from .websocket_replay import ReplayPeer
+from .websocket_taps import FrameChecker, FrameRecorder, dropped
+from .wire import parse_head
+
+_PATCHED = "__agenttape_original__"
+_SESSION = "_agenttape_session"
+
+_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agenttape_websocket_client_key", default=None
+)
+"""The key the handshake being built sends: the one in the request the tape decided on."""
+
+_head: contextvars.ContextVar[bytearray | None] = contextvars.ContextVar(
+    "agenttape_websocket_client_head", default=None
+)
+"""The raw lines of the upgrade's answer, while a recorded handshake reads them."""
+
+
+def install(core: ModuleType) -> None:
+    """Patches ``websocket._core`` and the handshake modules it imported (reached through
+    ``sys.modules``: nothing is imported here)."""
+    web_socket = core.WebSocket
+    if _PATCHED in vars(web_socket):
+        return
+    setattr(web_socket, _PATCHED, True)
+    setattr(web_socket, _SESSION, None)
+    handshake = sys.modules["websocket._handshake"]
+    http = sys.modules["websocket._http"]
+    web_socket.connect = _make_connect(web_socket.connect, handshake)
+    web_socket.send_frame = _make_send_frame(web_socket.send_frame)
+    web_socket.recv_frame = _make_recv_frame(web_socket.recv_frame)
+    web_socket.shutdown = _make_shutdown(web_socket.shutdown)
+    names = vars(handshake)
+    names["_create_sec_websocket_key"] = _make_key(names["_create_sec_websocket_key"])
+    names = vars(http)
+    names["recv_line"] = _make_recv_line(names["recv_line"])
+
+
+def _make_key(original: Callable[[], str]) -> Callable[[], str]:
+    def _create_sec_websocket_key() -> str:
+        return _key.get() or original()
+
+    return _create_sec_websocket_key
+
+
+def _make_recv_line(original: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    def recv_line(sock: Any) -> bytes:
+        line = original(sock)
+        head = _head.get()
+        if head is not None:
+            head += line
+        return line
+
+    return recv_line
+
+
+@contextlib.contextmanager
+def _setting(variable: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    token = variable.set(value)
+    try:
+        yield
+    finally:
+        variable.reset(token)
+
+
+def _upgrade_request(handshake: ModuleType, url: str, options: dict[str, Any]) -> Request:
+    """The request ``handshake`` will send for ``url``, built as it builds it."""
+    hostname, port, resource, _secure = sys.modules["websocket._url"].parse_url(url)
+    lines, _key_sent = handshake._get_handshake_headers(resource, url, hostname, port, options)
+    headers = parse_head("\r\n".join(lines).encode("utf-8"))[3]
+    return Request("GET", url, headers, b"")
+
+
+def _make_connect(original: Callable[..., None], handshake: ModuleType) -> Callable[..., None]:
+    def connect(self: Any, url: str, **options: Any) -> None:
+        tape = runtime.active()
+        if tape is None:
+            return original(self, url, **options)
+        key = handshake._create_sec_websocket_key()
+        with _setting(_key, key):
+            request = _upgrade_request(handshake, url, options)
+
+        def record(session: SessionRecording) -> None:
+            recorder = _Recorder(session)
+            setattr(self, _SESSION, recorder)
+            head = bytearray()
+            try:
+                with _setting(_key, key), _setting(_head, head):
+                    original(self, url, **options)
+            except BaseException as exc:
+                recorder.refused(head, exc)
+                raise
+            recorder.opened(head)
+
+        def replay(session: SessionReplay) -> None:
+            failure = session.interaction.error
+            if session.response is None and failure is not None:
+                raise _connect_exception(failure)
+            peer = ReplayPeer(session)
+            client = peer.client
+            setattr(self, _SESSION, FrameChecker(session, peer.schedule))
+            peer.start()
+            with _setting(_key, key):
+                original(self, url, **{**options, "socket": client})
+
+        return open_session(tape, request, replay=replay, record=record, failure_of=failure_of)
+
+    return connect
+
+
+def _make_send_frame(original: Callable[[Any, Any], int]) -> Callable[[Any, Any], int]:
+    def send_frame(self: Any, frame: Any) -> int:
+        tap = getattr(self, _SESSION)
+        if tap is not None:
+            tap.sent(OPCODES[frame.opcode], bytes(frame.data), bool(frame.fin))
+        return original(self, frame)
+
+    return send_frame
+
+
+def _make_recv_frame(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def recv_frame(self: Any) -> Any:
+        tap = getattr(self, _SESSION)
+        try:
+            frame = original(self)
+        except Exception as exc:
+            if tap is not None:
+                # The library's own exception for the server's end of stream replays as one.
+                eof = type(exc).__name__ == "WebSocketConnectionClosedException"
+                tap.ended(dropped(None if eof else exc))
+            raise
+        if tap is not None:
+            tap.received(OPCODES[frame.opcode], bytes(frame.data), bool(frame.fin))
+        return frame
+
+    return recv_frame
+
+
+def _make_shutdown(original: Callable[[Any], None]) -> Callable[[Any], None]:
+    def shutdown(self: Any) -> None:
+        tap = getattr(self, _SESSION)
+        if tap is not None:
+            setattr(self, _SESSION, None)
+            tap.ended(None)
+        original(self)
+
+    return shutdown
+
+
+def failure_of(exc: BaseException) -> Failure | None:
+    """Opening the connection failed: the library raises what the socket raised."""
+    if isinstance(exc, TimeoutError):
+        return Failure("connect_timeout", type(exc).__name__, str(exc))
+    if isinstance(exc, OSError):
+        return Failure("connect_error", type(exc).__name__, str(exc))
+    return None
+
+
+def _connect_exception(failure: Failure) -> BaseException:
+    if failure.kind == "connect_timeout":
+        return TimeoutError(failure.message)
+    if failure.type == "ConnectionRefusedError":
+        return ConnectionRefusedError(failure.message)
+    return OSError(failure.message)
+
+
+class _Recorder(FrameRecorder):
+    """Writes down what the real connection carries, the upgrade's answer included."""
+
+    def opened(self, head: bytearray, body: bytes = b"") -> None:
+        last = bytes(head).rstrip(b"\r\n").rpartition(b"\r\n\r\n")[2]
+        version, status, reason, headers = parse_head(last)
+        self.session.opened(int(status), reason, headers, body, version)
+
+    def refused(self, head: bytearray, exc: BaseException) -> None:
+        """The handshake failed: an answer other than 101 is kept with its body."""
+        if head and b"\r\n\r\n" in head and self.session.interaction.response is None:
+            self.opened(head, getattr(exc, "resp_body", None) or b"")
+            self.session.finish()

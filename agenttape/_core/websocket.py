@@ -1,0 +1,433 @@
+"""WebSocket sessions: the seam every WebSocket adapter calls, as ``exchange`` is for HTTP.
+
+A session is one interaction: the upgrade request and its response, then every frame both
+ways in order and how it ended. An adapter hands ``open_session`` (or
+``open_session_async``) the upgrade request and two translations of its own:
+
+- ``record(SessionRecording)`` opens the real connection and reports what passes on it:
+  ``opened`` with the response head, ``sent``/``received`` per frame (payload unmasked and
+  inflated), ``closed`` with the closing handshake, ``failed`` with a transport error, and
+  ``finish`` when the connection is gone;
+- ``replay(SessionReplay)`` builds its library's connection without a socket: it feeds the
+  library the ``handshake`` bytes and the server frames of ``opening()``, then hands each
+  frame the client sends to ``sent``, which checks it against the recording and returns the
+  server frames that followed it (``Step``); a step's ``end`` says how the session ends.
+
+Which branch runs, the strict frame matcher, redaction of client frames, and when each
+replayed frame is due (``due``) are decided here, once for every library.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+from .errors import UnmatchedInteractionError
+from .exchange import FailureOf, Schedule, exchange, exchange_async
+from .matching import Matcher
+from .models import (
+    OPCODE_NUMBERS,
+    Closed,
+    Direction,
+    Failure,
+    Frame,
+    Headers,
+    Interaction,
+    Opcode,
+    Request,
+    Response,
+)
+from .replay_queue import RERECORD_HINT
+from .tape import Recording, Tape
+
+R = TypeVar("R")
+
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_MATCHED: frozenset[str] = frozenset(("text", "binary", "continuation", "close"))
+"""Client frames replay checks. Pings and pongs are keepalive traffic whose timing and
+payloads differ from run to run: a client ping is answered, a client pong is let through."""
+
+
+def accept_key(key: str) -> str:
+    """The ``Sec-WebSocket-Accept`` a server answers to ``Sec-WebSocket-Key`` (RFC 6455)."""
+    digest = hashlib.sha1(key.encode("latin-1") + _GUID).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """``frame`` as a server puts it on the wire: unmasked, uncompressed (RSV1 clear, which
+    permessage-deflate reads as a message sent as is)."""
+    payload = frame.payload
+    first = (0x80 if frame.fin else 0) | OPCODE_NUMBERS[frame.opcode]
+    size = len(payload)
+    if size < 126:
+        head = bytes((first, size))
+    elif size < 1 << 16:
+        head = bytes((first, 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((first, 127)) + size.to_bytes(8, "big")
+    return head + payload
+
+
+def close_payload(code: int | None, reason: str = "") -> bytes:
+    """A close frame's payload: the code in two bytes, then the reason in UTF-8."""
+    if code is None:
+        return b""
+    return code.to_bytes(2, "big") + reason.encode("utf-8")
+
+
+def parse_close(payload: bytes) -> tuple[int | None, str]:
+    """(code, reason) of a close frame's payload; (None, "") for an empty one."""
+    if len(payload) < 2:
+        return None, ""
+    return int.from_bytes(payload[:2], "big"), payload[2:].decode("utf-8", "replace")
+
+
+@dataclass(slots=True)
+class End:
+    """How a replayed session ends once its last recorded frame is delivered.
+
+    ``closed``: the server closes the connection after the closing handshake (or, with no
+    handshake recorded, drops it). ``failed``: the recorded transport error, ``failure``,
+    fires. ``held``: the recording stopped while the session was open; the connection stays
+    open, sending nothing, until the client closes it or its own timeout fires.
+    ``due`` is when it happens (seconds since the upgrade request, for ``due()``)."""
+
+    kind: Literal["closed", "failed", "held"]
+    failure: Failure | None
+    closed: Closed | None
+    due: float
+
+
+@dataclass(slots=True)
+class Step:
+    """What the server does next: ``frames`` to deliver in order, each when ``due`` says,
+    then ``end`` when the recording ends after them."""
+
+    frames: list[Frame] = field(default_factory=list)
+    end: End | None = None
+
+
+def open_session(
+    tape: Tape,
+    request: Request,
+    *,
+    replay: Callable[[SessionReplay], R],
+    record: Callable[[SessionRecording], R],
+    failure_of: FailureOf,
+) -> R:
+    """Serve the upgrade ``request`` from ``tape``: ``replay`` the recorded session, or
+    ``record`` the real one. A failure escaping ``record`` before the response is written
+    down as the session's error, as for any exchange."""
+    return exchange(
+        tape,
+        request,
+        replay=lambda interaction, schedule: replay(SessionReplay(tape, interaction, schedule)),
+        record=lambda recording: record(SessionRecording(tape, recording)),
+        failure_of=failure_of,
+    )
+
+
+async def open_session_async(
+    tape: Tape,
+    request: Request,
+    *,
+    replay: Callable[[SessionReplay], Awaitable[R]],
+    record: Callable[[SessionRecording], Awaitable[R]],
+    failure_of: FailureOf,
+) -> R:
+    """``open_session`` for ``async`` libraries."""
+    return await exchange_async(
+        tape,
+        request,
+        replay=lambda interaction, schedule: replay(SessionReplay(tape, interaction, schedule)),
+        record=lambda recording: record(SessionRecording(tape, recording)),
+        failure_of=failure_of,
+    )
+
+
+class SessionRecording:
+    """A live session being written down while it runs: frames are kept as they pass, so a
+    session that ends badly (or never ends) loses nothing it carried."""
+
+    __slots__ = ("_tape", "cut", "recording")
+
+    def __init__(self, tape: Tape, recording: Recording) -> None:
+        self._tape = tape
+        self.recording = recording
+        self.cut = False
+
+    @property
+    def interaction(self) -> Interaction:
+        return self.recording.interaction
+
+    @property
+    def finished(self) -> bool:
+        return self.recording.finished
+
+    def opened(
+        self,
+        status: int,
+        reason: str,
+        headers: Headers,
+        body: bytes = b"",
+        http_version: str = "HTTP/1.1",
+    ) -> None:
+        """The response to the upgrade request arrived: ``101`` opens the session; any
+        other status is an ordinary HTTP response (a refused upgrade) with its ``body``."""
+        if self.recording.finished or self.interaction.response is not None:
+            return
+        self.recording.respond(status, reason, http_version, headers)
+        if status == 101:
+            self.interaction.frames = []
+        elif body:
+            self.recording.chunk(body)
+
+    def sent(self, opcode: Opcode, payload: bytes, fin: bool = True) -> None:
+        """A frame the client sent; its payload is stored redacted, as a request body is."""
+        self._add(Frame("client", opcode, self._tape.client_frame(payload), 0.0, fin))
+
+    def received(self, opcode: Opcode, payload: bytes, fin: bool = True) -> None:
+        """A frame the server sent, byte for byte."""
+        self._add(Frame("server", opcode, payload, 0.0, fin))
+
+    def _add(self, frame: Frame) -> None:
+        if not self.recording.frame(frame) and not self.recording.finished:
+            self.cut = True  # over the tape's limits: this frame and the rest are not kept
+
+    def closed(self, code: int | None, reason: str, by: Direction) -> None:
+        """The closing handshake: the code and reason of the first close frame, and who
+        sent it. The first call wins."""
+        if self.interaction.closed is None and not self.recording.finished:
+            self.interaction.closed = Closed(code, reason, by)
+
+    def failed(self, failure: Failure) -> None:
+        """A transport error ended the session (or stopped the upgrade)."""
+        self.recording.fail(failure)
+
+    def finish(self) -> None:
+        """The connection is gone: seal the session. One that ended without a closing
+        handshake, or lost frames to the limits, is marked cut."""
+        interaction = self.interaction
+        cut = self.cut or (interaction.frames is not None and interaction.closed is None)
+        self.recording.finish(truncated=cut)
+
+
+class SessionReplay:
+    """A recorded session served to a client strictly: each frame the client sends must be
+    the next recorded client frame (JSON text compared canonically, ``ignore_json_fields``
+    left out, anything else byte for byte); the server frames recorded after it follow."""
+
+    __slots__ = ("_broken", "_frames", "_matcher", "_next", "_tape", "interaction", "schedule")
+
+    def __init__(self, tape: Tape, interaction: Interaction, schedule: Schedule) -> None:
+        self._tape = tape
+        self.interaction = interaction
+        self.schedule = schedule
+        self._frames = interaction.frames or []
+        self._next = 0
+        self._broken = False
+        # Only a cassette replays; it knows which JSON fields its user leaves out.
+        ignored = getattr(getattr(tape, "matcher", None), "ignore_json_fields", ())
+        self._matcher = Matcher(("body",), ignored)
+
+    @property
+    def response(self) -> Response | None:
+        return self.interaction.response
+
+    @property
+    def is_session(self) -> bool:
+        """False when the upgrade was refused (or failed): replay it as that answer."""
+        return self.interaction.frames is not None
+
+    def handshake(self, key: str | None) -> bytes:
+        """The recorded response head (and body) as HTTP/1.1 bytes, with
+        ``Sec-WebSocket-Accept`` computed for this client's ``key``, which is random."""
+        response = self.interaction.response
+        assert response is not None
+        lines = [f"HTTP/1.1 {response.status} {response.reason}".rstrip()]
+        for name, value in response.headers:
+            if name.lower() == "sec-websocket-accept" and key is not None:
+                value = accept_key(key)
+            lines.append(f"{name}: {value}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return head if self.is_session else head + response.body
+
+    def opening(self) -> Step:
+        """The server frames sent before the client's first frame."""
+        return self._step()
+
+    def sent(self, opcode: Opcode, payload: bytes, fin: bool = True) -> Step:
+        """The client sent a frame: check it against the recording, then what follows.
+
+        Raises UnmatchedInteractionError naming the frame and the difference when it is not
+        the next recorded client frame."""
+        if opcode == "ping":
+            return Step([Frame("server", "pong", payload, 0.0)])
+        if opcode == "pong":
+            return Step()
+        payload = self._tape.client_frame(payload)  # as recorded: redacted, also in a miss
+        position = self._next_client()
+        if opcode == "close" and (self._broken or (position is None and not self._closed())):
+            # After a miss the client closes on its way out; a recording that stopped with
+            # the session open lets the client end it now.
+            code, reason = parse_close(payload)
+            return Step(
+                [Frame("server", "close", payload, 0.0)],
+                End("closed", None, Closed(code, reason, "client"), 0.0),
+            )
+        if position is None:
+            raise self._miss(len(self._frames), opcode, payload, None)
+        expected = self._frames[position]
+        if not self._same(expected, opcode, payload, fin):
+            raise self._miss(position, opcode, payload, expected)
+        self._next = position + 1
+        return self._step()
+
+    def due(self, offset: float) -> float:
+        """Seconds from now until a frame (or end) recorded at ``offset`` is due: zero at
+        once unless the tape replays in ``realtime``."""
+        if not self.schedule.paced:
+            return 0.0
+        return max(self.schedule.delay(offset), 0.0)
+
+    def wait(self, offset: float, timeout: float | None = None) -> bool:
+        """For an adapter that hands the client frames itself: returns when a frame recorded
+        at ``offset`` is due (True), or after ``timeout``, the client's own read timeout,
+        when that comes first (False: raise the client's timeout error, as live)."""
+        return self.schedule.wait(offset, timeout)
+
+    async def wait_async(self, offset: float, timeout: float | None = None) -> bool:
+        """``wait`` without blocking the event loop."""
+        return await self.schedule.wait_async(offset, timeout)
+
+    def hold(self, timeout: float | None) -> bool:
+        """A ``held`` end: waits until the client closes (``release``, True) or ``timeout``
+        runs out (False). Never ends by itself: the recording never saw an end."""
+        return self.schedule.hold(timeout)
+
+    async def hold_async(self, timeout: float | None) -> bool:
+        """``hold`` without blocking the event loop."""
+        return await self.schedule.hold_async(timeout)
+
+    def release(self) -> None:
+        """The client closed the connection: a ``hold`` under way returns."""
+        self.schedule.release()
+
+    # -- inside ----------------------------------------------------------------------
+
+    def _next_client(self) -> int | None:
+        frames = self._frames
+        for position in range(self._next, len(frames)):
+            frame = frames[position]
+            if frame.direction == "client" and frame.opcode in _MATCHED:
+                return position
+        return None
+
+    def _closed(self) -> bool:
+        return self.interaction.closed is not None
+
+    def _step(self) -> Step:
+        """Server frames from the cursor up to the next client frame replay checks; the end
+        when none is left."""
+        frames = self._frames
+        out: list[Frame] = []
+        position = self._next
+        while position < len(frames):
+            frame = frames[position]
+            if frame.direction == "client":
+                if frame.opcode in _MATCHED:
+                    break
+            elif frame.opcode != "pong":  # a pong answered a ping this replay never sends
+                out.append(frame)
+            position += 1
+        self._next = position
+        end = self._end() if position >= len(frames) else None
+        return Step(out, end)
+
+    def _end(self) -> End:
+        interaction = self.interaction
+        last = self._frames[-1].offset if self._frames else (interaction.ttfb or 0.0)
+        due = max(interaction.duration or last, last)
+        if interaction.error is not None:
+            return End("failed", interaction.error, None, due)
+        response = interaction.response
+        if interaction.closed is None and response is not None and response.truncated:
+            return End("held", None, None, due)
+        return End("closed", None, interaction.closed, due)
+
+    def _same(self, expected: Frame, opcode: Opcode, payload: bytes, fin: bool) -> bool:
+        if expected.opcode != opcode or expected.fin != fin:
+            return False
+        if expected.payload == payload:
+            return True
+        if opcode != "text":
+            return False
+        matcher = self._matcher
+        return matcher.body_key(expected.payload, remember=True) == matcher.body_key(payload)
+
+    def _miss(
+        self, position: int, opcode: Opcode, payload: bytes, expected: Frame | None
+    ) -> UnmatchedInteractionError:
+        self._broken = True
+        request = self.interaction.request
+        if expected is None:
+            ending = self.interaction.closed
+            how = (
+                f"after the closing handshake ({ending.by} sent close {ending.code})"
+                if ending is not None
+                else "after the recorded session ended"
+            )
+            differences = [f"frame {position}: not recorded, got {opcode} {_show(payload)} {how}"]
+        else:
+            differences = self._differences(position, expected, opcode, payload)
+        mode = str(self._tape.mode)
+        lines = [
+            f"WebSocket frame {position} sent on {request.url} does not match the recording",
+            *differences,
+            f"cassette: {self._tape.path} (mode {mode!r})",
+            RERECORD_HINT,
+        ]
+        error = UnmatchedInteractionError(
+            "\n".join(lines),
+            request=request,
+            candidates=[],
+            cassette_path=str(self._tape.path),
+            mode=mode,
+        )
+        misses = getattr(self._tape, "misses", None)
+        if isinstance(misses, list):
+            misses.append(error)  # code that swallows it cannot hide it
+        return error
+
+    def _differences(
+        self, position: int, expected: Frame, opcode: Opcode, payload: bytes
+    ) -> list[str]:
+        prefix = f"frame {position}"
+        if expected.opcode != opcode:
+            return [f"{prefix} opcode: expected {expected.opcode!r}, got {opcode!r}"]
+        if expected.payload == payload:
+            return [f"{prefix} fin: expected {expected.fin}, got {not expected.fin}"]
+        if opcode == "text" and _is_json(expected.payload) and _is_json(payload):
+            found = self._matcher.differences(
+                Request("GET", "", body=expected.payload), Request("GET", "", body=payload)
+            )
+            return [f"{prefix} {line}" for line in found]
+        return [f"{prefix} payload: expected {_show(expected.payload)}, got {_show(payload)}"]
+
+
+def _is_json(payload: bytes) -> bool:
+    try:
+        json.loads(payload)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _show(payload: bytes, limit: int = 60) -> str:
+    text = repr(payload[:limit]) + ("..." if len(payload) > limit else "")
+    return f"{len(payload)} bytes {text}"

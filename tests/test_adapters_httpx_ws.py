@@ -1,0 +1,229 @@
+"""httpx-ws sessions (``connect_ws``, ``aconnect_ws``): recorded frame by frame against a
+real server, replayed with the server stopped, compared byte for byte."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from httpx_ws import (
+    WebSocketDisconnect,
+    WebSocketNetworkError,
+    WebSocketUpgradeError,
+    aconnect_ws,
+    connect_ws,
+)
+
+import agenttape
+from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
+
+UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
+AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
+
+
+@pytest.fixture
+def server() -> Iterator[WebSocketServer]:
+    with WebSocketServer() as running:
+        yield running
+
+
+def http_url(server: WebSocketServer) -> str:
+    return server.url.replace("ws://", "http://", 1)
+
+
+def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
+    """A session the client closes with 4001 ``done``."""
+    with httpx.Client() as client, connect_ws(url, client) as ws:
+        got: list[Any] = [ws.receive_text()]
+        ws.send_text(json.dumps(update))
+        got += [ws.receive_text(), ws.receive_text()]
+        ws.send_bytes(AUDIO)
+        got.append(ws.receive_bytes())
+        ws.close(4001, "done")
+    return got
+
+
+async def talk_async(url: str) -> list[Any]:
+    async with httpx.AsyncClient() as client, aconnect_ws(url, client) as ws:
+        got: list[Any] = [await ws.receive_text()]
+        await ws.send_text(json.dumps(UPDATE))
+        got += [await ws.receive_text(), await ws.receive_text()]
+        await ws.send_bytes(AUDIO)
+        got.append(await ws.receive_bytes())
+        await ws.close(4001, "done")
+    return got
+
+
+def expected_frames() -> list[tuple[str, str, bytes, bool]]:
+    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
+    return [
+        ("server", "text", b'{"type": "session.created"}', True),
+        ("client", "text", json.dumps(UPDATE).encode(), True),
+        ("server", "text", json.dumps(ack).encode(), True),
+        ("server", "text", b'{"type": "done"}', True),
+        ("client", "binary", AUDIO, True),
+        ("server", "binary", AUDIO[::-1], True),  # one frame, however many reads it took
+        ("client", "close", b"\x0f\xa1done", True),
+    ]
+
+
+def frames_of(path: Path) -> list[tuple[str, str, bytes, bool]]:
+    [interaction] = agenttape.load(path).interactions
+    assert interaction.frames is not None
+    return [(f.direction, f.opcode, f.payload, f.fin) for f in interaction.frames]
+
+
+def test_connect_ws_records_every_frame_and_replays_offline(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    url = http_url(server)
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = talk(url)
+    server.stop()
+    assert frames_of(cassette_path) == expected_frames()
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.response is not None and interaction.response.status == 101
+    assert interaction.closed is not None
+    assert (interaction.closed.code, interaction.closed.reason, interaction.closed.by) == (
+        4001,
+        "done",
+        "client",
+    )
+    with agenttape.use_cassette(cassette_path) as tape:
+        replayed = talk(url)
+    assert replayed == live
+    assert replayed[3] == AUDIO[::-1]
+    assert tape.all_played
+
+
+def test_aconnect_ws_records_and_replays(server: WebSocketServer, cassette_path: Path) -> None:
+    url = http_url(server)
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = asyncio.run(talk_async(url))
+    server.stop()
+    assert frames_of(cassette_path) == expected_frames()
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert asyncio.run(talk_async(url)) == live
+    assert tape.all_played
+
+
+def test_a_changed_client_frame_raises_with_the_frame_difference(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    url = http_url(server)
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        talk(url)
+    server.stop()
+    changed = {**UPDATE, "session": {"voice": "verse"}}
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        agenttape.use_cassette(cassette_path),
+    ):
+        talk(url, changed)
+    assert "frame 1 body.session.voice: expected 'alloy', got 'verse'" in str(caught.value)
+
+
+def test_the_servers_close_code_and_reason_replay(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run(url: str) -> tuple[int, str | None]:
+        with httpx.Client() as client, connect_ws(url, client) as ws:
+            ws.receive_text()
+            ws.send_text("bye")
+            with pytest.raises(WebSocketDisconnect) as closed:
+                ws.receive_text()
+        return closed.value.code, closed.value.reason
+
+    url = http_url(server)
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        assert run(url) == (4000, "bye")
+    server.stop()
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.closed is not None
+    assert (interaction.closed.code, interaction.closed.by) == (4000, "server")
+    with agenttape.use_cassette(cassette_path):
+        assert run(url) == (4000, "bye")
+
+
+REFUSAL = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
+
+
+def test_a_refused_upgrade_replays_as_the_same_refusal(
+    serve: Callable[[App], Server], cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply(REFUSAL, status=401))
+    url = server.url + "/v1/realtime"
+
+    def connect() -> tuple[int, str]:
+        with (
+            httpx.Client() as client,
+            pytest.raises(WebSocketUpgradeError) as refused,
+            connect_ws(url, client),
+        ):
+            pass
+        response = refused.value.response
+        return response.status_code, response.headers["content-type"]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = connect()
+    server.stop()
+    assert live == (401, "application/json")
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.frames is None  # an HTTP answer, body and all, not a session
+    assert interaction.response is not None and json.loads(interaction.response.body) == REFUSAL
+    with agenttape.use_cassette(cassette_path):
+        assert connect() == live
+
+
+def test_a_refused_connection_replays_as_one(cassette_path: Path) -> None:
+    url = f"http://127.0.0.1:{refused_port()}/v1/realtime"
+
+    def connect() -> None:
+        with httpx.Client() as client, connect_ws(url, client):
+            pass
+
+    with agenttape.use_cassette(cassette_path, mode="once"), pytest.raises(httpx.ConnectError):
+        connect()
+    with agenttape.use_cassette(cassette_path), pytest.raises(httpx.ConnectError):
+        connect()
+
+
+def test_a_connection_dropped_without_a_close_frame_replays_as_a_drop(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run() -> list[Any]:
+        with httpx.Client() as client, connect_ws(http_url(server), client) as ws:
+            got: list[Any] = [ws.receive_text()]
+            ws.send_text("vanish")
+            with pytest.raises(WebSocketNetworkError) as lost:
+                ws.receive_text()
+        return [*got, type(lost.value).__name__]
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run()
+    server.stop()
+    [interaction] = agenttape.load(cassette_path).interactions
+    assert interaction.error is not None and interaction.error.type == "EOFError"
+    with agenttape.use_cassette(cassette_path):
+        assert run() == live
+
+
+def test_a_session_replays_for_an_https_url_with_nothing_to_connect_to(
+    server: WebSocketServer, cassette_path: Path
+) -> None:
+    def run(url: str) -> list[str]:
+        with httpx.Client() as client, connect_ws(url, client) as ws:
+            got = [ws.receive_text()]
+            ws.send_text(json.dumps(UPDATE))
+            return [*got, ws.receive_text()]
+
+    with agenttape.use_cassette(cassette_path, mode="once", match_on=("method", "path")):
+        live = run(http_url(server))
+    server.stop()
+    with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
+        assert run("https://realtime.example.com/v1/realtime") == live

@@ -1,0 +1,63 @@
+"""Which recorded requests a replayed response waits for: those that started while it was
+under way, in start order, each waited for until it is made again."""
+
+from __future__ import annotations
+
+from agenttape._core.matching import Matcher
+from agenttape._core.models import Interaction, Request, Response
+from agenttape._core.replay_queue import ReplayQueue
+
+
+def interaction(path: str, started: float, duration: float) -> Interaction:
+    return Interaction(
+        Request("GET", f"http://127.0.0.1/{path}"),
+        Response(200),
+        started_at=1000.0 + started,
+        duration=duration,
+    )
+
+
+def queue_of(*interactions: Interaction) -> ReplayQueue:
+    queue = ReplayQueue(Matcher())
+    for one in interactions:
+        queue.add(one, played=False)
+    return queue
+
+
+def test_a_stream_waits_for_the_requests_that_started_while_it_ran() -> None:
+    stream = interaction("events", 0.0, 5.0)
+    before = interaction("before", -1.0, 0.1)
+    during = [interaction("call", 2.0, 0.1), interaction("close", 4.0, 0.1)]
+    after = interaction("after", 6.0, 0.1)
+    queue = queue_of(before, during[1], stream, after, during[0])
+    precedents = queue.precedents(stream)
+    assert precedents is not None
+    assert precedents.starts == (2.0, 4.0)
+    assert [queue.interactions[p] for p in precedents.positions] == during
+    assert precedents.begun(1.0), "nothing recorded before offset 1 is waited for"
+    assert not precedents.begun(3.0) and not precedents.begun(5.0)
+    queue.take(queue.key(during[0].request))
+    assert precedents.begun(3.0) and not precedents.begun(5.0)
+    queue.take(queue.key(during[1].request))
+    assert precedents.begun(5.0)
+    assert queue.precedents(after) is None and queue.precedents(before) is None
+
+
+def test_requests_recorded_later_join_the_start_order() -> None:
+    stream = interaction("events", 0.0, 5.0)
+    queue = queue_of(stream)
+    assert queue.precedents(stream) is None
+    woken: list[str] = []
+    queue.add(interaction("call", 1.0, 0.1), played=False)
+    precedents = queue.precedents(stream)
+    assert precedents is not None and precedents.starts == (1.0,)
+
+    def wake() -> None:
+        woken.append("served")
+
+    precedents.watch(wake)
+    queue.take(queue.key(Request("GET", "http://127.0.0.1/call")))
+    assert woken == ["served"] and precedents.begun(5.0)
+    precedents.unwatch(wake)
+    queue.take(queue.key(stream.request))
+    assert woken == ["served"]
