@@ -33,6 +33,9 @@ SCENARIOS = {
     7: "bench.s7_big",
     8: "bench.s8_clients",
     9: "bench.websocket",
+    10: "bench.s10_aiohttp",
+    11: "bench.s11_botocore",
+    12: "bench.s12_memory",
 }
 PEERS = ("agenttape", "cassetter", "vcrpy")
 TIMEOUT = 900
@@ -102,6 +105,8 @@ def details(result: dict[str, Any]) -> list[str]:
         value, stdev = row["value"], row["stdev"]
         if value != value:
             shown, spread = "—", ""
+        elif row["note"].startswith("bytes") and value < 100_000:
+            shown, spread = f"{value:,.0f} B", ""
         elif row["note"].startswith("bytes"):
             shown, spread = f"{value / 1e6:.2f} MB", ""
         elif row["note"].startswith("seconds") or unit in ("ms", "MB"):
@@ -157,7 +162,19 @@ def chart(results: list[dict[str, Any]], path: Path) -> bool:
 
 
 def versions() -> str:
-    names = ("agenttape", "httpx", "httpx2", "requests", "openai", "vcrpy", "cassetter", "pyperf")
+    names = (
+        "agenttape",
+        "httpx",
+        "httpx2",
+        "requests",
+        "urllib3",
+        "aiohttp",
+        "botocore",
+        "openai",
+        "vcrpy",
+        "cassetter",
+        "pyperf",
+    )
     found = []
     for name in names:
         try:

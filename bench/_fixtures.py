@@ -125,7 +125,52 @@ def _json(body: bytes, i: int) -> Reply:
     )
 
 
+@cache
+def s3_object(i: int, size: int = 4096) -> bytes:
+    """An S3 object's bytes: not text, so any decoding or re-encoding shows."""
+    return random.Random(30_000 + i).randbytes(size)
+
+
+@cache
+def dynamodb_item(i: int) -> dict[str, dict[str, str]]:
+    rng = random.Random(40_000 + i)
+    return {
+        "id": {"S": f"item-{i}"},
+        "name": {"S": _text(rng, 60)},
+        "price": {"N": f"{rng.uniform(1, 500):.2f}"},
+        "note": {"S": _text(rng, 400)},
+    }
+
+
+def _aws(seen: Seen) -> Reply | None:
+    """The two AWS calls of the botocore scenario: S3 GetObject and DynamoDB GetItem."""
+    if seen.method == "GET" and seen.path.startswith("/bench-bucket/obj-"):
+        i = int(seen.path.rsplit("-", 1)[1])
+        return Reply(
+            headers=[
+                ("Content-Type", "application/octet-stream"),
+                ("ETag", f'"{i:032x}"'),
+                ("x-amz-request-id", f"REQ{i:013d}"),
+            ],
+            chunks=[s3_object(i)],
+        )
+    if seen.header("x-amz-target") == "DynamoDB_20120810.GetItem":
+        i = int(seen.json()["Key"]["id"]["S"].split("-")[1])
+        body = json.dumps({"Item": dynamodb_item(i)}).encode()
+        return Reply(
+            headers=[
+                ("Content-Type", "application/x-amz-json-1.0"),
+                ("x-amzn-RequestId", f"REQ{i:013d}"),
+            ],
+            chunks=[body],
+        )
+    return None
+
+
 def app(seen: Seen) -> Reply:
+    aws = _aws(seen)
+    if aws is not None:
+        return aws
     parts = seen.path.strip("/").split("/")
     if parts[0] == "items":
         return _json(item_body(int(parts[1])), int(parts[1]))

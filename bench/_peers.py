@@ -59,7 +59,7 @@ def write_vcrpy(path: Path, interactions: list[Any]) -> None:
         for name, value in response.headers:
             headers.setdefault(name, []).append(value)
         cassette.append(
-            Request(request.method, request.url, request.body, dict(request.headers)),
+            Request(request.method, request.url, request.body or None, dict(request.headers)),
             {
                 "status": {"code": response.status, "message": response.reason},
                 "headers": headers,

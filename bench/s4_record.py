@@ -19,7 +19,7 @@ from bench._replay import Call, httpx_calls
 
 COUNT = 2000
 VCRPY_COUNT = 200
-TARGET = 1.15
+TARGET = 1.10
 PAIRS = 5
 PROCESSES = 3
 

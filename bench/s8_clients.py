@@ -1,5 +1,5 @@
-"""Scenario 8: the same replay through requests and through the openai SDK (on httpx2),
-each against its own floor, so a slow adapter shows."""
+"""Scenario 8: the same replay through requests, through urllib3 directly and through the
+openai SDK (on httpx2), each against its own floor, so a slow adapter shows."""
 
 from __future__ import annotations
 
@@ -68,6 +68,51 @@ def requests_calls(urls: list[str], floor_from: Path | None = None) -> _peers.Ca
     return run
 
 
+def urllib3_floor(interactions: list[Any]) -> Any:
+    """urllib3's own cheapest path: a pool answering ``urlopen`` from memory with the
+    responses urllib3 builds from the wire."""
+    import urllib3
+
+    table = {i.request.url: i.response for i in interactions}
+
+    class FloorPool(urllib3.HTTPConnectionPool):
+        def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            recorded = table[f"{self.scheme}://{self.host}:{self.port}{url}"]
+            return urllib3.HTTPResponse(
+                body=io.BytesIO(recorded.body),
+                headers=recorded.headers,
+                status=recorded.status,
+                reason=recorded.reason,
+                preload_content=kwargs.get("preload_content", True),
+                decode_content=kwargs.get("decode_content", True),
+                request_method=method,
+                request_url=url,
+                pool=self,
+            )
+
+    manager = urllib3.PoolManager()
+    manager.pool_classes_by_scheme = {"http": FloorPool}
+    return manager
+
+
+def urllib3_calls(urls: list[str], floor_from: Path | None = None) -> _peers.Calls:
+    state: dict[str, Any] = {}
+
+    def run() -> list[bytes]:
+        if "manager" not in state:
+            import urllib3
+
+            state["manager"] = (
+                urllib3_floor(_peers.agenttape_interactions(floor_from))
+                if floor_from is not None
+                else urllib3.PoolManager()
+            )
+        request = state["manager"].request
+        return [request("GET", url).data for url in urls]
+
+    return run
+
+
 def chat_messages(i: int) -> list[dict[str, str]]:
     return json.loads(chat_request(i))["messages"]  # type: ignore[no-any-return]
 
@@ -112,7 +157,7 @@ def openai_calls(base: str, picked: list[int], floor_from: Path | None = None) -
 def main() -> None:
     scenario = Scenario(
         8,
-        "Replay through requests and through the openai SDK",
+        "Replay through requests, urllib3 and the openai SDK",
         "µs/request",
         "floor",
         "bench.s8_clients",
@@ -168,6 +213,36 @@ def main() -> None:
             "20 requests spread over the cassette",
         ),
     ]
+    plan += [
+        (
+            "urllib3 floor",
+            _peers.no_cassette,
+            urllib3_calls(urls, floor_from=work / "gets.msgpack"),
+            expected,
+            "",
+        ),
+        (
+            "urllib3 agenttape",
+            _peers.agenttape_opener(work / "gets.msgpack"),
+            urllib3_calls(urls),
+            expected,
+            "",
+        ),
+        (
+            "urllib3 cassetter",
+            _peers.cassetter_opener(work / "gets.cassetter.yaml"),
+            urllib3_calls(urls),
+            expected,
+            "",
+        ),
+        (
+            "urllib3 vcrpy",
+            _peers.vcrpy_opener(work / "gets.vcrpy.yaml"),
+            urllib3_calls(urls[sample]),
+            expected[sample],
+            "20 requests spread over the cassette",
+        ),
+    ]
     chats_all = list(range(CHATS))
     chats_sample = chats_all[:: CHATS // 10]
     plan += [
@@ -201,7 +276,7 @@ def main() -> None:
         ),
     ]
     for name, opener, calls, want, note in plan:
-        if name == "requests agenttape" and not has_adapter:
+        if name in ("requests agenttape", "urllib3 agenttape") and not has_adapter:
             scenario.missing(name, "n/a (adapter missing)")
             continue
         report = work / f"{name.replace(' ', '-')}.exact.json"
@@ -217,18 +292,33 @@ def main() -> None:
     for row in scenario.result.rows:
         exact = _peers.exactness(work / f"{row.name.replace(' ', '-')}.exact.json")
         row.note = "; ".join(part for part in (row.note, exact) if part)
-    for client, label in (("requests", "8a"), ("openai", "8b")):
+    labels = {
+        "requests": "requests (urllib3)",
+        "urllib3": "urllib3 directly",
+        "openai": "openai SDK (httpx2)",
+    }
+    for client, label in (("requests", "8a"), ("openai", "8b"), ("urllib3", "8c")):
         cells = scenario.ratios(
             {c: f"{client} {c}" for c in ("agenttape", "cassetter", "vcrpy")}, f"{client} floor"
         )
         holds = scenario.check(f"{client}: agenttape / floor", cells["agenttape"], TARGET)
+        target = f"≤ {TARGET}x floor (bar of scenario 1)"
+        mine, theirs = cells["agenttape"], cells["cassetter"]
+        if client != "openai":
+            target += ", under cassetter"
+            ahead = scenario.check(
+                f"{client}: agenttape / cassetter",
+                mine / theirs if mine is not None and theirs else None,
+                1.0,
+            )
+            holds = None if holds is None or ahead is None else holds and ahead
         floor = scenario.result.value(f"{client} floor")
         scenario.line(
             label,
-            f"Replay through {'requests (urllib3)' if client == 'requests' else 'openai SDK (httpx2)'}",
+            f"Replay through {labels[client]}",
             f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
             cells,
-            f"≤ {TARGET}x floor (bar of scenario 1)",
+            target,
             holds,
         )
     if not has_adapter:

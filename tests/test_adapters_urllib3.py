@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -270,6 +271,120 @@ def test_urllib3_poolmanager_preload_and_stream(serve: Serve, cassette_path: Pat
     assert live[3] == pieces
 
 
+def _varied_app(seen: Any) -> Reply:
+    """A different kind of response per path, all to requests with the same headers."""
+    kind = seen.path.split("/")[1]
+    if kind == "gzip":
+        return gzip_reply(b'{"packed": true}' * 40)
+    if kind == "pieces":
+        return Reply(chunks=[b"one-", b"two-", b"three"], chunked=True)
+    if kind == "missing":
+        return json_reply({"error": "not here"}, status=404)
+    if kind == "empty":
+        return Reply(status=204)
+    if kind == "cookie":
+        return Reply(headers=[("Set-Cookie", "theme=dark; Path=/")], chunks=[b"set"])
+    return Reply(
+        headers=[("Content-Type", "text/plain"), ("X-Path", seen.path), ("x-lower", "kept")],
+        chunks=[f"body of {seen.path}".encode()],
+    )
+
+
+VARIED_PATHS = [
+    "/plain/1",
+    "/plain/2?q=a%20b&r=1",
+    "/gzip/1",
+    "/plain/3",
+    "/pieces/1",
+    "/missing/1",
+    "/empty/1",
+    "/cookie/1",
+    "/plain/4",
+    "/gzip/2",
+]
+
+
+def test_repeated_requests_on_one_session_replay_as_live_whatever_the_response(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """Once a session has sent a head, the same head to another target is known without
+    rendering it again; every response after the first must still be what it was live:
+    status, reason, header lists as urllib3 and http.client hold them, body, decoding,
+    streamed pieces and cookies."""
+    server = serve(_varied_app)
+
+    def run() -> list[tuple[Any, ...]]:
+        seen = []
+        with requests.Session() as session:
+            for path in VARIED_PATHS:
+                response = session.get(server.url + path, stream=path.startswith("/pieces"))
+                original = response.raw._original_response
+                streamed = path.startswith("/pieces")
+                parts = list(response.iter_content(None)) if streamed else []
+                seen.append(
+                    (
+                        response.status_code,
+                        response.reason,
+                        list(response.raw.headers.items()),
+                        original.msg.items(),
+                        original.version,
+                        response.raw.version,
+                        b"" if streamed else response.content,
+                        parts,
+                        sorted(session.cookies.keys()),
+                    )
+                )
+        return seen
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    cookie = VARIED_PATHS.index("/cookie/1")
+    # Set-Cookie values never reach the disk: the replayed jar takes the redacted one, which
+    # shows the replayed response went through requests' cookie extraction as live.
+    assert replayed[cookie][8] == ["<redacted>"] and live[cookie][8] == ["theme"]
+    for row in (live, replayed):
+        row[cookie:] = [(*values[:2], *values[4:8]) for values in row[cookie:]]
+    assert replayed == live
+    assert [row[0] for row in live] == [200, 200, 200, 200, 200, 404, 204, 200, 200, 200]
+    assert live[4][7] == [b"one-", b"two-", b"three"]
+    # What was recorded for each request is the head the server received.
+    recorded = agenttape.load(cassette_path).interactions
+    for interaction, path in zip(recorded, VARIED_PATHS, strict=True):
+        assert interaction.request.url == server.url + path
+
+
+def test_repeated_requests_through_a_pool_send_and_record_the_heads_the_server_saw(
+    serve: Serve, cassette_path: Path
+) -> None:
+    server = serve(_varied_app)
+    headers = {"X-Trace": "t-1", "Accept": "application/json"}
+
+    def run() -> list[tuple[Any, ...]]:
+        with urllib3.HTTPConnectionPool("127.0.0.1", server.port) as pool:
+            out = []
+            for path in VARIED_PATHS:
+                if path.startswith("/cookie"):
+                    continue  # its Set-Cookie is redacted on disk
+                response = pool.request("GET", path, headers=headers)
+                out.append((response.status, list(response.headers.items()), response.data))
+            for body in (b'{"n": 1}', b'{"n": 2}'):
+                response = pool.request("POST", "/plain/post", body=body, headers=headers)
+                out.append((response.status, list(response.headers.items()), response.data))
+            return out
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run()
+    heads = [(seen.method, seen.path, seen.headers, seen.body) for seen in server.seen]
+    recorded = agenttape.load(cassette_path).interactions
+    assert [
+        (i.request.method, urlsplit(i.request.url).path, i.request.headers) for i in recorded
+    ] == [(method, path, headers_seen) for method, path, headers_seen, _ in heads]
+    assert [i.request.body for i in recorded] == [body for *_, body in heads]
+    server.stop()
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert run() == live
+        assert tape.all_played
+
+
 class _OwnResponse(http.client.HTTPResponse):
     """A connection's own response class, which must read the head itself."""
 
@@ -324,6 +439,33 @@ def test_urllib3_retry_replays_429_then_200_without_waiting(
     assert 1.0 not in sleeps
     statuses = [i.response.status for i in agenttape.load(cassette_path).interactions if i.response]
     assert statuses == [429, 200]
+
+
+def test_a_retried_2xx_after_a_known_head_replays_its_retry(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """A 2xx the Retry asks to retry (in its status list), on a pool whose head is known,
+    goes through urllib3's retry as it did live."""
+    flaky = sequence(Reply(status=202, chunks=[b"later"]), json_reply({"ok": True}))
+
+    def app(seen: Any) -> Reply:
+        return json_reply({"warm": True}) if seen.path == "/warm" else flaky(seen)
+
+    server = serve(app)
+
+    def run() -> tuple[Any, ...]:
+        with urllib3.PoolManager() as http:
+            retries = Retry(total=2, status_forcelist=[202])
+            warm = http.request("GET", f"{server.url}/warm", retries=retries)
+            response = http.request("GET", f"{server.url}/flaky", retries=retries)
+            assert response.retries is not None
+            history = [(entry.method, entry.status) for entry in response.retries.history]
+            return warm.data, response.status, response.data, history
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live == (b'{"warm": true}', 200, b'{"ok": true}', [("GET", 202)])
+    statuses = [i.response.status for i in agenttape.load(cassette_path).interactions if i.response]
+    assert statuses == [200, 202, 200]
 
 
 def test_fast_retries_off_keeps_the_wait(

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,7 +11,11 @@ import pytest
 
 import agenttape
 from agenttape._core import codec, meta
-from agenttape._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
+from agenttape._core.provider_keys import (
+    PLACEHOLDER,
+    PROVIDER_KEY_VARIABLES,
+    SDK_KEY_VARIABLES,
+)
 from tests.servers import Server, json_reply
 
 
@@ -32,10 +38,33 @@ def test_replay_fills_missing_keys_for_its_duration_and_removes_them_after(tape:
     import openai
 
     with agenttape.use_cassette(tape, mode="none"):
-        assert all(os.environ[name] == PLACEHOLDER for name in PROVIDER_KEY_VARIABLES)
+        filled = {name for name in PROVIDER_KEY_VARIABLES if os.environ.get(name) == PLACEHOLDER}
+        assert filled >= {*SDK_KEY_VARIABLES["openai"], *SDK_KEY_VARIABLES["anthropic"]}
         openai.OpenAI()  # constructors that refuse to start without a key now start
         anthropic.Anthropic()
     assert not any(name in os.environ for name in PROVIDER_KEY_VARIABLES)
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_only_the_keys_of_imported_sdks_are_filled_and_an_sdk_imported_meanwhile_gets_its_own(
+    tape: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every variable added is one more that requests scans on each request."""
+    for sdk in SDK_KEY_VARIABLES:
+        monkeypatch.delitem(sys.modules, sdk, raising=False)
+    monkeypatch.delitem(sys.modules, "voyageai", raising=False)
+    voyage = tape.parent / "voyageai"
+    voyage.mkdir()
+    (voyage / "__init__.py").write_text(
+        "import os\nKEY_AT_IMPORT = os.environ.get('VOYAGE_API_KEY')\n"
+    )
+    monkeypatch.syspath_prepend(str(tape.parent))
+    with agenttape.use_cassette(tape, mode="none"):
+        assert not any(name in os.environ for name in PROVIDER_KEY_VARIABLES)
+        module = importlib.import_module("voyageai")
+        assert module.KEY_AT_IMPORT == PLACEHOLDER
+        assert [name for name in PROVIDER_KEY_VARIABLES if name in os.environ] == ["VOYAGE_API_KEY"]
+    assert "VOYAGE_API_KEY" not in os.environ
 
 
 @pytest.mark.usefixtures("no_keys")
@@ -53,6 +82,8 @@ def test_real_and_empty_keys_are_left_as_they_were(
 
 @pytest.mark.usefixtures("no_keys")
 def test_recording_modes_never_fill_keys(tape: Path, tmp_path: Path) -> None:
+    import openai  # noqa: F401
+
     with agenttape.use_cassette(tmp_path / "new.msgpack", mode="once"):
         assert "OPENAI_API_KEY" not in os.environ
     with agenttape.use_cassette(tape, mode="all"):
@@ -65,6 +96,8 @@ def test_recording_modes_never_fill_keys(tape: Path, tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("no_keys")
 def test_overlapping_replays_keep_the_keys_until_the_last_one_ends(tape: Path) -> None:
+    import openai  # noqa: F401
+
     outer = agenttape.use_cassette(tape, mode="none")
     inner = agenttape.use_cassette(tape, mode="none")
     outer.__enter__()

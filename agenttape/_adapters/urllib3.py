@@ -18,17 +18,33 @@ import inspect
 import io
 import socket
 import threading
+import weakref
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, exchange, skip_retry_wait, unplayable
-from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.exchange import (
+    Schedule,
+    continue_exchange,
+    exchange,
+    skip_retry_wait,
+    unplayable,
+)
+from .._core.models import Failure, FailureKind, Interaction, Request, Response
 from .._core.tape import Recording, Tape
 from . import wire
 
 _PATCHED = "__agenttape_original__"
+_PATCHED_URLOPEN = "__agenttape_original_urlopen__"
+
+# An exchange begun in ``urlopen`` and handed down to its first ``_make_request``: the tape,
+# and the interaction or recording (None once taken; later attempts begin their own).
+_HANDED: ContextVar[tuple[Tape, Interaction | Recording | None] | None] = ContextVar(
+    "agenttape_urllib3_handed", default=None
+)
 
 # urllib3 / http.client / builtin exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {
@@ -63,6 +79,10 @@ def install(urllib3: ModuleType) -> None:
         original = pool_class._make_request
         setattr(pool_class, _PATCHED, original)
         pool_class._make_request = _make_make_request(original, urllib3)
+    if _PATCHED_URLOPEN not in vars(pool_class):
+        original_urlopen = pool_class.urlopen
+        setattr(pool_class, _PATCHED_URLOPEN, original_urlopen)
+        pool_class.urlopen = _make_urlopen(original_urlopen, urllib3)
     retry_class = urllib3.util.retry.Retry
     if _PATCHED not in vars(retry_class):
         original_sleep = retry_class.sleep
@@ -83,6 +103,12 @@ def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Cal
     bind = _binder(inspect.signature(original))
 
     def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        handed = _HANDED.get()
+        if handed is not None:
+            owner, plan = handed
+            if plan is not None:
+                _HANDED.set((owner, None))
+            return _exchange(original, urllib3, owner, bind(self, *args, **kwargs), plan)
         tape = runtime.active()
         if tape is None:
             return original(self, *args, **kwargs)
@@ -91,13 +117,225 @@ def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Cal
     return _make_request
 
 
+def _make_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
+    """``urlopen`` begins the exchange itself when the head it will send is known (rendered
+    before for this pool, method, headers and body): a replayed 2xx response that needs no
+    pacing, holding, retry or redirect is then built right here, as urllib3's
+    ``getresponse()`` builds it for ``_make_request`` (urllib3's and ``http.client``'s own
+    classes reading the body from memory). Anything else is handed down to
+    ``_make_request`` and served there."""
+    bind = _binder(inspect.signature(original))
+    retry_class = urllib3.util.retry.Retry
+    encode_target = urllib3.connectionpool._encode_target
+
+    def urlopen(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tape = runtime.active()
+        if tape is None or _HANDED.get() is not None:
+            return original(self, *args, **kwargs)
+        arguments = bind(self, *args, **kwargs)
+        known = _known_head(self, arguments, encode_target)
+        if known is None:
+            return original(self, *args, **kwargs)
+        headers, template, target = known
+        method = arguments["method"]
+        model = Request(method, _url(self, target), list(headers), arguments.get("body") or b"")
+
+        def hand_down(plan: Interaction | Recording) -> Any:
+            token = _HANDED.set((tape, plan))
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _HANDED.reset(token)
+
+        def replay(interaction: Interaction, schedule: Schedule) -> Any:
+            response = _whole_response(template, target, arguments, interaction, schedule)
+            if response is None:
+                return hand_down(interaction)
+            retries = arguments.get("retries")
+            if not isinstance(retries, retry_class):
+                retries = retry_class.from_int(
+                    retries, redirect=arguments.get("redirect", True), default=self.retries
+                )
+            if retries.is_retry(method, response.status, bool(response.headers.get("Retry-After"))):
+                return hand_down(interaction)
+            response.retries = retries
+            response._pool = self
+            self.num_requests += 1
+            return response
+
+        return exchange(tape, model, replay=replay, record=hand_down, failure_of=failure_of)
+
+    return urlopen
+
+
+def _known_head(
+    pool: Any, arguments: dict[str, Any], encode_target: Callable[[str], str]
+) -> tuple[tuple[tuple[str, str], ...], Any, str] | None:
+    """The head ``urlopen`` would send, from an earlier render for the same pool, method,
+    headers and body, with a copy of the connection that rendered it and the target; None
+    when unknown or when ``urlopen`` would do more than send it (a proxy, a closed pool,
+    options of its own for the response)."""
+    heads = _POOL_HEADS.get(pool)
+    url = arguments["url"]
+    if heads is None or pool.proxy is not None or pool.pool is None or type(url) is not str:
+        return None
+    if not url.startswith("/") or not _URLOPEN_SIMPLE.issuperset(arguments.keys() - {"self"}):
+        return None
+    body = arguments.get("body")
+    if body is not None and type(body) is not bytes:
+        return None
+    headers = arguments.get("headers")
+    if headers is None:
+        headers = pool.headers
+    try:
+        key = (
+            arguments["method"],
+            tuple(headers.items()),
+            None if body is None else len(body),
+            bool(arguments.get("chunked")),
+        )
+        found = heads.get(key)
+    except (AttributeError, TypeError):
+        return None
+    if found is None:
+        return None
+    target = encode_target(url)
+    if not _plain_target(target):
+        return None
+    return found[0], found[1], target
+
+
+# The arguments of urlopen the fast path knows what to do with.
+_URLOPEN_SIMPLE = frozenset(
+    (
+        "method",
+        "url",
+        "body",
+        "headers",
+        "retries",
+        "redirect",
+        "assert_same_host",
+        "timeout",
+        "pool_timeout",
+        "release_conn",
+        "chunked",
+        "body_pos",
+        "preload_content",
+        "decode_content",
+    )
+)
+_POOL_HEADS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _whole_response(
+    template: Any,
+    target: str,
+    arguments: dict[str, Any],
+    interaction: Interaction,
+    schedule: Schedule,
+) -> Any:
+    """urllib3's response to a replayed 2xx with nothing to pace, hold or fail, built as the
+    connection's ``getresponse()`` builds it; None for any other."""
+    response = interaction.response
+    if (
+        response is None
+        or interaction.error is not None
+        or response.truncated
+        or not 200 <= response.status < 300
+        or template.response_class is not http.client.HTTPResponse
+    ):
+        return None
+    socket = _socket_for(interaction, schedule, head=False)
+    if not isinstance(socket, _WholeSocket):
+        return None
+    head = _head_of(response, items=True)
+    build = _direct_builder(type(template))
+    if head.items is not None and build is not None and not template.debuglevel:
+        return build(template, socket, response, head, target, arguments)
+    scratch = _sent_copy(
+        template,
+        {
+            "method": arguments["method"],
+            "url": target,
+            "preload_content": arguments.get("preload_content", True),
+            "decode_content": arguments.get("decode_content", True),
+        },
+    )
+    scratch.sock = socket
+    scratch.response_class = _parsed_response
+    return scratch.getresponse()
+
+
+_BUILDERS: dict[type, Callable[..., Any] | None] = {}
+
+
+def _direct_builder(cls: type) -> Callable[..., Any] | None:
+    """For a connection class that takes urllib3's own ``getresponse()``: a maker of what
+    it returns for a recorded head (the ``http.client`` response, urllib3's header pairs
+    and urllib3's response over it, with the arguments ``getresponse()`` passes in this
+    urllib3 version), without the connection state it goes through. None for a class of
+    its own."""
+    if cls in _BUILDERS:
+        return _BUILDERS[cls]
+    import urllib3.connection
+    import urllib3.response
+
+    build: Callable[..., Any] | None = None
+    if cls.getresponse is urllib3.connection.HTTPConnection.getresponse:  # type: ignore[attr-defined]
+        response_class = urllib3.response.HTTPResponse
+        header_dict = urllib3.HTTPHeaderDict
+        takes = inspect.signature(response_class).parameters
+        version_string = "version_string" in takes
+        sock_shutdown = "sock_shutdown" in takes
+
+        def build(
+            template: Any,
+            socket: _WholeSocket,
+            recorded: Response,
+            head: _Head,
+            target: str,
+            arguments: dict[str, Any],
+        ) -> Any:
+            method = arguments["method"]
+            raw = http.client.HTTPResponse(socket, method=method)  # type: ignore[arg-type]
+            _set_head(raw, recorded, head)
+            extra: dict[str, Any] = {}
+            if version_string:
+                extra["version_string"] = getattr(template, "_http_vsn_str", "HTTP/?")
+            if sock_shutdown:
+                extra["sock_shutdown"] = socket.shutdown
+            return response_class(
+                body=raw,
+                headers=header_dict(head.items),
+                status=raw.status,
+                version=raw.version,
+                reason=raw.reason,
+                preload_content=arguments.get("preload_content", True),
+                decode_content=arguments.get("decode_content", True),
+                original_response=raw,
+                enforce_content_length=True,
+                request_method=method,
+                request_url=target,
+                **extra,
+            )
+
+    _BUILDERS[cls] = build
+    return build
+
+
 def _binder(signature: inspect.Signature) -> Callable[..., dict[str, Any]]:
     """``signature.bind(...).arguments`` at a fraction of its cost for the calls urllib3
     makes; any other call goes through ``bind`` and its checks."""
-    parameters = signature.parameters.values()
-    names = tuple(signature.parameters)
+    parameters = [
+        p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    names = tuple(p.name for p in parameters)
     known = frozenset(names)
     required = frozenset(p.name for p in parameters if p.default is inspect.Parameter.empty)
+    # A trailing ``**kwargs`` (urlopen's) takes only names the others do not: a call that
+    # passes none of those binds as if it were absent.
     simple = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
 
     def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -113,11 +351,28 @@ def _binder(signature: inspect.Signature) -> Callable[..., dict[str, Any]]:
 
 
 def _exchange(
-    original: Callable[..., Any], urllib3: ModuleType, tape: Tape, arguments: dict[str, Any]
+    original: Callable[..., Any],
+    urllib3: ModuleType,
+    tape: Tape,
+    arguments: dict[str, Any],
+    plan: Interaction | Recording | None = None,
 ) -> Any:
     pool, conn = arguments["self"], arguments["conn"]
-    scratch, raw = _render(conn, arguments)
-    method, target, headers, body = wire.parse_request(raw)
+    key = _render_key(conn, arguments)
+    known = _RENDERED.get(key) if key is not None else None
+    scratch: Any
+    if known is None:
+        scratch, raw = _render(conn, arguments)
+        method, target, headers, body = wire.parse_request(raw)
+        if key is not None and _remember(key, scratch, arguments, headers, body):
+            _remember_for_pool(pool, conn, arguments, headers)
+    else:
+        # The same connection, method, headers and body were rendered before: only the
+        # target differs, and the head takes it as it is.
+        method, target = arguments["method"], arguments["url"]
+        headers, body = list(known), arguments.get("body") or b""
+        scratch = _sent_copy(conn, arguments)
+        _remember_for_pool(pool, conn, arguments, headers)
     model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
 
     def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -142,7 +397,9 @@ def _exchange(
         finally:
             undo()
 
-    return exchange(tape, model, replay=replay, record=record, failure_of=failure_of)
+    if plan is None:
+        return exchange(tape, model, replay=replay, record=record, failure_of=failure_of)
+    return continue_exchange(tape, plan, replay=replay, record=record, failure_of=failure_of)
 
 
 # -- the request, rendered in memory ----------------------------------------------------
@@ -223,6 +480,158 @@ def _render(conn: Any, arguments: dict[str, Any]) -> tuple[Any, bytes]:
         **options,
     )
     return scratch, bytes(capture.sent)
+
+
+# The head urllib3 renders depends on the connection's class and address, the method, the
+# headers and the body, never on a target in origin form: rendered once, it is reused for
+# every target (the first render of each key checks that the copy left waiting for its
+# response is the one ``_sent_copy`` makes).
+_RENDERED: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
+_RENDERED_MAX = 512
+_RENDER_METHODS = (
+    "request",
+    "putrequest",
+    "putheader",
+    "endheaders",
+    "send",
+    "_send_output",
+    "_send_request",
+    "_validate_path",
+    "_validate_host",
+    "_encode_request",
+    "host",
+)
+_plain_classes: dict[type, bool] = {}
+
+
+def _renders_plainly(cls: type) -> bool:
+    """Whether ``cls`` renders a request with urllib3's own code (botocore's connections,
+    which wait for ``100 Continue``, do not)."""
+    plain = _plain_classes.get(cls)
+    if plain is None:
+        import urllib3.connection
+
+        base = urllib3.connection.HTTPConnection
+        plain = issubclass(cls, base) and all(
+            getattr(cls, name, None) is getattr(base, name, None) for name in _RENDER_METHODS
+        )
+        _plain_classes[cls] = plain
+    return plain
+
+
+def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What the rendered head depends on, or None when it cannot be reused: a target that
+    is not a plain ASCII origin form, a body that is not bytes, a connection class of its
+    own, headers that are not text."""
+    url = arguments["url"]
+    body = arguments.get("body")
+    headers = arguments.get("headers")
+    method = arguments["method"]
+    if (
+        type(url) is not str
+        or not _plain_target(url)
+        or (body is not None and type(body) is not bytes)
+        or type(method) is not str
+        or not _renders_plainly(type(conn))
+    ):
+        return None
+    try:
+        items = tuple(headers.items()) if headers is not None else ()
+        key = (
+            type(conn),
+            conn.host,
+            conn.port,
+            conn.default_port,
+            conn._tunnel_host,
+            conn._tunnel_port,
+            conn._http_vsn_str,
+            method,
+            items,
+            None if body is None else len(body),
+            bool(arguments.get("chunked")),
+        )
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
+
+
+def _sent_copy(conn: Any, arguments: dict[str, Any]) -> Any:
+    """A copy of ``conn`` in the state its ``request()`` leaves it: sent, waiting for the
+    response with the options urllib3 keeps for it."""
+    import urllib3.connection
+
+    scratch = _fresh_copy(conn, _CaptureSocket())
+    method = arguments["method"]
+    scratch._method = method
+    scratch._HTTPConnection__state = http.client._CS_REQ_SENT  # type: ignore[attr-defined]
+    scratch._response_options = urllib3.connection._ResponseOptions(
+        request_method=method,
+        request_url=arguments["url"],
+        preload_content=arguments.get("preload_content", True),
+        decode_content=arguments.get("decode_content", True),
+        enforce_content_length=arguments.get("enforce_content_length", True),
+    )
+    return scratch
+
+
+_SENT_STATE = (
+    "_method",
+    "_HTTPConnection__state",
+    "_HTTPConnection__response",
+    "_response_options",
+)
+
+
+def _remember(
+    key: tuple[Any, ...],
+    scratch: Any,
+    arguments: dict[str, Any],
+    headers: list[tuple[str, str]],
+    body: bytes,
+) -> bool:
+    """Keeps a rendered head for reuse when the render took the target as it is, sent the
+    body unframed, and left the copy as ``_sent_copy`` would; True when kept."""
+    if body != (arguments.get("body") or b""):
+        return False
+    made = _sent_copy(arguments["conn"], arguments)
+    if any(getattr(made, name, None) != getattr(scratch, name, None) for name in _SENT_STATE):
+        return False
+    if len(_RENDERED) >= _RENDERED_MAX:
+        _RENDERED.clear()
+    _RENDERED[key] = tuple(headers)
+    return True
+
+
+def _remember_for_pool(
+    pool: Any, conn: Any, arguments: dict[str, Any], headers: list[tuple[str, str]]
+) -> None:
+    """Keeps the head for ``urlopen`` too when every connection of the pool renders it
+    alike: the pool's own connection class, no proxy, no tunnel."""
+    if type(conn) is not getattr(pool, "ConnectionCls", None) or pool.proxy is not None:
+        return
+    if conn._tunnel_host is not None:
+        return
+    heads = _POOL_HEADS.get(pool)
+    if heads is None:
+        heads = _POOL_HEADS.setdefault(pool, {})
+    body = arguments.get("body")
+    key = (
+        arguments["method"],
+        tuple(arguments["headers"].items()) if arguments.get("headers") is not None else (),
+        None if body is None else len(body),
+        bool(arguments.get("chunked")),
+    )
+    if key in heads:
+        return
+    if len(heads) >= _RENDERED_MAX:
+        heads.clear()
+    heads[key] = (tuple(headers), _fresh_copy(conn, None))
+
+
+def _plain_target(url: str) -> bool:
+    """A target in origin form the head takes as it is."""
+    return url.startswith("/") and url.isascii() and url.isprintable() and " " not in url
 
 
 def _url(pool: Any, target: str) -> str:
@@ -316,6 +725,9 @@ class _ReplaySocket:
         self.response = interaction.response
         self.source = _ReplayRaw(interaction, schedule, head)
 
+    def head_arrives(self) -> None:
+        self.source.head_arrives()
+
     def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
         if buffering == 0:
             return self.source
@@ -329,6 +741,47 @@ class _ReplaySocket:
 
     def close(self) -> None:
         pass
+
+
+class _WholeSocket:
+    """``_ReplaySocket`` for a response with nothing to pace, hold, fail or wait for another
+    request: its body, in at most one piece, read from memory."""
+
+    def __init__(self, interaction: Interaction, piece: bytes) -> None:
+        self.response = interaction.response
+        self._piece = piece
+
+    def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
+        return io.BytesIO(self._piece)
+
+    def head_arrives(self) -> None:
+        pass
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def shutdown(self, how: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _socket_for(interaction: Interaction, schedule: Schedule, head: bool) -> Any:
+    response = interaction.response
+    assert response is not None
+    if (
+        not head
+        and not schedule.paced
+        and not schedule.held
+        and schedule.precedents is None
+        and interaction.error is None
+        and not response.truncated
+    ):
+        pieces = wire.render_body(response, True)
+        if len(pieces) <= 1:
+            return _WholeSocket(interaction, pieces[0] if pieces else b"")
+    return _ReplaySocket(interaction, schedule, head)
 
 
 def _replay(
@@ -348,7 +801,7 @@ def _replay(
     read_timeout = pool._get_timeout(arguments.get("timeout", timeout.DEFAULT_TIMEOUT)).read_timeout
     scratch.timeout = timeout.resolve_default_timeout(read_timeout)
     parsed = scratch.response_class is http.client.HTTPResponse
-    scratch.sock = _ReplaySocket(interaction, schedule, head=not parsed)
+    scratch.sock = _socket_for(interaction, schedule, head=not parsed)
     if parsed:
         scratch.response_class = _parsed_response
     pool.num_requests += 1
@@ -371,33 +824,44 @@ _HEAD_FIELDS = frozenset(
 )
 
 
-def _parsed_response(sock: _ReplaySocket, *args: Any, **kwargs: Any) -> http.client.HTTPResponse:
+def _parsed_response(
+    sock: _ReplaySocket | _WholeSocket, *args: Any, **kwargs: Any
+) -> http.client.HTTPResponse:
     """An ``http.client`` response over the replay socket, its head set as ``begin()`` sets
     it from the same bytes, so ``begin()`` finds it read and returns."""
     response = http.client.HTTPResponse(sock, *args, **kwargs)  # type: ignore[arg-type]
     recorded = sock.response
     assert recorded is not None
-    sock.source.head_arrives()
+    sock.head_arrives()
+    _set_head(response, recorded, _head_of(recorded))
+    return response
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """What ``begin()`` makes of a recorded head; ``items`` are urllib3's header pairs for
+    it, when asked for (None when urllib3 must work them out itself: it would log a defect
+    or rewrite the message)."""
+
+    version: int
+    reason: str
+    chunked: bool
+    length: int | None
+    closes: bool
+    items: tuple[tuple[str, str], ...] | None
+
+
+def _head_of(recorded: Response, items: bool = False) -> _Head:
     # The email parser yields these very pairs for the rendered head: names as sent, values
     # without the blank after the colon; begin() reads a few of them, the first of each name.
-    message = http.client.HTTPMessage()
-    message._headers = list(recorded.headers)  # type: ignore[attr-defined]
     seen: dict[str, str] = {}
     for name, value in recorded.headers:
         key = name.lower()
         if key in _HEAD_FIELDS and key not in seen:
             seen[key] = value
-    status = recorded.status
     version = 10 if recorded.http_version == "HTTP/1.0" else 11
-    response.code = response.status = status  # type: ignore[attr-defined]
-    response.reason = recorded.reason.strip()
-    response.version = version
-    response.headers = response.msg = message
     encoding = seen.get("transfer-encoding")
     chunked = encoding is not None and encoding.lower() == "chunked"
-    response.chunked = chunked
-    if chunked:
-        response.chunk_left = None
     length: int | None = None
     content_length = seen.get("content-length")
     if content_length and not chunked:
@@ -407,11 +871,54 @@ def _parsed_response(sock: _ReplaySocket, *args: Any, **kwargs: Any) -> http.cli
             length = None
         if length is not None and length < 0:
             length = None
+    return _Head(
+        version,
+        recorded.reason.strip(),
+        chunked,
+        length,
+        _will_close(version, seen),
+        _urllib3_items(recorded) if items else None,
+    )
+
+
+def _message(recorded: Response) -> http.client.HTTPMessage:
+    message = http.client.HTTPMessage()
+    message._headers = list(recorded.headers)  # type: ignore[attr-defined]
+    return message
+
+
+def _urllib3_items(recorded: Response) -> tuple[tuple[str, str], ...] | None:
+    """The header pairs urllib3's ``getresponse()`` gives its response for this head; None
+    when it would log a defect or rewrite the message."""
+    import urllib3.connection
+    import urllib3.util.response
+
+    message = _message(recorded)
+    try:
+        urllib3.util.response.assert_header_parsing(message)
+    except Exception:
+        return None
+    normalize = getattr(urllib3.connection, "_normalize_header_values", None)
+    items = normalize(message) if normalize is not None else message.items()
+    if message._headers != recorded.headers:  # type: ignore[attr-defined]
+        return None
+    return tuple(items)
+
+
+def _set_head(response: http.client.HTTPResponse, recorded: Response, head: _Head) -> None:
+    status = recorded.status
+    response.code = response.status = status  # type: ignore[attr-defined]
+    response.reason = head.reason
+    response.version = head.version
+    response.headers = response.msg = _message(recorded)
+    response.chunked = head.chunked
+    if head.chunked:
+        response.chunk_left = None
+    length = head.length
     if status in (204, 304) or 100 <= status < 200 or response._method == "HEAD":  # type: ignore[attr-defined]
         length = 0
     response.length = length
-    response.will_close = _will_close(version, seen) or (not chunked and length is None)
-    return response
+    response.will_close = head.closes or (not head.chunked and length is None)
 
 
 def _will_close(version: int, seen: dict[str, str]) -> bool:

@@ -65,7 +65,26 @@ def exchange(
 ) -> R:
     """Serve ``request`` from ``tape``: ``replay`` the recorded interaction, or ``record``
     the real exchange into a recording."""
-    plan = tape.begin(request, boundary)
+    return continue_exchange(
+        tape,
+        tape.begin(request, boundary),
+        replay=replay,
+        record=record,
+        failure_of=failure_of,
+    )
+
+
+def continue_exchange(
+    tape: Tape,
+    plan: Interaction | Recording,
+    *,
+    replay: Callable[[Interaction, Schedule], R],
+    record: Callable[[Recording], R],
+    failure_of: FailureOf,
+) -> R:
+    """``exchange`` past the tape's decision: an adapter that began an exchange where its
+    library is entered hands the interaction or the recording down to the layer that
+    builds the response, which serves it here as ``exchange`` would have."""
     if isinstance(plan, Interaction):
         _replayed.set(True)
         return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
