@@ -15,6 +15,7 @@ from agenttape._core.provider_keys import (
     PLACEHOLDER,
     PROVIDER_KEY_VARIABLES,
     SDK_KEY_VARIABLES,
+    for_children,
 )
 from tests.servers import Server, json_reply
 
@@ -151,3 +152,18 @@ def test_a_real_key_never_reaches_a_cassette(
     assert (
         httpx.URL(agenttape.load(path).interactions[0].request.url).path == "/v1/chat/completions"
     )
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_a_child_program_of_a_replay_gets_every_key_whatever_this_process_imported(
+    tape: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MISTRAL_API_KEY", "sk-real-one")
+    assert for_children() == {}  # no replay: nothing
+    with agenttape.use_cassette(tape, mode="none"):
+        child = {**os.environ, **for_children()}  # as agenttape run builds it
+    assert child["MISTRAL_API_KEY"] == "sk-real-one"  # a real key stays as it is
+    assert {child[name] for name in PROVIDER_KEY_VARIABLES if name != "MISTRAL_API_KEY"} == {
+        PLACEHOLDER
+    }
+    assert for_children() == {}

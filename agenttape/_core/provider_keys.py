@@ -126,6 +126,17 @@ def acquire() -> None:
                 _fill(names)
 
 
+def for_children() -> dict[str, str]:
+    """While a replay holds the keys: a placeholder for every provider key variable that is
+    unset, for the environment of a child program, which may use any SDK in any language
+    (Node's openai package refuses to start without its key, as Python's does)."""
+    with _lock:
+        if not _holders:
+            return {}
+        environ = os.environ
+        return {name: PLACEHOLDER for name in PROVIDER_KEY_VARIABLES if not environ.get(name)}
+
+
 def release() -> None:
     """Put back what was there before; a variable the program set meanwhile is kept."""
     global _holders

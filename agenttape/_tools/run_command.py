@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core import codec, meta
+from .._core import codec, meta, provider_keys
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError
 from .._core.files import read, write_atomic
@@ -425,8 +425,9 @@ def _run_child(
     fragments: Path,
     proxy: Proxy | None,
 ) -> int:
-    # Built once the proxy's cassette is open: a replay's placeholder keys are inherited.
+    # Built once the proxy's cassette is open: a replay gives the child placeholder keys.
     environment = dict(os.environ)
+    environment.update(provider_keys.for_children())
     environment.pop(MODE_ENVIRONMENT_VARIABLE, None)
     python_path = environment.get("PYTHONPATH")
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), python_path]))
