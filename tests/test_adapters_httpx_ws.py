@@ -72,10 +72,17 @@ def expected_frames() -> list[tuple[str, str, bytes, bool]]:
     ]
 
 
+CLOSE_ECHO = ("server", "close", b"\x0f\xa1done", True)
+
+
 def frames_of(path: Path) -> list[tuple[str, str, bytes, bool]]:
+    """The session's frames; the server's echo of the client's close left out. httpx-ws
+    closes the connection right after its close frame, so whether the echo was read before
+    that is a race the recording tells truthfully."""
     [interaction] = agenttape.load(path).interactions
     assert interaction.frames is not None
-    return [(f.direction, f.opcode, f.payload, f.fin) for f in interaction.frames]
+    frames = [(f.direction, f.opcode, f.payload, f.fin) for f in interaction.frames]
+    return frames[:-1] if frames[-1] == CLOSE_ECHO else frames
 
 
 def test_connect_ws_records_every_frame_and_replays_offline(
