@@ -108,20 +108,11 @@ def replay_scenario(
         ),
     ]
     for contestant, opener, run, made, want in contestants:
-        report = work / f"{contestant}.exact.json"
         note = "" if len(made) == len(calls) else f"{len(made)} requests spread over the cassette"
-        scenario.time(
-            contestant,
-            _peers.timed(opener, run, want, report),
-            per=len(made),
-            note=note,
-            processes=1 if contestant == "vcrpy" else None,
-        )
+        time_contestant(scenario, work, contestant, opener, run, want, len(made), note)
     if scenario.is_worker:
         return
-    for row in scenario.result.rows:
-        exact = _peers.exactness(work / f"{row.name}.exact.json")
-        row.note = "; ".join(part for part in (row.note, exact) if part)
+    note_exactness(scenario, work)
     floor = scenario.result.value("floor")
     mine = scenario.result.value("agenttape")
     holds = scenario.check("agenttape / floor", mine / floor if mine and floor else None, target)
@@ -133,3 +124,24 @@ def replay_scenario(
         f"≤ {target}x floor",
         holds,
     )
+
+
+def time_contestant(
+    scenario: Scenario, work: Path, name: str, opener: Any, run: Any, want: Any, per: int, note: str
+) -> None:
+    """Times one contestant in processes of its own; what it got back is kept beside, for
+    ``note_exactness``. vcrpy, slow, takes one process."""
+    scenario.time(
+        name,
+        _peers.timed(opener, run, want, work / f"{name}.exact.json"),
+        per=per,
+        note=note,
+        processes=1 if name == "vcrpy" else None,
+    )
+
+
+def note_exactness(scenario: Scenario, work: Path) -> None:
+    """Adds to each row how many of the bodies its contestant got back were byte-exact."""
+    for row in scenario.result.rows:
+        exact = _peers.exactness(work / f"{row.name}.exact.json")
+        row.note = "; ".join(part for part in (row.note, exact) if part)

@@ -10,6 +10,7 @@ from typing import Any
 from bench import _peers
 from bench._fixtures import item_body, item_path
 from bench._harness import Scenario, serve
+from bench._replay import note_exactness, time_contestant
 
 COUNT = 1000
 TARGET = 1.3
@@ -166,18 +167,11 @@ def main() -> None:
         ),
     ]
     for name, opener, run, want in plan:
-        scenario.time(
-            name,
-            _peers.timed(opener, run, want, work / f"{name}.exact.json"),
-            per=len(want),
-            note="" if len(want) == COUNT else f"{len(want)} requests spread over the cassette",
-            processes=1 if name == "vcrpy" else None,
-        )
+        note = "" if len(want) == COUNT else f"{len(want)} requests spread over the cassette"
+        time_contestant(scenario, work, name, opener, run, want, len(want), note)
     if scenario.is_worker:
         return
-    for row in scenario.result.rows:
-        exact = _peers.exactness(work / f"{row.name}.exact.json")
-        row.note = "; ".join(part for part in (row.note, exact) if part)
+    note_exactness(scenario, work)
     cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "floor")
     holds = scenario.check("agenttape / floor", cells["agenttape"], TARGET)
     floor = scenario.result.value("floor")

@@ -12,6 +12,7 @@ from typing import Any
 from bench import _peers
 from bench._fixtures import dynamodb_item, s3_object
 from bench._harness import Scenario, serve
+from bench._replay import note_exactness, time_contestant
 
 COUNT = 500
 ALL = range(COUNT)
@@ -116,18 +117,11 @@ def main() -> None:
     ]
     for name, opener, run, picked in plan:
         want = expected(picked)
-        scenario.time(
-            name,
-            _peers.timed(opener, run, want, work / f"{name}.exact.json"),
-            per=len(want),
-            note="" if picked is ALL else f"{len(want)} requests spread over the cassette",
-            processes=1 if name == "vcrpy" else None,
-        )
+        note = "" if picked is ALL else f"{len(want)} requests spread over the cassette"
+        time_contestant(scenario, work, name, opener, run, want, len(want), note)
     if scenario.is_worker:
         return
-    for row in scenario.result.rows:
-        exact = _peers.exactness(work / f"{row.name}.exact.json")
-        row.note = "; ".join(part for part in (row.note, exact) if part)
+    note_exactness(scenario, work)
     cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "floor")
     holds = scenario.check("agenttape / floor", cells["agenttape"], TARGET)
     floor = scenario.result.value("floor")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import agenttape
-from tests.servers import App, Server, refused_port
+from tests.servers import App, Server, WebSocketServer, refused_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -48,6 +48,13 @@ def serve() -> Iterator[Callable[[App], Server]]:
 def standin() -> Iterator[StandIn]:
     with StandIn() as api:
         yield api
+
+
+@pytest.fixture
+def ws_server() -> Iterator[WebSocketServer]:
+    """A real WebSocket server on 127.0.0.1 (``tests.servers.WebSocketServer``)."""
+    with WebSocketServer() as running:
+        yield running
 
 
 @pytest.fixture

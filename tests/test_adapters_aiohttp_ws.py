@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +15,9 @@ import pytest
 
 import agenttape
 from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
+from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
 
-UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
-AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
 GOOGLE_KEY = "AIzaSyD3m0K3yF0rTh3L1v3S3ss10nAbCdEfGhI"  # the shape of a Google API key
-
-
-@pytest.fixture
-def server() -> Iterator[WebSocketServer]:
-    with WebSocketServer() as running:
-        yield running
 
 
 async def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
@@ -41,28 +34,16 @@ async def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
     return got
 
 
-def frames_of(path: Path) -> list[tuple[str, str, bytes]]:
-    [interaction] = agenttape.load(path).interactions
-    assert interaction.frames is not None
-    return [(f.direction, f.opcode, f.payload) for f in interaction.frames]
-
-
 def test_a_session_records_every_frame_inflated_and_replays_offline(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="once"):
-        live = asyncio.run(talk(server.url))
-    server.stop()
+        live = asyncio.run(talk(ws_server.url))
+    ws_server.stop()
     assert live[0] == 12  # permessage-deflate, the server's window: the wire was compressed
     assert live[-2:] == [(aiohttp.WSMsgType.CLOSE, 4000, "bye"), 4000]
-    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
     assert frames_of(cassette_path) == [
-        ("server", "text", b'{"type": "session.created"}'),
-        ("client", "text", json.dumps(UPDATE).encode()),
-        ("server", "text", json.dumps(ack).encode()),
-        ("server", "text", b'{"type": "done"}'),
-        ("client", "binary", AUDIO),
-        ("server", "binary", AUDIO[::-1]),
+        *conversation(),
         ("client", "text", b"bye"),
         ("server", "close", b"\x0f\xa0bye"),
         ("client", "close", b"\x03\xe8"),
@@ -79,37 +60,37 @@ def test_a_session_records_every_frame_inflated_and_replays_offline(
     )
 
     with agenttape.use_cassette(cassette_path) as tape:
-        replayed = asyncio.run(talk(server.url))
+        replayed = asyncio.run(talk(ws_server.url))
     assert replayed == live
     assert replayed[4] == AUDIO[::-1]
     assert tape.all_played
 
 
 def test_a_changed_client_frame_raises_with_the_frame_difference(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="once"):
-        asyncio.run(talk(server.url))
-    server.stop()
+        asyncio.run(talk(ws_server.url))
+    ws_server.stop()
     changed = {**UPDATE, "session": {"voice": "verse"}}
     with (
         pytest.raises(agenttape.UnmatchedInteractionError) as caught,
         agenttape.use_cassette(cassette_path),
     ):
-        asyncio.run(talk(server.url, changed))
+        asyncio.run(talk(ws_server.url, changed))
     assert "frame 1 body.session.voice: expected 'alloy', got 'verse'" in str(caught.value)
 
 
-def test_a_changed_binary_frame_raises(server: WebSocketServer, cassette_path: Path) -> None:
+def test_a_changed_binary_frame_raises(ws_server: WebSocketServer, cassette_path: Path) -> None:
     async def send(audio: bytes) -> bytes:
-        async with aiohttp.ClientSession() as http, http.ws_connect(server.url) as ws:
+        async with aiohttp.ClientSession() as http, http.ws_connect(ws_server.url) as ws:
             await ws.receive_str()
             await ws.send_bytes(audio)
             return await ws.receive_bytes()
 
     with agenttape.use_cassette(cassette_path, mode="once"):
         assert asyncio.run(send(AUDIO)) == AUDIO[::-1]
-    server.stop()
+    ws_server.stop()
     with (
         pytest.raises(agenttape.UnmatchedInteractionError) as caught,
         agenttape.use_cassette(cassette_path),
@@ -119,9 +100,9 @@ def test_a_changed_binary_frame_raises(server: WebSocketServer, cassette_path: P
 
 
 def test_a_key_in_the_url_and_in_a_frame_is_redacted_and_replay_still_matches(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
-    url = server.url.replace("key=SECRET", f"key={GOOGLE_KEY}")
+    url = ws_server.url.replace("key=SECRET", f"key={GOOGLE_KEY}")
     # One key under a credential field, one in free text: found by name and by shape.
     setup = {"type": "setup", "api_key": GOOGLE_KEY, "note": f"use {GOOGLE_KEY}"}
 
@@ -133,7 +114,7 @@ def test_a_key_in_the_url_and_in_a_frame_is_redacted_and_replay_still_matches(
 
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = asyncio.run(run())
-    server.stop()
+    ws_server.stop()
     stored = cassette_path.read_bytes()
     assert GOOGLE_KEY.encode() not in stored
     [interaction] = agenttape.load(cassette_path).interactions
@@ -195,10 +176,10 @@ def test_a_refused_connection_replays_as_one(cassette_path: Path) -> None:
 
 
 def test_a_connection_dropped_mid_frame_replays_as_a_drop(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     async def run() -> list[Any]:
-        async with aiohttp.ClientSession() as http, http.ws_connect(server.url) as ws:
+        async with aiohttp.ClientSession() as http, http.ws_connect(ws_server.url) as ws:
             got: list[Any] = [await ws.receive_str()]
             await ws.send_str("drop")
             message = await ws.receive()
@@ -206,7 +187,7 @@ def test_a_connection_dropped_mid_frame_replays_as_a_drop(
 
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = asyncio.run(run())
-    server.stop()
+    ws_server.stop()
     assert live[-1] in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR)
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.closed is None
@@ -218,7 +199,7 @@ def test_a_connection_dropped_mid_frame_replays_as_a_drop(
 
 
 def test_a_session_replays_for_a_wss_url_with_nothing_to_connect_to(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     async def run(url: str) -> list[str]:
         async with aiohttp.ClientSession() as http, http.ws_connect(url) as ws:
@@ -227,19 +208,19 @@ def test_a_session_replays_for_a_wss_url_with_nothing_to_connect_to(
             return [*got, await ws.receive_str()]
 
     with agenttape.use_cassette(cassette_path, mode="once", match_on=("method", "path")):
-        live = asyncio.run(run(server.url))
-    server.stop()
+        live = asyncio.run(run(ws_server.url))
+    ws_server.stop()
     with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
         assert asyncio.run(run("wss://realtime.example.com/v1/realtime")) == live
 
 
 def test_heartbeat_pings_are_answered_on_replay_and_never_matched(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     async def run(heartbeat: float) -> list[str]:
         async with (
             aiohttp.ClientSession() as http,
-            http.ws_connect(server.url, heartbeat=heartbeat) as ws,
+            http.ws_connect(ws_server.url, heartbeat=heartbeat) as ws,
         ):
             got = [await ws.receive_str()]
             await ws.send_str("slow")  # answered after a second: several heartbeats pass
@@ -247,7 +228,7 @@ def test_heartbeat_pings_are_answered_on_replay_and_never_matched(
 
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = asyncio.run(run(0.2))
-    server.stop()
+    ws_server.stop()
     kinds = [(direction, opcode) for direction, opcode, _ in frames_of(cassette_path)]
     assert ("client", "ping") in kinds and ("server", "pong") in kinds
     with agenttape.use_cassette(cassette_path) as tape:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +21,11 @@ from httpx_ws import (
 
 import agenttape
 from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
-
-UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
-AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
+from tests.websocket_support import AUDIO, UPDATE, conversation
 
 
-@pytest.fixture
-def server() -> Iterator[WebSocketServer]:
-    with WebSocketServer() as running:
-        yield running
-
-
-def http_url(server: WebSocketServer) -> str:
-    return server.url.replace("ws://", "http://", 1)
+def http_url(ws_server: WebSocketServer) -> str:
+    return ws_server.url.replace("ws://", "http://", 1)
 
 
 def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
@@ -60,14 +52,9 @@ async def talk_async(url: str) -> list[Any]:
 
 
 def expected_frames() -> list[tuple[str, str, bytes, bool]]:
-    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
+    # The binary answer is one frame, however many reads it took.
     return [
-        ("server", "text", b'{"type": "session.created"}', True),
-        ("client", "text", json.dumps(UPDATE).encode(), True),
-        ("server", "text", json.dumps(ack).encode(), True),
-        ("server", "text", b'{"type": "done"}', True),
-        ("client", "binary", AUDIO, True),
-        ("server", "binary", AUDIO[::-1], True),  # one frame, however many reads it took
+        *((*frame, True) for frame in conversation()),
         ("client", "close", b"\x0f\xa1done", True),
     ]
 
@@ -86,12 +73,12 @@ def frames_of(path: Path) -> list[tuple[str, str, bytes, bool]]:
 
 
 def test_connect_ws_records_every_frame_and_replays_offline(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
-    url = http_url(server)
+    url = http_url(ws_server)
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = talk(url)
-    server.stop()
+    ws_server.stop()
     assert frames_of(cassette_path) == expected_frames()
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.response is not None and interaction.response.status == 101
@@ -108,11 +95,11 @@ def test_connect_ws_records_every_frame_and_replays_offline(
     assert tape.all_played
 
 
-def test_aconnect_ws_records_and_replays(server: WebSocketServer, cassette_path: Path) -> None:
-    url = http_url(server)
+def test_aconnect_ws_records_and_replays(ws_server: WebSocketServer, cassette_path: Path) -> None:
+    url = http_url(ws_server)
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = asyncio.run(talk_async(url))
-    server.stop()
+    ws_server.stop()
     assert frames_of(cassette_path) == expected_frames()
     with agenttape.use_cassette(cassette_path) as tape:
         assert asyncio.run(talk_async(url)) == live
@@ -120,12 +107,12 @@ def test_aconnect_ws_records_and_replays(server: WebSocketServer, cassette_path:
 
 
 def test_a_changed_client_frame_raises_with_the_frame_difference(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
-    url = http_url(server)
+    url = http_url(ws_server)
     with agenttape.use_cassette(cassette_path, mode="once"):
         talk(url)
-    server.stop()
+    ws_server.stop()
     changed = {**UPDATE, "session": {"voice": "verse"}}
     with (
         pytest.raises(agenttape.UnmatchedInteractionError) as caught,
@@ -136,7 +123,7 @@ def test_a_changed_client_frame_raises_with_the_frame_difference(
 
 
 def test_the_servers_close_code_and_reason_replay(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     def run(url: str) -> tuple[int, str | None]:
         with httpx.Client() as client, connect_ws(url, client) as ws:
@@ -146,10 +133,10 @@ def test_the_servers_close_code_and_reason_replay(
                 ws.receive_text()
         return closed.value.code, closed.value.reason
 
-    url = http_url(server)
+    url = http_url(ws_server)
     with agenttape.use_cassette(cassette_path, mode="once"):
         assert run(url) == (4000, "bye")
-    server.stop()
+    ws_server.stop()
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.closed is not None
     assert (interaction.closed.code, interaction.closed.by) == (4000, "server")
@@ -201,10 +188,10 @@ def test_a_refused_connection_replays_as_one(cassette_path: Path) -> None:
 
 
 def test_a_connection_dropped_without_a_close_frame_replays_as_a_drop(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     def run() -> list[Any]:
-        with httpx.Client() as client, connect_ws(http_url(server), client) as ws:
+        with httpx.Client() as client, connect_ws(http_url(ws_server), client) as ws:
             got: list[Any] = [ws.receive_text()]
             ws.send_text("vanish")
             with pytest.raises(WebSocketNetworkError) as lost:
@@ -213,7 +200,7 @@ def test_a_connection_dropped_without_a_close_frame_replays_as_a_drop(
 
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = run()
-    server.stop()
+    ws_server.stop()
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.error is not None and interaction.error.type == "EOFError"
     with agenttape.use_cassette(cassette_path):
@@ -221,7 +208,7 @@ def test_a_connection_dropped_without_a_close_frame_replays_as_a_drop(
 
 
 def test_a_session_replays_for_an_https_url_with_nothing_to_connect_to(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     def run(url: str) -> list[str]:
         with httpx.Client() as client, connect_ws(url, client) as ws:
@@ -230,7 +217,7 @@ def test_a_session_replays_for_an_https_url_with_nothing_to_connect_to(
             return [*got, ws.receive_text()]
 
     with agenttape.use_cassette(cassette_path, mode="once", match_on=("method", "path")):
-        live = run(http_url(server))
-    server.stop()
+        live = run(http_url(ws_server))
+    ws_server.stop()
     with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
         assert run("https://realtime.example.com/v1/realtime") == live

@@ -4,7 +4,7 @@ frame against a real server, replayed with the server stopped, compared byte for
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +13,7 @@ import websocket
 
 import agenttape
 from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
-
-UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
-AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
-
-
-@pytest.fixture
-def server() -> Iterator[WebSocketServer]:
-    with WebSocketServer() as running:
-        yield running
+from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
 
 
 def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
@@ -37,27 +29,15 @@ def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
     return got
 
 
-def frames_of(path: Path) -> list[tuple[str, str, bytes]]:
-    [interaction] = agenttape.load(path).interactions
-    assert interaction.frames is not None
-    return [(f.direction, f.opcode, f.payload) for f in interaction.frames]
-
-
 def test_create_connection_records_every_frame_and_replays_offline(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="once"):
-        live = talk(server.url)
-    server.stop()
+        live = talk(ws_server.url)
+    ws_server.stop()
     assert live[-1] == b"\x0f\xa1done"
-    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
     assert frames_of(cassette_path) == [
-        ("server", "text", b'{"type": "session.created"}'),
-        ("client", "text", json.dumps(UPDATE).encode()),
-        ("server", "text", json.dumps(ack).encode()),
-        ("server", "text", b'{"type": "done"}'),
-        ("client", "binary", AUDIO),
-        ("server", "binary", AUDIO[::-1]),
+        *conversation(),
         ("client", "close", b"\x0f\xa1done"),
         ("server", "close", b"\x0f\xa1done"),
     ]
@@ -73,24 +53,24 @@ def test_create_connection_records_every_frame_and_replays_offline(
     assert interaction.closed.by == "client"
 
     with agenttape.use_cassette(cassette_path) as tape:
-        replayed = talk(server.url)
+        replayed = talk(ws_server.url)
     assert replayed == live
     assert replayed[3] == AUDIO[::-1]
     assert tape.all_played
 
 
 def test_a_changed_client_frame_raises_with_the_frame_difference(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="once"):
-        talk(server.url)
-    server.stop()
+        talk(ws_server.url)
+    ws_server.stop()
     changed = {**UPDATE, "session": {"voice": "verse"}}
     with (
         pytest.raises(agenttape.UnmatchedInteractionError) as caught,
         agenttape.use_cassette(cassette_path),
     ):
-        talk(server.url, changed)
+        talk(ws_server.url, changed)
     assert "frame 1 body.session.voice: expected 'alloy', got 'verse'" in str(caught.value)
 
 
@@ -114,14 +94,16 @@ def run_app(url: str) -> list[Any]:
     return seen
 
 
-def test_websocket_app_replays_its_callbacks(server: WebSocketServer, cassette_path: Path) -> None:
+def test_websocket_app_replays_its_callbacks(
+    ws_server: WebSocketServer, cassette_path: Path
+) -> None:
     with agenttape.use_cassette(cassette_path, mode="once"):
-        live = run_app(server.url)
-    server.stop()
+        live = run_app(ws_server.url)
+    ws_server.stop()
     assert live[0] == '{"type": "session.created"}'
     assert live[-1] == ("closed", 4001, "done")
     with agenttape.use_cassette(cassette_path) as tape:
-        assert run_app(server.url) == live
+        assert run_app(ws_server.url) == live
     assert tape.all_played
 
 
@@ -161,10 +143,10 @@ def test_a_refused_connection_replays_as_one(cassette_path: Path) -> None:
 
 
 def test_a_connection_dropped_mid_frame_replays_as_a_drop(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     def run() -> list[Any]:
-        ws = websocket.create_connection(server.url, timeout=5)
+        ws = websocket.create_connection(ws_server.url, timeout=5)
         got: list[Any] = [ws.recv()]
         ws.send("drop")
         # The server writes half a frame and closes with it unread: a reset, or an end of
@@ -176,7 +158,7 @@ def test_a_connection_dropped_mid_frame_replays_as_a_drop(
 
     with agenttape.use_cassette(cassette_path, mode="once"):
         live = run()
-    server.stop()
+    ws_server.stop()
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.error is not None and interaction.closed is None
     with agenttape.use_cassette(cassette_path):
@@ -184,7 +166,7 @@ def test_a_connection_dropped_mid_frame_replays_as_a_drop(
 
 
 def test_a_session_replays_for_a_wss_url_with_nothing_to_connect_to(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     def run(url: str) -> list[str]:
         ws = websocket.create_connection(url, timeout=5)
@@ -195,7 +177,7 @@ def test_a_session_replays_for_a_wss_url_with_nothing_to_connect_to(
         return got
 
     with agenttape.use_cassette(cassette_path, mode="once", match_on=("method", "path")):
-        live = run(server.url)
-    server.stop()
+        live = run(ws_server.url)
+    ws_server.stop()
     with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
         assert run("wss://realtime.example.com/v1/realtime") == live

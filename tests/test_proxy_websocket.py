@@ -19,9 +19,7 @@ from websockets.sync.client import connect
 import agenttape
 from tests.proxy_support import ProxyProcess, agenttape_ca, record_then_replay
 from tests.servers import WebSocketServer
-
-UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
-AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
+from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
 
 
 @pytest.fixture
@@ -30,12 +28,6 @@ def wss_server(upstream_ca: tuple[trustme.CA, Path]) -> Iterator[WebSocketServer
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
     with WebSocketServer(tls=context) as running:
-        yield running
-
-
-@pytest.fixture
-def ws_server() -> Iterator[WebSocketServer]:
-    with WebSocketServer() as running:
         yield running
 
 
@@ -62,24 +54,12 @@ def talk(url: str, proxy: str, update: dict[str, Any] = UPDATE) -> list[Any]:
 
 
 def expected_frames() -> list[tuple[str, str, bytes]]:
-    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
     return [
-        ("server", "text", b'{"type": "session.created"}'),
-        ("client", "text", json.dumps(UPDATE).encode()),
-        ("server", "text", json.dumps(ack).encode()),
-        ("server", "text", b'{"type": "done"}'),
-        ("client", "binary", AUDIO),
-        ("server", "binary", AUDIO[::-1]),
+        *conversation(),
         ("client", "text", b"bye"),
         ("server", "close", b"\x0f\xa0bye"),
         ("client", "close", b"\x0f\xa0bye"),
     ]
-
-
-def frames_of(path: Path) -> list[tuple[str, str, bytes]]:
-    [interaction] = agenttape.load(path).interactions
-    assert interaction.frames is not None
-    return [(f.direction, f.opcode, f.payload) for f in interaction.frames]
 
 
 def upstream_env(upstream_ca: tuple[object, Path]) -> dict[str, str]:

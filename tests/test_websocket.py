@@ -8,7 +8,6 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +22,7 @@ from agenttape._core import codec
 from agenttape._core.models import Frame
 from tests.cli_support import cli
 from tests.servers import WebSocketServer
-
-UPDATE = {"type": "session.update", "event_id": "evt_1", "session": {"voice": "alloy"}}
-AUDIO = bytes(range(256)) * 300  # 76,800 bytes: a 64-bit length on the wire
-
-
-@pytest.fixture
-def server() -> Iterator[WebSocketServer]:
-    with WebSocketServer() as running:
-        yield running
-
-
-def frames_of(path: Path) -> list[tuple[str, str, bytes]]:
-    [interaction] = agenttape.load(path).interactions
-    assert interaction.frames is not None
-    return [(f.direction, f.opcode, f.payload) for f in interaction.frames]
+from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
 
 
 async def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
@@ -61,25 +46,19 @@ def talk_sync(url: str) -> list[Any]:
 
 
 def expected_frames() -> list[tuple[str, str, bytes]]:
-    ack = {"type": "ack", "of": "session.update", "session": {"voice": "alloy"}}
     return [
-        ("server", "text", b'{"type": "session.created"}'),
-        ("client", "text", json.dumps(UPDATE).encode()),
-        ("server", "text", json.dumps(ack).encode()),
-        ("server", "text", b'{"type": "done"}'),
-        ("client", "binary", AUDIO),
-        ("server", "binary", AUDIO[::-1]),
+        *conversation(),
         ("client", "close", b"\x03\xe8"),
         ("server", "close", b"\x03\xe8"),
     ]
 
 
 def test_asyncio_session_records_every_frame_and_replays_offline(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        live = asyncio.run(talk(server.url))
-    server.stop()
+        live = asyncio.run(talk(ws_server.url))
+    ws_server.stop()
     assert frames_of(cassette_path) == expected_frames()  # inflated: compression was on
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.response is not None and interaction.response.status == 101
@@ -91,54 +70,56 @@ def test_asyncio_session_records_every_frame_and_replays_offline(
     assert msgpack.unpackb(cassette_path.read_bytes(), timestamp=3)["agenttape"] == 2
 
     with agenttape.use_cassette(cassette_path) as tape:
-        assert asyncio.run(talk(server.url)) == live
+        assert asyncio.run(talk(ws_server.url)) == live
     assert tape.all_played
 
 
-def test_sync_session_records_and_replays(server: WebSocketServer, cassette_path: Path) -> None:
+def test_sync_session_records_and_replays(ws_server: WebSocketServer, cassette_path: Path) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        live = talk_sync(server.url)
-    server.stop()
+        live = talk_sync(ws_server.url)
+    ws_server.stop()
     assert frames_of(cassette_path) == expected_frames()
     with agenttape.use_cassette(cassette_path):
-        assert talk_sync(server.url) == live
+        assert talk_sync(ws_server.url) == live
 
 
 def test_a_changed_client_frame_names_the_field(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        asyncio.run(talk(server.url))
-    server.stop()
+        asyncio.run(talk(ws_server.url))
+    ws_server.stop()
     changed = {**UPDATE, "session": {"voice": "verse"}}
     with (
         pytest.raises(agenttape.UnmatchedInteractionError) as caught,
         agenttape.use_cassette(cassette_path) as tape,
     ):
-        asyncio.run(talk(server.url, changed))
+        asyncio.run(talk(ws_server.url, changed))
     message = str(caught.value)
     assert "frame 1 body.session.voice: expected 'alloy', got 'verse'" in message
     assert str(cassette_path) in message
     assert tape.misses and tape.misses[0].cassette_path == str(cassette_path)
 
 
-def test_ignore_json_fields_applies_to_frames(server: WebSocketServer, cassette_path: Path) -> None:
+def test_ignore_json_fields_applies_to_frames(
+    ws_server: WebSocketServer, cassette_path: Path
+) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        live = asyncio.run(talk(server.url))
-    server.stop()
+        live = asyncio.run(talk(ws_server.url))
+    ws_server.stop()
     other_event = {"event_id": "evt_99", **{k: v for k, v in UPDATE.items() if k != "event_id"}}
     with (
         pytest.raises(agenttape.UnmatchedInteractionError, match="event_id"),
         agenttape.use_cassette(cassette_path),
     ):
-        asyncio.run(talk(server.url, other_event))
+        asyncio.run(talk(ws_server.url, other_event))
     with agenttape.use_cassette(cassette_path, ignore_json_fields=["event_id"]):
-        assert asyncio.run(talk(server.url, other_event)) == live
+        assert asyncio.run(talk(ws_server.url, other_event)) == live
 
 
-def test_binary_frames_are_byte_exact(server: WebSocketServer, cassette_path: Path) -> None:
+def test_binary_frames_are_byte_exact(ws_server: WebSocketServer, cassette_path: Path) -> None:
     async def send_audio(payload: bytes) -> bytes:
-        async with connect(server.url) as ws:
+        async with connect(ws_server.url) as ws:
             await ws.recv()
             await ws.send(payload)
             answer = await ws.recv()
@@ -147,7 +128,7 @@ def test_binary_frames_are_byte_exact(server: WebSocketServer, cassette_path: Pa
 
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = asyncio.run(send_audio(AUDIO))
-    server.stop()
+    ws_server.stop()
     with agenttape.use_cassette(cassette_path):
         assert asyncio.run(send_audio(AUDIO)) == live == AUDIO[::-1]
     with (
@@ -166,10 +147,12 @@ async def closed_by_server(url: str) -> tuple[list[Any], int | None, str | None]
         return got, ws.close_code, ws.close_reason
 
 
-def test_server_close_code_and_reason_replay(server: WebSocketServer, cassette_path: Path) -> None:
+def test_server_close_code_and_reason_replay(
+    ws_server: WebSocketServer, cassette_path: Path
+) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        live = asyncio.run(closed_by_server(server.url))
-    server.stop()
+        live = asyncio.run(closed_by_server(ws_server.url))
+    ws_server.stop()
     assert live[1:] == (4000, "bye")
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.closed is not None
@@ -179,7 +162,7 @@ def test_server_close_code_and_reason_replay(server: WebSocketServer, cassette_p
         "server",
     )
     with agenttape.use_cassette(cassette_path):
-        assert asyncio.run(closed_by_server(server.url)) == live
+        assert asyncio.run(closed_by_server(ws_server.url)) == live
 
 
 async def dropped(url: str) -> tuple[str, int | None]:
@@ -192,25 +175,25 @@ async def dropped(url: str) -> tuple[str, int | None]:
 
 
 def test_a_connection_dropped_mid_frame_is_recorded_and_replayed(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        live = asyncio.run(dropped(server.url))
-    server.stop()
+        live = asyncio.run(dropped(ws_server.url))
+    ws_server.stop()
     assert live == ("ConnectionClosedError", 1006)
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.error is not None and interaction.error.kind == "read_error"
     assert interaction.closed is None
     assert frames_of(cassette_path)[-1] == ("client", "text", b"drop")
     with agenttape.use_cassette(cassette_path):
-        assert asyncio.run(dropped(server.url)) == live
+        assert asyncio.run(dropped(ws_server.url)) == live
 
 
 def test_a_frame_over_the_clients_limit_closes_as_live_and_keeps_what_came_before(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     async def too_big() -> int | None:
-        async with connect(server.url, max_size=1 << 20) as ws:
+        async with connect(ws_server.url, max_size=1 << 20) as ws:
             await ws.recv()
             await ws.send("big")
             with pytest.raises(ConnectionClosedError):
@@ -230,11 +213,11 @@ def test_a_frame_over_the_clients_limit_closes_as_live_and_keeps_what_came_befor
 
 
 def test_a_frame_over_the_recorders_budget_cuts_the_session_and_keeps_the_rest(
-    server: WebSocketServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ws_server: WebSocketServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     recorder = agenttape.Recorder(tmp_path / "runs", keep="all", max_bytes_per_run=64 << 10)
     with caplog.at_level(logging.WARNING, "agenttape.recorder"), recorder.run():
-        asyncio.run(talk(server.url))  # AUDIO is more than the run holds
+        asyncio.run(talk(ws_server.url))  # AUDIO is more than the run holds
     recorder.close()
     assert "its first 4 frames are kept, the rest left out" in caplog.text
     [stored] = (tmp_path / "runs").rglob("*.msgpack")
@@ -247,10 +230,10 @@ def test_a_frame_over_the_recorders_budget_cuts_the_session_and_keeps_the_rest(
 
 
 def test_a_session_recorded_while_open_stays_open_until_the_client_gives_up(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     async def leave_open() -> Any:
-        ws = await connect(server.url)
+        ws = await connect(ws_server.url)
         first = await ws.recv()
         return ws, first
 
@@ -260,13 +243,13 @@ def test_a_session_recorded_while_open_stays_open_until_the_client_gives_up(
         await ws.close()
 
     asyncio.run(record())
-    server.stop()
+    ws_server.stop()
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.response is not None and interaction.response.truncated
     assert interaction.closed is None and interaction.error is None
 
     async def replay() -> tuple[Any, bool]:
-        async with connect(server.url) as ws:
+        async with connect(ws_server.url) as ws:
             first = await ws.recv()
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(ws.recv(), 0.2)  # the client's own timeout
@@ -292,24 +275,24 @@ async def slow_answer(url: str) -> tuple[str, bool]:
 
 
 def test_realtime_paces_server_frames_at_their_offsets(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     """No wall-clock assert: a timer set well before the recorded moment shows whether the
     replay waited for it (the event loop fires timers in order)."""
     with agenttape.use_cassette(cassette_path, mode="all"):
-        asyncio.run(slow_answer(server.url))
-    server.stop()
+        asyncio.run(slow_answer(ws_server.url))
+    ws_server.stop()
     with agenttape.use_cassette(cassette_path):
-        assert asyncio.run(slow_answer(server.url)) == ("late", False)
+        assert asyncio.run(slow_answer(ws_server.url)) == ("late", False)
     with agenttape.use_cassette(cassette_path, realtime=True):
-        assert asyncio.run(slow_answer(server.url)) == ("late", True)
+        assert asyncio.run(slow_answer(ws_server.url)) == ("late", True)
 
 
 def test_a_cassette_with_a_damaged_frame_list_names_the_frame(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        asyncio.run(talk(server.url))
+        asyncio.run(talk(ws_server.url))
     document = msgpack.unpackb(cassette_path.read_bytes(), timestamp=3)
     document["interactions"][0]["frames"][2] = ["server", "text"]  # cut short
     cassette_path.write_bytes(msgpack.packb(document, use_bin_type=True, datetime=True))
@@ -318,11 +301,11 @@ def test_a_cassette_with_a_damaged_frame_list_names_the_frame(
 
 
 def test_a_truncated_frame_list_replays_what_it_holds_then_holds(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        asyncio.run(talk(server.url))
-    server.stop()
+        asyncio.run(talk(ws_server.url))
+    ws_server.stop()
     document = msgpack.unpackb(cassette_path.read_bytes(), timestamp=3)
     entry = document["interactions"][0]
     entry["frames"] = entry["frames"][:1]
@@ -331,7 +314,7 @@ def test_a_truncated_frame_list_replays_what_it_holds_then_holds(
     cassette_path.write_bytes(msgpack.packb(document, use_bin_type=True, datetime=True))
 
     async def replay() -> None:
-        async with connect(server.url) as ws:
+        async with connect(ws_server.url) as ws:
             await ws.recv()
             with pytest.raises(agenttape.UnmatchedInteractionError, match="not recorded"):
                 await ws.send(json.dumps(UPDATE))
@@ -374,17 +357,17 @@ def _session_interaction() -> Any:
 
 
 def test_sync_client_misses_closes_and_drops_replay_as_live(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     def run() -> list[Any]:
         outcomes: list[Any] = []
-        with connect_sync(server.url) as ws:
+        with connect_sync(ws_server.url) as ws:
             outcomes.append(ws.recv())
             ws.send("bye")
             with pytest.raises(ConnectionClosedError):
                 ws.recv()
             outcomes.append((ws.close_code, ws.close_reason))
-        with connect_sync(server.url) as ws:
+        with connect_sync(ws_server.url) as ws:
             ws.recv()
             ws.send("drop")
             with pytest.raises(ConnectionClosedError):
@@ -394,13 +377,13 @@ def test_sync_client_misses_closes_and_drops_replay_as_live(
 
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = run()
-    server.stop()
+    ws_server.stop()
     assert live[1:] == [(4000, "bye"), 1006]
     with agenttape.use_cassette(cassette_path) as tape:
         assert run() == live
     assert tape.all_played
 
-    with agenttape.use_cassette(cassette_path), connect_sync(server.url) as ws:
+    with agenttape.use_cassette(cassette_path), connect_sync(ws_server.url) as ws:
         ws.recv()
         with pytest.raises(agenttape.UnmatchedInteractionError) as caught:
             ws.send("hello")
@@ -409,11 +392,11 @@ def test_sync_client_misses_closes_and_drops_replay_as_live(
 
 
 def test_sync_realtime_replay_makes_the_clients_timeout_fire_as_live(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     def slow(timeout: float) -> list[str]:
         seen: list[str] = []
-        with connect_sync(server.url) as ws:
+        with connect_sync(ws_server.url) as ws:
             ws.recv()
             ws.send("slow")
             try:
@@ -425,7 +408,7 @@ def test_sync_realtime_replay_makes_the_clients_timeout_fire_as_live(
 
     with agenttape.use_cassette(cassette_path, mode="all"):
         assert slow(SLOW_MARKER) == ["timed out", "late"]
-    server.stop()
+    ws_server.stop()
     with agenttape.use_cassette(cassette_path):
         assert slow(SLOW_MARKER) == ["late"]  # fast: no recorded pause
     with agenttape.use_cassette(cassette_path, realtime=True):
@@ -433,35 +416,35 @@ def test_sync_realtime_replay_makes_the_clients_timeout_fire_as_live(
 
 
 def test_replay_never_opens_a_socket_to_the_server(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     with agenttape.use_cassette(cassette_path, mode="all"):
-        live = talk_sync(server.url)
-    server.stop()
+        live = talk_sync(ws_server.url)
+    ws_server.stop()
     with agenttape.use_cassette(cassette_path, block_network=True):
-        assert talk_sync(server.url) == live  # a socket to the server would be blocked
+        assert talk_sync(ws_server.url) == live  # a socket to the ws_server would be blocked
     with (
         pytest.raises(agenttape.UnmatchedInteractionError, match=r"url\.path"),
         agenttape.use_cassette(cassette_path),
     ):
-        talk_sync(server.url.replace("/v1/", "/v2/"))  # a miss opens nothing either
+        talk_sync(ws_server.url.replace("/v1/", "/v2/"))  # a miss opens nothing either
 
 
 def test_secrets_in_client_frames_never_reach_the_disk_and_still_match(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     key = "sk-proj-" + "A1b2C3d4" * 4
     update = {"type": "session.update", "session": {"voice": "alloy", "api_key": key}}
 
     async def send() -> Any:
-        async with connect(server.url) as ws:
+        async with connect(ws_server.url) as ws:
             await ws.recv()
             await ws.send(json.dumps(update))
             return await ws.recv()
 
     with agenttape.use_cassette(cassette_path, mode="all", redact=["json:session.voice"]):
         live = asyncio.run(send())
-    server.stop()
+    ws_server.stop()
     sent = frames_of(cassette_path)[1][2]
     assert key.encode() not in sent and b"alloy" not in sent
     assert json.loads(sent)["session"]["voice"] == "<redacted>"
@@ -473,10 +456,10 @@ def test_secrets_in_client_frames_never_reach_the_disk_and_still_match(
 
 
 def test_a_client_that_sends_after_close_gets_the_librarys_error_as_live(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     async def send_after_close() -> str:
-        async with connect(server.url) as ws:
+        async with connect(ws_server.url) as ws:
             await ws.recv()
             await ws.send("bye")
             with pytest.raises(ConnectionClosedError):
@@ -487,7 +470,7 @@ def test_a_client_that_sends_after_close_gets_the_librarys_error_as_live(
 
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = asyncio.run(send_after_close())
-    server.stop()
+    ws_server.stop()
     recorded = frames_of(cassette_path)
     with agenttape.use_cassette(cassette_path) as tape:
         assert asyncio.run(send_after_close()) == live
@@ -520,17 +503,17 @@ def test_encoded_server_frames_parse_in_the_library(size: int) -> None:
 
 
 def test_fragmented_messages_record_and_replay_frame_by_frame(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     async def fragments() -> Any:
-        async with connect(server.url) as ws:
+        async with connect(ws_server.url) as ws:
             await ws.recv()
             await ws.send([b"ab", b"cd", b"ef"])
             return await ws.recv()
 
     with agenttape.use_cassette(cassette_path, mode="all"):
         live = asyncio.run(fragments())
-    server.stop()
+    ws_server.stop()
     assert live == b"fedcba"
     [interaction] = agenttape.load(cassette_path).interactions
     assert interaction.frames is not None
@@ -546,15 +529,15 @@ def test_fragmented_messages_record_and_replay_frame_by_frame(
 
 
 def test_sync_replay_of_a_session_left_open_waits_for_the_client(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     recording = agenttape.use_cassette(cassette_path, mode="all")
     recording.start()
-    with connect_sync(server.url) as ws:
+    with connect_sync(ws_server.url) as ws:
         ws.recv()
         recording.stop()  # the recording ends with the session still open
-    server.stop()
-    with agenttape.use_cassette(cassette_path), connect_sync(server.url) as ws:
+    ws_server.stop()
+    with agenttape.use_cassette(cassette_path), connect_sync(ws_server.url) as ws:
         assert ws.recv() == '{"type": "session.created"}'
         with pytest.raises(TimeoutError):
             ws.recv(timeout=0.2)  # the client's own timeout: nothing was recorded after
@@ -562,14 +545,14 @@ def test_sync_replay_of_a_session_left_open_waits_for_the_client(
 
 
 def test_the_adapter_patches_websockets_imported_after_the_cassette_opened(
-    server: WebSocketServer, cassette_path: Path
+    ws_server: WebSocketServer, cassette_path: Path
 ) -> None:
     program = f"""
 import sys, agenttape
 assert not any(name.startswith("websockets") for name in sys.modules), "imported eagerly"
 with agenttape.use_cassette({str(cassette_path)!r}, mode="all"):
     from websockets.sync.client import connect
-    with connect({server.url!r}) as ws:
+    with connect({ws_server.url!r}) as ws:
         ws.recv()
 """
     result = subprocess.run(

@@ -22,14 +22,20 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.models import OPCODES, Failure, Request
+from .._core.models import OPCODES, Request
 from .._core.websocket import (
     SessionRecording,
     SessionReplay,
     open_session,
 )
 from .websocket_replay import ReplayPeer
-from .websocket_taps import FrameChecker, FrameRecorder, dropped
+from .websocket_taps import (
+    FrameChecker,
+    FrameRecorder,
+    connect_exception,
+    dropped,
+    failure_of,
+)
 from .wire import parse_head
 
 _PATCHED = "__agenttape_original__"
@@ -125,7 +131,7 @@ def _make_connect(original: Callable[..., None], handshake: ModuleType) -> Calla
         def replay(session: SessionReplay) -> None:
             failure = session.interaction.error
             if session.response is None and failure is not None:
-                raise _connect_exception(failure)
+                raise connect_exception(failure)
             peer = ReplayPeer(session)
             client = peer.client
             setattr(self, _SESSION, FrameChecker(session, peer.schedule))
@@ -175,23 +181,6 @@ def _make_shutdown(original: Callable[[Any], None]) -> Callable[[Any], None]:
         original(self)
 
     return shutdown
-
-
-def failure_of(exc: BaseException) -> Failure | None:
-    """Opening the connection failed: the library raises what the socket raised."""
-    if isinstance(exc, TimeoutError):
-        return Failure("connect_timeout", type(exc).__name__, str(exc))
-    if isinstance(exc, OSError):
-        return Failure("connect_error", type(exc).__name__, str(exc))
-    return None
-
-
-def _connect_exception(failure: Failure) -> BaseException:
-    if failure.kind == "connect_timeout":
-        return TimeoutError(failure.message)
-    if failure.type == "ConnectionRefusedError":
-        return ConnectionRefusedError(failure.message)
-    return OSError(failure.message)
 
 
 class _Recorder(FrameRecorder):

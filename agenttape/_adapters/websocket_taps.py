@@ -75,3 +75,21 @@ class FrameChecker:
 
     def ended(self, failure: Failure | None) -> None:
         pass
+
+
+def failure_of(exc: BaseException) -> Failure | None:
+    """Opening a WebSocket connection failed: the libraries raise what the socket raised."""
+    if isinstance(exc, TimeoutError):
+        return Failure("connect_timeout", type(exc).__name__, str(exc))
+    if isinstance(exc, OSError):
+        return Failure("connect_error", type(exc).__name__, str(exc))
+    return None
+
+
+def connect_exception(failure: Failure) -> BaseException:
+    """What the socket raised when the connection was recorded failing to open."""
+    if failure.kind == "connect_timeout":
+        return TimeoutError(failure.message)
+    if failure.type == "ConnectionRefusedError":
+        return ConnectionRefusedError(failure.message)
+    return OSError(failure.message)

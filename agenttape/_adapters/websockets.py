@@ -36,6 +36,7 @@ from .._core.websocket import (
     parse_close,
 )
 from .websocket_replay import ReplayPeer, ReplayTransport
+from .websocket_taps import connect_exception, failure_of
 
 _PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
@@ -207,23 +208,6 @@ def _failure(problem: BaseException | None, kind: Any, message: str) -> Failure:
     return Failure(kind, type(problem).__name__, str(problem) or message)
 
 
-def failure_of(exc: BaseException) -> Failure | None:
-    """Opening the connection failed: the library raises what the socket raised."""
-    if isinstance(exc, TimeoutError):
-        return Failure("connect_timeout", type(exc).__name__, str(exc))
-    if isinstance(exc, OSError):
-        return Failure("connect_error", type(exc).__name__, str(exc))
-    return None
-
-
-def _connect_exception(failure: Failure) -> BaseException:
-    if failure.kind == "connect_timeout":
-        return TimeoutError(failure.message)
-    if failure.type == "ConnectionRefusedError":
-        return ConnectionRefusedError(failure.message)
-    return OSError(failure.message)
-
-
 class _Replayer(_Tap):
     """Checks each frame the client sends and hands what the server sent next to
     ``deliver``; the library's own bytes are dropped unread."""
@@ -294,7 +278,7 @@ def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         async def replay(session: SessionReplay) -> Any:
             failure = session.interaction.error
             if session.response is None and failure is not None:
-                raise _connect_exception(failure)
+                raise connect_exception(failure)
             transport = ReplayTransport(connection, session, (self.ws_uri.host, self.ws_uri.port))
             setattr(connection.protocol, _SESSION, _Replayer(session, transport.schedule))
             connection.connection_made(transport)
@@ -329,7 +313,7 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
         def replay(session: SessionReplay) -> Any:
             failure = session.interaction.error
             if session.response is None and failure is not None:
-                raise _connect_exception(failure)
+                raise connect_exception(failure)
             peer = ReplayPeer(session)
             client = peer.client
             own_sock = self.sock
