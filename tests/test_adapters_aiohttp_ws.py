@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 import agenttape
-from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
-from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
+from tests.servers import App, Server, WebSocketServer, refused_port
+from tests.websocket_support import AUDIO, REFUSAL, UPDATE, conversation, frames_of, refusing_server
 
 GOOGLE_KEY = "AIzaSyD3m0K3yF0rTh3L1v3S3ss10nAbCdEfGhI"  # the shape of a Google API key
 
@@ -131,13 +131,10 @@ def test_a_key_in_the_url_and_in_a_frame_is_redacted_and_replay_still_matches(
     assert tape.all_played
 
 
-REFUSAL = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
-
-
 def test_a_refused_upgrade_replays_as_the_same_refusal(
     serve: Callable[[App], Server], cassette_path: Path
 ) -> None:
-    server = serve(lambda seen: json_reply(REFUSAL, status=401))
+    server = refusing_server(serve)
     url = server.url.replace("http://", "ws://") + "/v1/realtime"
 
     async def connect() -> tuple[int, str]:

@@ -20,8 +20,8 @@ from httpx_ws import (
 )
 
 import agenttape
-from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
-from tests.websocket_support import AUDIO, UPDATE, conversation
+from tests.servers import App, Server, WebSocketServer, refused_port
+from tests.websocket_support import AUDIO, REFUSAL, UPDATE, conversation, refusing_server
 
 
 def http_url(ws_server: WebSocketServer) -> str:
@@ -144,13 +144,10 @@ def test_the_servers_close_code_and_reason_replay(
         assert run(url) == (4000, "bye")
 
 
-REFUSAL = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
-
-
 def test_a_refused_upgrade_replays_as_the_same_refusal(
     serve: Callable[[App], Server], cassette_path: Path
 ) -> None:
-    server = serve(lambda seen: json_reply(REFUSAL, status=401))
+    server = refusing_server(serve)
     url = server.url + "/v1/realtime"
 
     def connect() -> tuple[int, str]:

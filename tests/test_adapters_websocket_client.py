@@ -12,8 +12,8 @@ import pytest
 import websocket
 
 import agenttape
-from tests.servers import App, Server, WebSocketServer, json_reply, refused_port
-from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
+from tests.servers import App, Server, WebSocketServer, refused_port
+from tests.websocket_support import AUDIO, REFUSAL, UPDATE, conversation, frames_of, refusing_server
 
 
 def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
@@ -107,13 +107,10 @@ def test_websocket_app_replays_its_callbacks(
     assert tape.all_played
 
 
-REFUSAL = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
-
-
 def test_a_refused_upgrade_replays_as_the_same_refusal(
     serve: Callable[[App], Server], cassette_path: Path
 ) -> None:
-    server = serve(lambda seen: json_reply(REFUSAL, status=401))
+    server = refusing_server(serve)
     url = server.url.replace("http://", "ws://") + "/v1/realtime"
 
     def connect() -> tuple[int, bytes]:

@@ -125,15 +125,22 @@ def test_a_proxy_recording_replays_in_process_and_the_reverse(
     assert replaying.stop() == 0, replaying.stderr
 
 
+def record_conversation(
+    start_proxy: Callable[..., ProxyProcess], server: WebSocketServer, cassette: Path
+) -> None:
+    """The conversation recorded through the proxy; the server stopped."""
+    recording = start_proxy("--cassette", cassette, "--mode", "all")
+    talk(server.url, recording.url)
+    assert recording.stop() == 0, recording.stderr
+    server.stop()
+
+
 def test_a_frame_the_recording_does_not_have_closes_the_session_and_fails_the_proxy(
     ws_server: WebSocketServer,
     start_proxy: Callable[..., ProxyProcess],
     cassette_path: Path,
 ) -> None:
-    recording = start_proxy("--cassette", cassette_path, "--mode", "all")
-    talk(ws_server.url, recording.url)
-    assert recording.stop() == 0, recording.stderr
-    ws_server.stop()
+    record_conversation(start_proxy, ws_server, cassette_path)
     before = cassette_path.read_bytes()
 
     replaying = start_proxy("--cassette", cassette_path)
@@ -180,10 +187,7 @@ def test_a_session_nothing_recorded_is_answered_599(
     start_proxy: Callable[..., ProxyProcess],
     cassette_path: Path,
 ) -> None:
-    recording = start_proxy("--cassette", cassette_path, "--mode", "all")
-    talk(ws_server.url, recording.url)
-    assert recording.stop() == 0, recording.stderr
-    ws_server.stop()
+    record_conversation(start_proxy, ws_server, cassette_path)
     replaying = start_proxy("--cassette", cassette_path)
     elsewhere = ws_server.url.replace("/v1/realtime", "/v1/other")
     with pytest.raises(InvalidStatus) as refused:
