@@ -41,6 +41,9 @@ TURN_GRACE = 2.0
 gap before the piece: a replay slower than the recording here and there keeps its order, and a
 client that no longer makes the request is not held up for long."""
 
+_RELEASE_LOCK = threading.Lock()
+"""Orders a client's close against a ``hold`` making its event."""
+
 _replayed: ContextVar[bool] = ContextVar("agenttape_replayed", default=False)
 
 
@@ -187,7 +190,10 @@ class Schedule:
     _marks: tuple[float, ...] = ()
     _finish: float = 0.0
     _asked: tuple[int | None, float] | None = None
-    _released: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Whether the client closed the body; the event for ``hold`` is made only when one
+    # waits (most replayed bodies are read to their end and never held).
+    _closed: bool = False
+    _released: threading.Event | None = field(default=None, repr=False)
     _wakers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @classmethod
@@ -259,7 +265,7 @@ class Schedule:
         """(recorded offset, longest wait) of body piece ``index`` (None: the end) when it
         waits for a request the client has not made again yet; None when it may go."""
         precedents = self.precedents
-        if precedents is None or self._released.is_set():
+        if precedents is None or self._closed:
             return None
         marks = self._marks
         if index is None or index + 1 >= len(marks):  # past the recorded pieces: the end
@@ -300,7 +306,7 @@ class Schedule:
         deadline = time.perf_counter() + longest
         self._watch(wake)
         try:
-            while not (self._released.is_set() or self.precedents.begun(offset)):
+            while not (self._closed or self.precedents.begun(offset)):
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     return
@@ -328,7 +334,7 @@ class Schedule:
         deadline = time.perf_counter() + longest
         self._watch(wake)
         try:
-            while not (self._released.is_set() or self.precedents.begun(offset)):
+            while not (self._closed or self.precedents.begun(offset)):
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     return
@@ -352,18 +358,28 @@ class Schedule:
 
     def release(self) -> None:
         """The client closed the body: a ``hold`` or ``turn`` under way returns."""
-        self._released.set()
+        with _RELEASE_LOCK:
+            self._closed = True
+            released = self._released
+        if released is not None:
+            released.set()
         for wake in tuple(self._wakers):
             wake()
 
     def hold(self, timeout: float | None) -> bool:
         """Keeps a ``held`` body open: True once the client closed it, False when ``timeout``
         (the client's read timeout; None waits for the close alone) ran out first."""
-        return self._released.wait(timeout)
+        with _RELEASE_LOCK:
+            released = self._released
+            if released is None:
+                released = self._released = threading.Event()
+                if self._closed:
+                    released.set()
+        return released.wait(timeout)
 
     async def hold_async(self, timeout: float | None) -> bool:
         """``hold`` without blocking the event loop; cancelling the reader ends it too."""
-        if self._released.is_set():
+        if self._closed:
             return True
         loop = asyncio.get_running_loop()
         closed = asyncio.Event()
@@ -372,7 +388,7 @@ class Schedule:
             loop.call_soon_threadsafe(closed.set)
 
         self._wakers.append(wake)
-        if self._released.is_set():  # closed from another thread meanwhile
+        if self._closed:  # closed from another thread meanwhile
             closed.set()
         try:
             await asyncio.wait_for(closed.wait(), timeout)
