@@ -175,8 +175,9 @@ class _TapeTransport:
         if tape is None or _respx_serves(library.hx, request):
             return self._transport.handle_request(request)
         request.read()
-        if httpx_ws.upgrades(request.headers):
-            return self._open_session(tape, request)
+        model = _to_model(request)
+        if httpx_ws.upgrades(model):
+            return self._open_session(tape, request, model)
 
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
@@ -188,11 +189,9 @@ class _TapeTransport:
             response = self._transport.handle_request(request)
             return _recorded(library, response, recording, library.tee)
 
-        return exchange(
-            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
-        )
+        return exchange(tape, model, replay=replay, record=record, failure_of=library.failure_of)
 
-    def _open_session(self, tape: Any, request: Any) -> Any:
+    def _open_session(self, tape: Any, request: Any, model: Request) -> Any:
         """An upgrade to WebSocket (httpx-ws): a session, see ``httpx_ws``."""
         library = self._library
 
@@ -217,7 +216,7 @@ class _TapeTransport:
             return response
 
         return open_session(
-            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
+            tape, model, replay=replay, record=record, failure_of=library.failure_of
         )
 
     def _refused(self, session: SessionReplay, request: Any) -> Any:
@@ -260,8 +259,9 @@ class _AsyncTapeTransport(_TapeTransport):
         if tape is None or _respx_serves(library.hx, request):
             return await self._transport.handle_async_request(request)
         await request.aread()
-        if httpx_ws.upgrades(request.headers):
-            return await self._open_session_async(tape, request)
+        model = _to_model(request)
+        if httpx_ws.upgrades(model):
+            return await self._open_session_async(tape, request, model)
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
@@ -274,10 +274,10 @@ class _AsyncTapeTransport(_TapeTransport):
             return _recorded(library, response, recording, library.async_tee)
 
         return await exchange_async(
-            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
+            tape, model, replay=replay, record=record, failure_of=library.failure_of
         )
 
-    async def _open_session_async(self, tape: Any, request: Any) -> Any:
+    async def _open_session_async(self, tape: Any, request: Any, model: Request) -> Any:
         library = self._library
 
         async def replay(session: SessionReplay) -> Any:
@@ -301,7 +301,7 @@ class _AsyncTapeTransport(_TapeTransport):
             return response
 
         return await open_session_async(
-            tape, _to_model(request), replay=replay, record=record, failure_of=library.failure_of
+            tape, model, replay=replay, record=record, failure_of=library.failure_of
         )
 
 

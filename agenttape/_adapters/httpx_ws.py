@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from .._core.models import Opcode
+from .._core.models import Opcode, Request
 from .._core.websocket import (
     SessionRecording,
     SessionReplay,
@@ -48,9 +48,10 @@ def install(api: ModuleType) -> None:
         session_class.__init__ = _make_init(original)
 
 
-def upgrades(headers: Any) -> bool:
-    """Whether a request's headers ask for a WebSocket."""
-    return str(headers.get("upgrade", "")).lower() == "websocket"
+def upgrades(request: Request) -> bool:
+    """Whether a request asks for a WebSocket."""
+    upgrade = request.header("upgrade")
+    return upgrade is not None and upgrade.lower() == "websocket"
 
 
 def _make_init(original: Callable[..., None]) -> Callable[..., None]:
