@@ -3,7 +3,9 @@
 A client sends the same request headers on nearly every call and a server repeats most of
 its response headers; a recording keeps every one of them. Sharing the decoded pairs (they
 are immutable tuples) saves decoding them again and keeps one copy in memory instead of one
-per interaction; each interaction still gets a list of its own.
+per interaction. The headers are tuples too: a recording keeps them for the rest of its
+cassette's life, and a tuple of strings is one object fewer for every garbage collection to
+walk (a list stays tracked).
 """
 
 from __future__ import annotations
@@ -37,13 +39,15 @@ def decode_pair(name: bytes, value: bytes) -> _Pair:
 
 def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
     """Latin-1 decoded pairs, each byte one character, so the exact bytes come back."""
-    raw = list(raw)
-    decoded = list(map(_pairs.get, raw))  # one pass in C for pairs seen before
+    raw = tuple(raw)
+    decoded = tuple(map(_pairs.get, raw))  # one pass in C for pairs seen before
     if None in decoded:
-        decoded = [
-            pair if pair is not None else decode_pair(*key)
-            for pair, key in zip(decoded, raw, strict=True)
-        ]
+        decoded = tuple(
+            [
+                pair if pair is not None else decode_pair(*key)
+                for pair, key in zip(decoded, raw, strict=True)
+            ]
+        )
     return decoded  # type: ignore[return-value]
 
 
@@ -55,7 +59,7 @@ def decode_header_set(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
         if len(_sets) >= _SET_LIMIT:
             _sets.clear()
         decoded = _sets[key] = tuple([decode_pair(name, value) for name, value in key])
-    return list(decoded)
+    return decoded
 
 
 def decode_text(raw: bytes) -> str:

@@ -668,7 +668,7 @@ class _H2Connection:
         method = pseudo.get(b":method", b"GET").decode("ascii")
         path = pseudo.get(b":path", b"/").decode("latin-1")
         authority = pseudo.get(b":authority", self.origin.authority.encode()).decode("latin-1")
-        headers = decode_header_set(regular)
+        headers = list(decode_header_set(regular))
         body = b"".join(stream.body)
         if not any(name == "host" for name, _ in headers):
             headers.insert(0, ("host", authority))

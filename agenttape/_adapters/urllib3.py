@@ -33,7 +33,7 @@ from .._core.exchange import (
     skip_retry_wait,
     unplayable,
 )
-from .._core.models import Failure, FailureKind, Interaction, Request, Response
+from .._core.models import Failure, FailureKind, Headers, Interaction, Request, Response
 from .._core.tape import Recording, Tape
 from . import wire
 
@@ -138,7 +138,7 @@ def _make_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Callable
             return original(self, *args, **kwargs)
         headers, template, target = known
         method = arguments["method"]
-        model = Request(method, _url(self, target), list(headers), arguments.get("body") or b"")
+        model = Request(method, _url(self, target), headers, arguments.get("body") or b"")
 
         def hand_down(plan: Interaction | Recording) -> Any:
             token = _HANDED.set((tape, plan))
@@ -370,7 +370,7 @@ def _exchange(
         # The same connection, method, headers and body were rendered before: only the
         # target differs, and the head takes it as it is.
         method, target = arguments["method"], arguments["url"]
-        headers, body = list(known), arguments.get("body") or b""
+        headers, body = known, arguments.get("body") or b""
         scratch = _sent_copy(conn, arguments)
         _remember_for_pool(pool, conn, arguments, headers)
     model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
@@ -587,7 +587,7 @@ def _remember(
     key: tuple[Any, ...],
     scratch: Any,
     arguments: dict[str, Any],
-    headers: list[tuple[str, str]],
+    headers: Headers,
     body: bytes,
 ) -> bool:
     """Keeps a rendered head for reuse when the render took the target as it is, sent the
@@ -603,9 +603,7 @@ def _remember(
     return True
 
 
-def _remember_for_pool(
-    pool: Any, conn: Any, arguments: dict[str, Any], headers: list[tuple[str, str]]
-) -> None:
+def _remember_for_pool(pool: Any, conn: Any, arguments: dict[str, Any], headers: Headers) -> None:
     """Keeps the head for ``urlopen`` too when every connection of the pool renders it
     alike: the pool's own connection class, no proxy, no tunnel."""
     if type(conn) is not getattr(pool, "ConnectionCls", None) or pool.proxy is not None:
@@ -900,7 +898,7 @@ def _urllib3_items(recorded: Response) -> tuple[tuple[str, str], ...] | None:
         return None
     normalize = getattr(urllib3.connection, "_normalize_header_values", None)
     items = normalize(message) if normalize is not None else message.items()
-    if message._headers != recorded.headers:  # type: ignore[attr-defined]
+    if message._headers != list(recorded.headers):  # type: ignore[attr-defined]
         return None
     return tuple(items)
 

@@ -122,7 +122,7 @@ def parse_head(raw: bytes) -> tuple[str, str, str, Headers]:
     first = lines[0].rstrip("\r").split(" ", 2)
     while len(first) < 3:
         first.append("")
-    headers: Headers = []
+    headers: list[tuple[str, str]] = []
     for line in lines[1:]:
         line = line.rstrip("\r")
         if not line:

@@ -7,13 +7,13 @@ odd bytes survive the round trip and adapters re-encode with latin-1 to get the 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .llm import LLMCall, summarize
 
-Headers = list[tuple[str, str]]
+Headers = Sequence[tuple[str, str]]
 
 FailureKind = Literal[
     "connect_error",
@@ -67,7 +67,7 @@ class Response:
     http_version: str = "HTTP/1.1"
     headers: Headers = field(default_factory=list)
     body: bytes = b""
-    chunks: list[tuple[int, float]] = field(default_factory=list)
+    chunks: Sequence[tuple[int, float]] = field(default_factory=list)
     truncated: bool = False
 
     def header(self, name: str) -> str | None:

@@ -80,13 +80,15 @@ class Recording:
     error instead of a response, or one that cut the body short.
     """
 
-    __slots__ = ("_parts", "_t0", "_tape", "derived", "finished", "interaction")
+    __slots__ = ("_chunks", "_parts", "_t0", "_tape", "derived", "finished", "interaction")
 
     def __init__(
         self, tape: Tape, request: Request, boundary: str = "http", derived: bool = False
     ) -> None:
         self._tape: Tape | None = tape
         self._parts: list[bytes] = []
+        # The response's chunk list while the body streams; a tuple once sealed.
+        self._chunks: list[tuple[int, float]] = []
         self._t0 = time.perf_counter()
         self.finished = False
         self.derived = derived
@@ -97,16 +99,14 @@ class Recording:
         assert tape is not None
         self.interaction.ttfb = time.perf_counter() - self._t0
         self.interaction.response = Response(
-            status, reason, http_version, tape.response_headers(headers)
+            status, reason, http_version, tape.response_headers(headers), chunks=self._chunks
         )
         tape.responded(self)
 
     def chunk(self, data: bytes) -> None:
         if data and not self.finished:
-            response = self.interaction.response
-            assert response is not None
             self._parts.append(data)
-            response.chunks.append((len(data), time.perf_counter() - self._t0))
+            self._chunks.append((len(data), time.perf_counter() - self._t0))
 
     def frame(self, frame: Frame) -> bool:
         """Appends a WebSocket frame as it passes (its offset set here); False when it was
@@ -126,6 +126,8 @@ class Recording:
         response = self.interaction.response
         if response is not None:
             response.body = b"".join(self._parts)
+            # Immutable from here on: the garbage collector stops walking it after one look.
+            response.chunks = tuple(self._chunks)
             response.truncated = truncated and not _framed_whole(self.interaction)
             self._parts = []
         tape = self._tape

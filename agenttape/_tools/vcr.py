@@ -83,7 +83,7 @@ def _check_aliases(text: str, name: str) -> None:
 
 
 def _headers(raw: Any) -> Headers:
-    headers: Headers = []
+    headers: list[tuple[str, str]] = []
     items = raw.items() if hasattr(raw, "items") else raw or []
     for name, values in items:
         for value in values if isinstance(values, (list, tuple)) else [values]:
@@ -132,7 +132,7 @@ def _already_decoded(headers: Headers, body: bytes) -> bool:
 
 def _drop_encoding(headers: Headers, body: bytes) -> Headers:
     """Headers that describe the decoded body vcrpy kept, so clients do not decode it again."""
-    fixed: Headers = []
+    fixed: list[tuple[str, str]] = []
     for name, value in headers:
         lowered = name.lower()
         if lowered == "content-encoding":

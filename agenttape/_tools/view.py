@@ -26,6 +26,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,7 @@ def _hex_dump(data: bytes) -> str:
     return "\n".join(lines)
 
 
-def _arrivals(chunks: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
+def _arrivals(chunks: Sequence[tuple[int, float]]) -> tuple[list[int], list[float]]:
     """(end positions, offsets): chunk ``i`` holds body bytes up to ``ends[i]``."""
     ends, offsets, position = [], [], 0
     for size, offset in chunks:
@@ -144,7 +145,7 @@ def _arrivals(chunks: list[tuple[int, float]]) -> tuple[list[int], list[float]]:
 
 
 def _events(
-    data: bytes, chunks: list[tuple[int, float]] | None
+    data: bytes, chunks: Sequence[tuple[int, float]] | None
 ) -> tuple[list[dict[str, Any]], list[Event]]:
     """The server-sent events of a stream as the page lists them (at most ``EVENT_LIMIT``),
     each with the moment, in seconds since the request started, that the chunk completing it
@@ -190,7 +191,7 @@ def _events(
 def body_view(
     headers: Headers,
     body: bytes,
-    chunks: list[tuple[int, float]] | None = None,
+    chunks: Sequence[tuple[int, float]] | None = None,
     *,
     budget: Budget | None = None,
 ) -> dict[str, Any]:
@@ -287,7 +288,7 @@ def _iso(timestamp: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _ticks(chunks: list[tuple[int, float]]) -> list[float]:
+def _ticks(chunks: Sequence[tuple[int, float]]) -> list[float]:
     """Chunk arrival moments for the bar, thinned evenly to ``TICK_LIMIT``."""
     offsets = [offset for _size, offset in chunks]
     if len(offsets) > TICK_LIMIT:

@@ -182,7 +182,11 @@ def test_generated_credentials_never_reach_the_cassette(
     body = (leaky.body or b"").decode()
     for secret in leaky.secrets:
         body = body.replace(secret.text, "")
-    innocent = " ".join([n for n, _ in leaky.headers] + [n for n, _ in leaky.params] + [body])
+    # A password in the URL makes the client send an Authorization header of its own.
+    sent_names = ["Authorization"] if leaky.password is not None else []
+    innocent = " ".join(
+        [n for n, _ in leaky.headers] + [n for n, _ in leaky.params] + sent_names + [body]
+    )
     # A generated name, or the cassette's own field names, may spell out part of a key by
     # chance; that is not a leak.
     hidden = {w for secret in leaky.secrets for w in windows(secret.hidden)}
