@@ -21,6 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from agenttape._core.meta import TRACKED_DISTRIBUTIONS
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCENARIOS = {
@@ -162,19 +164,7 @@ def chart(results: list[dict[str, Any]], path: Path) -> bool:
 
 
 def versions() -> str:
-    names = (
-        "agenttape",
-        "httpx",
-        "httpx2",
-        "requests",
-        "urllib3",
-        "aiohttp",
-        "botocore",
-        "openai",
-        "vcrpy",
-        "cassetter",
-        "pyperf",
-    )
+    names = ("agenttape", *TRACKED_DISTRIBUTIONS, "vcrpy", "cassetter", "pyperf")
     found = []
     for name in names:
         try:

@@ -112,18 +112,7 @@ def replay_scenario(
         time_contestant(scenario, work, contestant, opener, run, want, len(made), note)
     if scenario.is_worker:
         return
-    note_exactness(scenario, work)
-    floor = scenario.result.value("floor")
-    mine = scenario.result.value("agenttape")
-    holds = scenario.check("agenttape / floor", mine / floor if mine and floor else None, target)
-    scenario.line(
-        str(scenario.result.number),
-        scenario.result.title,
-        f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
-        scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "floor"),
-        f"≤ {target}x floor",
-        holds,
-    )
+    line_against_floor(scenario, work, target)
 
 
 def time_contestant(
@@ -137,6 +126,25 @@ def time_contestant(
         per=per,
         note=note,
         processes=1 if name == "vcrpy" else None,
+    )
+
+
+def line_against_floor(
+    scenario: Scenario, work: Path, target: float, title: str | None = None
+) -> None:
+    """The scenario's line in the table: agenttape and the peers as ratios to the library's
+    own floor, whether agenttape's holds the target, and each row's exactness."""
+    note_exactness(scenario, work)
+    cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "floor")
+    holds = scenario.check("agenttape / floor", cells["agenttape"], target)
+    floor = scenario.result.value("floor")
+    scenario.line(
+        str(scenario.result.number),
+        title or scenario.result.title,
+        f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
+        cells,
+        f"≤ {target}x floor",
+        holds,
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from bench import _peers
 from bench._fixtures import item_body, item_path
 from bench._harness import Scenario, serve
-from bench._replay import note_exactness, time_contestant
+from bench._replay import line_against_floor, time_contestant
 
 COUNT = 1000
 TARGET = 1.3
@@ -171,18 +171,7 @@ def main() -> None:
         time_contestant(scenario, work, name, opener, run, want, len(want), note)
     if scenario.is_worker:
         return
-    note_exactness(scenario, work)
-    cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "floor")
-    holds = scenario.check("agenttape / floor", cells["agenttape"], TARGET)
-    floor = scenario.result.value("floor")
-    scenario.line(
-        "10",
-        scenario.result.title,
-        f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
-        cells,
-        f"≤ {TARGET}x floor",
-        holds,
-    )
+    line_against_floor(scenario, work, TARGET)
     scenario.finish()
 
 

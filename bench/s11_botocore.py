@@ -12,7 +12,7 @@ from typing import Any
 from bench import _peers
 from bench._fixtures import dynamodb_item, s3_object
 from bench._harness import Scenario, serve
-from bench._replay import note_exactness, time_contestant
+from bench._replay import line_against_floor, time_contestant
 
 COUNT = 500
 ALL = range(COUNT)
@@ -121,17 +121,8 @@ def main() -> None:
         time_contestant(scenario, work, name, opener, run, want, len(want), note)
     if scenario.is_worker:
         return
-    note_exactness(scenario, work)
-    cells = scenario.ratios({c: c for c in ("agenttape", "cassetter", "vcrpy")}, "floor")
-    holds = scenario.check("agenttape / floor", cells["agenttape"], TARGET)
-    floor = scenario.result.value("floor")
-    scenario.line(
-        "11",
-        "Replay through botocore (S3 GetObject, DynamoDB GetItem)",
-        f"floor {floor * 1e6:.0f} µs/request" if floor else "floor failed",
-        cells,
-        f"≤ {TARGET}x floor",
-        holds,
+    line_against_floor(
+        scenario, work, TARGET, "Replay through botocore (S3 GetObject, DynamoDB GetItem)"
     )
     scenario.finish()
 

@@ -204,16 +204,11 @@ class _TapeTransport:
 
         def record(session: SessionRecording) -> Any:
             response = self._transport.handle_request(request)
+            body = None
             if response.status_code != 101:
                 body = b"".join(response.stream)
                 response.stream.close()
-                response.stream = library.hx.ByteStream(body)
-                _open(session, response, body)
-                session.finish()
-            else:
-                _open(session, response)
-                httpx_ws.record(response, session, asynchronous=False)
-            return response
+            return _opened(library, session, response, body, asynchronous=False)
 
         return open_session(
             tape, model, replay=replay, record=record, failure_of=library.failure_of
@@ -228,6 +223,26 @@ class _TapeTransport:
             return None
         stream = library.replay(library.hx, interaction, request, session.schedule)
         return _replay_response(library.hx, interaction, request, stream)
+
+
+def _opened(
+    library: _Library,
+    session: SessionRecording,
+    response: Any,
+    body: bytes | None,
+    asynchronous: bool,
+) -> Any:
+    """The live answer to an upgrade, recorded: a refusal whole (``body``, already read off
+    the wire, given back to the client in memory), or a session's opening, its frames
+    recorded from here on (``body`` None)."""
+    if body is not None:
+        response.stream = library.hx.ByteStream(body)
+        _open(session, response, body)
+        session.finish()
+    else:
+        _open(session, response)
+        httpx_ws.record(response, session, asynchronous=asynchronous)
+    return response
 
 
 def _open(session: SessionRecording, response: Any, body: bytes = b"") -> None:
@@ -289,16 +304,11 @@ class _AsyncTapeTransport(_TapeTransport):
 
         async def record(session: SessionRecording) -> Any:
             response = await self._transport.handle_async_request(request)
+            body = None
             if response.status_code != 101:
                 body = b"".join([chunk async for chunk in response.stream])
                 await response.stream.aclose()
-                response.stream = library.hx.ByteStream(body)
-                _open(session, response, body)
-                session.finish()
-            else:
-                _open(session, response)
-                httpx_ws.record(response, session, asynchronous=True)
-            return response
+            return _opened(library, session, response, body, asynchronous=True)
 
         return await open_session_async(
             tape, model, replay=replay, record=record, failure_of=library.failure_of

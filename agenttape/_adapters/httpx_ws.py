@@ -143,6 +143,10 @@ class _RecordedStream:
         except Exception as exc:
             self._recorder.ended(dropped(exc))
             raise
+        return self._arrived(data)
+
+    def _arrived(self, data: bytes) -> bytes:
+        """``data`` as read; empty means the server closed the connection."""
         if not data:
             self._recorder.ended(dropped())
         return data
@@ -159,9 +163,7 @@ class _AsyncRecordedStream(_RecordedStream):
         except Exception as exc:
             self._recorder.ended(dropped(exc))
             raise
-        if not data:
-            self._recorder.ended(dropped())
-        return data
+        return self._arrived(data)
 
     async def aclose(self) -> None:
         self._recorder.ended(None)

@@ -300,16 +300,12 @@ class Schedule:
         if due is None:
             return
         offset, longest = due
-        assert self.precedents is not None
         woken = threading.Event()
         wake = woken.set
         deadline = time.perf_counter() + longest
         self._watch(wake)
         try:
-            while not (self._closed or self.precedents.begun(offset)):
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    return
+            while (left := self._left(offset, deadline)) > 0:
                 woken.wait(left)
                 woken.clear()
         finally:
@@ -321,7 +317,6 @@ class Schedule:
         if due is None:
             return
         offset, longest = due
-        assert self.precedents is not None
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
@@ -334,10 +329,7 @@ class Schedule:
         deadline = time.perf_counter() + longest
         self._watch(wake)
         try:
-            while not (self._closed or self.precedents.begun(offset)):
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    return
+            while (left := self._left(offset, deadline)) > 0:
                 try:
                     await asyncio.wait_for(woken.wait(), left)
                 except asyncio.TimeoutError:
@@ -345,6 +337,15 @@ class Schedule:
                 woken.clear()
         finally:
             self._unwatch(wake)
+
+    def _left(self, offset: float, deadline: float) -> float:
+        """Seconds the body piece recorded at ``offset`` still waits for its turn; zero or
+        less once the requests before it were made again, the client closed the body, or
+        ``deadline`` passed."""
+        precedents = self.precedents
+        if self._closed or precedents is None or precedents.begun(offset):
+            return 0.0
+        return deadline - time.perf_counter()
 
     def _watch(self, wake: Callable[[], None]) -> None:
         self._wakers.append(wake)
