@@ -151,6 +151,15 @@ def test_a_changed_realtime_event_raises_with_the_field(
     assert re.search(rf"\nframe [01] {re.escape(difference)}\n", str(caught.value))
 
 
+def noted(event: Any, seen: list[tuple[str, str]]) -> str | None:
+    """Notes a Responses event (and the answer once it completed); the response's id then."""
+    seen.append((event.type, getattr(event, "delta", "")))
+    if event.type != "response.completed":
+        return None
+    seen.append((event.response.id, event.response.output_text))
+    return str(event.response.id)
+
+
 def respond_twice(client: openai.OpenAI) -> list[tuple[str, str]]:
     """Two responses on one Responses WebSocket, the second continuing the first."""
     seen: list[tuple[str, str]] = []
@@ -160,10 +169,9 @@ def respond_twice(client: openai.OpenAI) -> list[tuple[str, str]]:
             extra = {"previous_response_id": previous} if previous else {}
             connection.response.create(model="gpt-5", input=question, **extra)  # type: ignore[arg-type]
             for event in connection:
-                seen.append((event.type, getattr(event, "delta", "")))
-                if event.type == "response.completed":
-                    previous = event.response.id
-                    seen.append((previous, event.response.output_text))
+                completed = noted(event, seen)
+                if completed is not None:
+                    previous = completed
                     break
     return seen
 
@@ -200,10 +208,9 @@ async def respond_twice_async(client: openai.AsyncOpenAI) -> list[tuple[str, str
             extra = {"previous_response_id": previous} if previous else {}
             await connection.response.create(model="gpt-5", input=question, **extra)  # type: ignore[arg-type]
             async for event in connection:
-                seen.append((event.type, getattr(event, "delta", "")))
-                if event.type == "response.completed":
-                    previous = event.response.id
-                    seen.append((previous, event.response.output_text))
+                completed = noted(event, seen)
+                if completed is not None:
+                    previous = completed
                     break
     return seen
 

@@ -144,19 +144,23 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
     )
 
 
-def _record_head(recording: Recording, response: Any) -> None:
-    # ``reason_phrase`` decodes as ASCII and drops other bytes; the extension has them all.
+def _reason_and_version(response: Any) -> tuple[str, str]:
+    """The reason phrase and HTTP version as sent: ``reason_phrase`` decodes as ASCII and
+    drops other bytes; the extensions have them all."""
     extensions = response.extensions
     raw_reason = extensions.get("reason_phrase")
     raw_version = extensions.get("http_version")
-    recording.respond(
-        response.status_code,
+    return (
         decode_text(raw_reason) if isinstance(raw_reason, bytes) else response.reason_phrase,
         decode_text(raw_version)
         if isinstance(raw_version, bytes) and raw_version.isascii()
         else response.http_version,
-        decode_headers(response.headers.raw),
     )
+
+
+def _record_head(recording: Recording, response: Any) -> None:
+    reason, version = _reason_and_version(response)
+    recording.respond(response.status_code, reason, version, decode_headers(response.headers.raw))
 
 
 class _TapeTransport:
@@ -246,17 +250,9 @@ def _opened(
 
 
 def _open(session: SessionRecording, response: Any, body: bytes = b"") -> None:
-    extensions = response.extensions
-    raw_reason = extensions.get("reason_phrase")
-    raw_version = extensions.get("http_version")
+    reason, version = _reason_and_version(response)
     session.opened(
-        response.status_code,
-        decode_text(raw_reason) if isinstance(raw_reason, bytes) else response.reason_phrase,
-        decode_headers(response.headers.raw),
-        body,
-        decode_text(raw_version)
-        if isinstance(raw_version, bytes) and raw_version.isascii()
-        else response.http_version,
+        response.status_code, reason, decode_headers(response.headers.raw), body, version
     )
 
 

@@ -32,9 +32,9 @@ from .websocket_replay import ReplayPeer
 from .websocket_taps import (
     FrameChecker,
     FrameRecorder,
-    connect_exception,
     dropped,
     failure_of,
+    raise_if_never_opened,
 )
 from .wire import parse_head
 
@@ -129,9 +129,7 @@ def _make_connect(original: Callable[..., None], handshake: ModuleType) -> Calla
             recorder.opened(head)
 
         def replay(session: SessionReplay) -> None:
-            failure = session.interaction.error
-            if session.response is None and failure is not None:
-                raise connect_exception(failure)
+            raise_if_never_opened(session)
             peer = ReplayPeer(session)
             client = peer.client
             setattr(self, _SESSION, FrameChecker(session, peer.schedule))

@@ -86,6 +86,14 @@ def failure_of(exc: BaseException) -> Failure | None:
     return None
 
 
+def raise_if_never_opened(session: SessionReplay) -> None:
+    """Raises what the socket raised when the connection was recorded failing to open;
+    returns for a session whose upgrade was answered."""
+    failure = session.interaction.error
+    if session.response is None and failure is not None:
+        raise connect_exception(failure)
+
+
 def connect_exception(failure: Failure) -> BaseException:
     """What the socket raised when the connection was recorded failing to open."""
     if failure.kind == "connect_timeout":

@@ -36,7 +36,7 @@ from .._core.websocket import (
     parse_close,
 )
 from .websocket_replay import ReplayPeer, ReplayTransport
-from .websocket_taps import connect_exception, failure_of
+from .websocket_taps import failure_of, raise_if_never_opened
 
 _PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
@@ -276,9 +276,7 @@ def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
                 self.factory = factory
 
         async def replay(session: SessionReplay) -> Any:
-            failure = session.interaction.error
-            if session.response is None and failure is not None:
-                raise connect_exception(failure)
+            raise_if_never_opened(session)
             transport = ReplayTransport(connection, session, (self.ws_uri.host, self.ws_uri.port))
             setattr(connection.protocol, _SESSION, _Replayer(session, transport.schedule))
             connection.connection_made(transport)
@@ -311,9 +309,7 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
                 return original(self, deadline)
 
         def replay(session: SessionReplay) -> Any:
-            failure = session.interaction.error
-            if session.response is None and failure is not None:
-                raise connect_exception(failure)
+            raise_if_never_opened(session)
             peer = ReplayPeer(session)
             client = peer.client
             own_sock = self.sock
