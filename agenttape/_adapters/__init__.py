@@ -25,6 +25,7 @@ ADAPTERS: dict[str, str] = {
     "openai._base_client": "agenttape._adapters.sdk_retries",
     "anthropic._base_client": "agenttape._adapters.sdk_retries",
     "urllib3": "agenttape._adapters.urllib3",
+    "requests.adapters": "agenttape._adapters.requests",
     "botocore.endpoint": "agenttape._adapters.botocore",
     "aiohttp": "agenttape._adapters.aiohttp",
     "websockets.asyncio.client": "agenttape._adapters.websockets",

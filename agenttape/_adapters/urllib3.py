@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from .._core import runtime
 from .._core.exchange import (
@@ -36,6 +36,8 @@ from .._core.exchange import (
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request, Response
 from .._core.tape import Recording, Tape
 from . import wire
+
+R = TypeVar("R")
 
 _PATCHED = "__agenttape_original__"
 _PATCHED_URLOPEN = "__agenttape_original_urlopen__"
@@ -118,63 +120,49 @@ def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Cal
 
 
 def _make_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
-    """``urlopen`` begins the exchange itself when the head it will send is known (rendered
-    before for this pool, method, headers and body): a replayed 2xx response that needs no
-    pacing, holding, retry or redirect is then built right here, as urllib3's
-    ``getresponse()`` builds it for ``_make_request`` (urllib3's and ``http.client``'s own
-    classes reading the body from memory). Anything else is handed down to
-    ``_make_request`` and served there."""
+    """``urlopen`` begins the exchange itself when the head it will send is known
+    (``known_exchange``); anything else goes down to ``_make_request`` as live."""
     bind = _binder(inspect.signature(original))
-    retry_class = urllib3.util.retry.Retry
-    encode_target = urllib3.connectionpool._encode_target
 
     def urlopen(self: Any, *args: Any, **kwargs: Any) -> Any:
         tape = runtime.active()
         if tape is None or _HANDED.get() is not None:
             return original(self, *args, **kwargs)
         arguments = bind(self, *args, **kwargs)
-        known = _known_head(self, arguments, encode_target)
+        known = known_head(urllib3, self, arguments)
         if known is None:
             return original(self, *args, **kwargs)
-        headers, template, target = known
-        method = arguments["method"]
-        model = Request(method, _url(self, target), headers, arguments.get("body") or b"")
-
-        def hand_down(plan: Interaction | Recording) -> Any:
-            token = _HANDED.set((tape, plan))
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                _HANDED.reset(token)
-
-        def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            response = _whole_response(template, target, arguments, interaction, schedule)
-            if response is None:
-                return hand_down(interaction)
-            retries = arguments.get("retries")
-            if not isinstance(retries, retry_class):
-                retries = retry_class.from_int(
-                    retries, redirect=arguments.get("redirect", True), default=self.retries
-                )
-            if retries.is_retry(method, response.status, bool(response.headers.get("Retry-After"))):
-                return hand_down(interaction)
-            response.retries = retries
-            response._pool = self
-            self.num_requests += 1
-            return response
-
-        return exchange(tape, model, replay=replay, record=hand_down, failure_of=failure_of)
+        return known_exchange(
+            urllib3,
+            tape,
+            known,
+            arguments,
+            answer=_as_it_is,
+            hand_down=lambda plan: handed_down(tape, plan, lambda: original(self, *args, **kwargs)),
+        )
 
     return urlopen
 
 
-def _known_head(
-    pool: Any, arguments: dict[str, Any], encode_target: Callable[[str], str]
-) -> tuple[tuple[tuple[str, str], ...], Any, str] | None:
-    """The head ``urlopen`` would send, from an earlier render for the same pool, method,
-    headers and body, with a copy of the connection that rendered it and the target; None
-    when unknown or when ``urlopen`` would do more than send it (a proxy, a closed pool,
-    options of its own for the response)."""
+def _as_it_is(response: Any) -> Any:
+    return response
+
+
+@dataclass(frozen=True, slots=True)
+class KnownHead:
+    """The head ``urlopen`` will send on ``pool`` for a request, known from an earlier render:
+    its header pairs, a copy of the connection that rendered it, and the target."""
+
+    pool: Any
+    headers: tuple[tuple[str, str], ...]
+    template: Any
+    target: str
+
+
+def known_head(urllib3: ModuleType, pool: Any, arguments: dict[str, Any]) -> KnownHead | None:
+    """The head ``pool.urlopen(**arguments)`` would send, from an earlier render for the same
+    pool, method, headers and body; None when unknown or when ``urlopen`` would do more than
+    send it (a proxy, a closed pool, options of its own for the response)."""
     heads = _POOL_HEADS.get(pool)
     url = arguments["url"]
     if heads is None or pool.proxy is not None or pool.pool is None or type(url) is not str:
@@ -199,10 +187,62 @@ def _known_head(
         return None
     if found is None:
         return None
-    target = encode_target(url)
+    target = urllib3.connectionpool._encode_target(url)
     if not _plain_target(target):
         return None
-    return found[0], found[1], target
+    return KnownHead(pool, found[0], found[1], target)
+
+
+def known_exchange(
+    urllib3: ModuleType,
+    tape: Tape,
+    known: KnownHead,
+    arguments: dict[str, Any],
+    *,
+    answer: Callable[[Any], R],
+    hand_down: Callable[[Interaction | Recording], R],
+) -> R:
+    """The exchange of ``pool.urlopen(**arguments)`` begun above urllib3, by whoever calls it
+    (``urlopen`` itself, or requests' adapter): a replayed 2xx response that needs no pacing,
+    holding, retry or redirect is built right here, as urllib3's ``getresponse()`` builds it
+    for ``_make_request`` (urllib3's and ``http.client``'s own classes reading the body from
+    memory), and given to ``answer``; anything else, and every recording, is handed down to
+    ``_make_request`` through the caller's own call (``hand_down``, using ``handed_down``)."""
+    pool, method = known.pool, arguments["method"]
+    model = Request(method, _url(pool, known.target), known.headers, arguments.get("body") or b"")
+
+    def replay(interaction: Interaction, schedule: Schedule) -> R:
+        response = _whole_response(known.template, known.target, arguments, interaction, schedule)
+        if response is None:
+            return hand_down(interaction)
+        retries = arguments.get("retries")
+        if not isinstance(retries, urllib3.util.retry.Retry):
+            retries = urllib3.util.retry.Retry.from_int(
+                retries, redirect=arguments.get("redirect", True), default=pool.retries
+            )
+        if retries.is_retry(method, response.status, bool(response.headers.get("Retry-After"))):
+            return hand_down(interaction)
+        response.retries = retries
+        response._pool = pool
+        pool.num_requests += 1
+        return answer(response)
+
+    return exchange(tape, model, replay=replay, record=hand_down, failure_of=failure_of)
+
+
+def handed_down(tape: Tape, plan: Interaction | Recording, call: Callable[[], R]) -> R:
+    """Runs ``call``, whose first ``_make_request`` serves ``plan`` (later attempts, such as
+    retries, begin their own exchanges)."""
+    token = _HANDED.set((tape, plan))
+    try:
+        return call()
+    finally:
+        _HANDED.reset(token)
+
+
+def handing_down() -> bool:
+    """Whether an exchange begun above is on its way to ``_make_request``."""
+    return _HANDED.get() is not None
 
 
 # The arguments of urlopen the fast path knows what to do with.

@@ -1,0 +1,172 @@
+"""requests: a request whose head urllib3's adapter already knows for the connection pool
+``HTTPAdapter.send`` would use is served right there, so a replayed response skips the pool
+lookup, the proxy scan and ``urlopen``'s own steps; ``build_response`` makes the requests
+response from urllib3's, as live. Anything else, and every recording, goes through ``send``
+as live, down to urllib3, where it is served (see the urllib3 adapter).
+
+The pool is the one ``send`` found for the same origin, TLS options and pool manager on an
+earlier request, still held by the manager under the same key; one the manager has let go
+since is looked up again."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import weakref
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .._core import runtime
+from .._core.models import Interaction
+from .._core.tape import Recording
+from . import urllib3 as urllib3_adapter
+
+_PATCHED = "__agenttape_original__"
+
+# What ``send`` overrides may change; an adapter class overriding any of them is left to it.
+_SEND_STEPS = ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers")
+
+# adapter -> (origin, verify, cert) -> (pool manager, pool key, pool)
+_POOLS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[Any, Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def install(adapters: ModuleType) -> None:
+    base = adapters.HTTPAdapter
+    if _PATCHED in vars(base):
+        return
+    original = base.send
+    setattr(base, _PATCHED, original)
+    # requests has imported urllib3 by the time its adapters module exists.
+    base.send = _make_send(original, base, adapters.TimeoutSauce, sys.modules["urllib3"])
+
+
+def _make_send(
+    original: Callable[..., Any], base: type, timeout_class: type, urllib3: ModuleType
+) -> Callable[..., Any]:
+    plain: dict[type, bool] = {}
+
+    def send(
+        self: Any,
+        request: Any,
+        stream: bool = False,
+        timeout: Any = None,
+        verify: Any = True,
+        cert: Any = None,
+        proxies: Any = None,
+    ) -> Any:
+        tape = runtime.active()
+        cls = type(self)
+        if cls not in plain:
+            plain[cls] = all(getattr(cls, name) is getattr(base, name) for name in _SEND_STEPS)
+        if tape is None or proxies or not plain[cls] or urllib3_adapter.handing_down():
+            return original(self, request, stream, timeout, verify, cert, proxies)
+        place = _origin_and_target(request.url)
+        pools = _POOLS.get(self)
+        if place is None or pools is None:
+            return _learning(original, self, request, stream, timeout, verify, cert, proxies)
+        origin, target = place
+        try:
+            found = pools.get((origin, verify, cert))
+        except TypeError:
+            found = None
+        manager = self.poolmanager
+        if found is None or found[0] is not manager or manager.pools.get(found[1]) is not found[2]:
+            return _learning(original, self, request, stream, timeout, verify, cert, proxies)
+        if isinstance(timeout, tuple):
+            if len(timeout) != 2:
+                return original(self, request, stream, timeout, verify, cert, proxies)
+            resolved = timeout_class(connect=timeout[0], read=timeout[1])
+        elif isinstance(timeout, timeout_class):
+            resolved = timeout
+        else:
+            resolved = timeout_class(connect=timeout, read=timeout)
+        body = request.body
+        arguments = {
+            "method": request.method,
+            "url": target,
+            "body": body,
+            "headers": request.headers,
+            "redirect": False,
+            "assert_same_host": False,
+            "preload_content": False,
+            "decode_content": False,
+            "retries": self.max_retries,
+            "timeout": resolved,
+            "chunked": not (body is None or "Content-Length" in request.headers),
+        }
+        known = urllib3_adapter.known_head(urllib3, found[2], arguments)
+        if known is None:
+            return original(self, request, stream, timeout, verify, cert, proxies)
+
+        def hand_down(plan: Interaction | Recording) -> Any:
+            return urllib3_adapter.handed_down(
+                tape, plan, lambda: original(self, request, stream, timeout, verify, cert, proxies)
+            )
+
+        return urllib3_adapter.known_exchange(
+            urllib3,
+            tape,
+            known,
+            arguments,
+            answer=lambda response: self.build_response(request, response),
+            hand_down=hand_down,
+        )
+
+    return send
+
+
+def _learning(
+    original: Callable[..., Any],
+    adapter: Any,
+    request: Any,
+    stream: bool,
+    timeout: Any,
+    verify: Any,
+    cert: Any,
+    proxies: Any,
+) -> Any:
+    """``send`` as live, keeping the pool it used for the request's origin."""
+    response = original(adapter, request, stream, timeout, verify, cert, proxies)
+    place = _origin_and_target(request.url)
+    pool = getattr(response.raw, "_pool", None)
+    manager = adapter.poolmanager
+    key = _pool_key(manager, pool)
+    if place is not None and key is not None:
+        pools = _POOLS.get(adapter)
+        if pools is None:
+            pools = _POOLS.setdefault(adapter, {})
+        with contextlib.suppress(TypeError):  # verify or cert of a type that cannot be a key
+            pools[(place[0], verify, cert)] = (manager, key, pool)
+    return response
+
+
+def _pool_key(manager: Any, pool: Any) -> Any:
+    """The key ``manager`` holds ``pool`` under, so that a later request can ask the manager
+    for it as ``send`` would (and finds it gone once the manager let it go)."""
+    if pool is None:
+        return None
+    pools = manager.pools
+    with pools.lock:
+        held = getattr(pools, "_container", {})
+        return next((key for key, value in held.items() if value is pool), None)
+
+
+def _origin_and_target(url: Any) -> tuple[str, str] | None:
+    """``scheme://host[:port]`` and the target ``request_url`` gives for ``url`` when no
+    proxy applies (its ``path_url``); None for a URL where the two might not split so simply
+    (credentials, a fragment, an empty query or path)."""
+    if type(url) is not str:
+        return None
+    scheme_end = url.find("://")
+    if scheme_end <= 0:
+        return None
+    cut = url.find("/", scheme_end + 3)
+    if cut < 0:
+        return None
+    origin, target = url[:cut], url[cut:]
+    if "@" in origin or "?" in origin or "#" in url or target.endswith("?"):
+        return None
+    return origin, target
