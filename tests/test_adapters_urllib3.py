@@ -17,10 +17,13 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 import urllib3
+from hypothesis import given
+from hypothesis import strategies as st
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 import agenttape
+from agenttape._adapters import urllib3 as urllib3_adapter
 from tests.servers import (
     HALF_JSON,
     RATE_LIMIT_HEADERS,
@@ -383,6 +386,13 @@ def test_repeated_requests_through_a_pool_send_and_record_the_heads_the_server_s
     with agenttape.use_cassette(cassette_path) as tape:
         assert run() == live
         assert tape.all_played
+
+
+@given(st.text(alphabet="az09._~!$&'()*+,;=:@/?-%#é \t[]", max_size=24))
+def test_a_target_a_known_head_takes_as_it_is_is_the_one_urllib3_sends(tail: str) -> None:
+    target = "/" + tail
+    if urllib3_adapter._AS_ENCODED(target) is not None:
+        assert urllib3.connectionpool._encode_target(target) == target  # type: ignore[attr-defined]
 
 
 class _OwnResponse(http.client.HTTPResponse):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.client
 import inspect
 import io
+import re
 import socket
 import threading
 import weakref
@@ -167,7 +168,7 @@ def known_head(urllib3: ModuleType, pool: Any, arguments: dict[str, Any]) -> Kno
     url = arguments["url"]
     if heads is None or pool.proxy is not None or pool.pool is None or type(url) is not str:
         return None
-    if not url.startswith("/") or not _URLOPEN_SIMPLE.issuperset(arguments.keys() - {"self"}):
+    if not url.startswith("/") or not _URLOPEN_SIMPLE.issuperset(arguments):
         return None
     body = arguments.get("body")
     if body is not None and type(body) is not bytes:
@@ -187,10 +188,11 @@ def known_head(urllib3: ModuleType, pool: Any, arguments: dict[str, Any]) -> Kno
         return None
     if found is None:
         return None
-    target = urllib3.connectionpool._encode_target(url)
-    if not _plain_target(target):
-        return None
-    return KnownHead(pool, found[0], found[1], target)
+    if _AS_ENCODED(url) is None:
+        url = urllib3.connectionpool._encode_target(url)
+        if not _plain_target(url):
+            return None
+    return KnownHead(pool, found[0], found[1], url)
 
 
 def known_exchange(
@@ -245,9 +247,16 @@ def handing_down() -> bool:
     return _HANDED.get() is not None
 
 
+# A target urllib3's ``_encode_target`` leaves as it is: a path and a query of characters it
+# never escapes, no percent sign (whose escapes it would rewrite in upper case), no fragment.
+_AS_ENCODED = re.compile(
+    r"/[A-Za-z0-9._~!$&'()*+,;=:@/-]*(?:\?[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
+).fullmatch
+
 # The arguments of urlopen the fast path knows what to do with.
 _URLOPEN_SIMPLE = frozenset(
     (
+        "self",
         "method",
         "url",
         "body",
@@ -928,6 +937,11 @@ def _message(recorded: Response) -> http.client.HTTPMessage:
 def _urllib3_items(recorded: Response) -> tuple[tuple[str, str], ...] | None:
     """The header pairs urllib3's ``getresponse()`` gives its response for this head; None
     when it would log a defect or rewrite the message."""
+    headers = recorded.headers
+    if not any("\n" in value or "\r" in value for _, value in headers):
+        # A message made from pairs has no defects, and with no line break in a value there
+        # is no folded line to normalise: urllib3 takes the pairs as they are.
+        return tuple(headers)
     import urllib3.connection
     import urllib3.util.response
 
