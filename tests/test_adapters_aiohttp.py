@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -366,3 +367,27 @@ async def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_rep
         await asyncio.wait_for(reader, 5)
         assert tape.all_played
     assert order == ["data: 1\n\n", "post", "end"]
+
+
+async def test_replayed_responses_keep_the_connection_alive_as_live(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """A response read to its end leaves its connection open for the next request, as the
+    live socket was; one the server closes does not."""
+
+    def app(seen: Any) -> Reply:
+        closes = seen.path == "/closes"
+        return Reply(headers=[("Connection", "close")] if closes else [], chunks=[b"ok"])
+
+    async def run() -> list[bool]:
+        protocols = []
+        async with aiohttp.ClientSession() as session:
+            for path in ("/a", "/b", "/closes", "/c", "/d"):
+                async with session.get(server.url + path) as response:
+                    protocols.append(response._protocol)
+                    assert await response.read() == b"ok"
+        return [later is earlier for earlier, later in itertools.pairwise(protocols)]
+
+    server = serve(app)
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
+    assert replayed == live == [True, True, False, True]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -257,28 +258,73 @@ def _replay_connection(
     from aiohttp.connector import Connection
 
     loop = asyncio.get_running_loop()
-    protocol = ResponseHandler(loop)
-    transport = _ReplayTransport(protocol, interaction, req.method, schedule, loop)
-    protocol.connection_made(transport)
+    key = req.connection_key
+    protocol = _idle_protocol(connector, key, loop)
+    if protocol is None:
+        protocol = ResponseHandler(loop)
+        protocol.connection_made(_ReplayTransport(protocol, loop))
+    protocol.transport.load(interaction, req.method, schedule)
     connection_class = _connection_class(Connection)
-    return connection_class(connector, req.connection_key, protocol, loop)
+    return connection_class(connector, key, protocol, loop)
+
+
+# connector -> connection key -> replay protocols whose last response left the connection
+# open (read to its end, keep-alive), ready for the next replayed response as aiohttp's own
+# pool keeps a live connection for the next request.
+_IDLE: weakref.WeakKeyDictionary[Any, dict[Any, list[Any]]] = weakref.WeakKeyDictionary()
+
+
+def _idle_protocol(connector: Any, key: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    idle = _IDLE.get(connector, {}).get(key)
+    while idle:
+        protocol = idle.pop()
+        transport = protocol.transport
+        if (
+            isinstance(transport, _ReplayTransport)
+            and transport.kept_alive(loop)
+            and protocol.is_connected()
+            and not protocol.should_close
+        ):
+            return protocol
+        protocol.close()
+    return None
 
 
 _CONNECTION_CLASSES: dict[type, type] = {}
 
 
 def _connection_class(base: type) -> type:
-    """A Connection that never returns its (in-memory) protocol to the connector's pool."""
+    """A Connection whose (in-memory) protocol never goes to the connector's pool: released
+    with its response read to the end and the connection kept alive, it waits in ``_IDLE``
+    for the next replayed response; otherwise it is closed."""
     found = _CONNECTION_CLASSES.get(base)
     if found is None:
 
         def release(self: Any) -> None:
             self._notify_release()
             protocol, self._protocol = self._protocol, None
+            if protocol is None:
+                return
+            transport = protocol.transport
+            if (
+                isinstance(transport, _ReplayTransport)
+                and transport.kept_alive(self._loop)
+                and not protocol.should_close
+            ):
+                by_key = _IDLE.get(self._connector)
+                if by_key is None:
+                    by_key = _IDLE.setdefault(self._connector, {})
+                by_key.setdefault(self._key, []).append(protocol)
+            else:
+                protocol.close()
+
+        def close(self: Any) -> None:
+            self._notify_release()
+            protocol, self._protocol = self._protocol, None
             if protocol is not None:
                 protocol.close()
 
-        found = type("ReplayConnection", (base,), {"release": release, "close": release})
+        found = type("ReplayConnection", (base,), {"release": release, "close": close})
         _CONNECTION_CLASSES[base] = found
     return found
 
@@ -286,22 +332,23 @@ def _connection_class(base: type) -> type:
 class _ReplayTransport(asyncio.Transport):
     """Delivers the recorded reads to the protocol, each once the previous one has been
     consumed (or at its recorded offset with ``realtime``), then the recorded ending; a body
-    the client closed early gets none."""
+    the client closed early gets none. A response that ended leaving the connection open
+    makes way for the next one (``load``), as a kept-alive socket does."""
 
-    def __init__(
-        self,
-        protocol: Any,
-        interaction: Interaction,
-        method: str,
-        schedule: Schedule,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
+    def __init__(self, protocol: Any, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self._protocol = protocol
         self._loop = loop
+        self._pieces: list[bytes] = []
+        self._index = 0
+        self._paused = False
+        self._closing = False
+        self._handle: asyncio.Handle | None = None
+
+    def load(self, interaction: Interaction, method: str, schedule: Schedule) -> None:
         self._error = interaction.error
         response = interaction.response
-        self._pieces: list[bytes] = []
+        self._pieces = []
         self._eof = True
         if response is not None:
             complete = interaction.error is None and not response.truncated
@@ -323,9 +370,20 @@ class _ReplayTransport(asyncio.Transport):
         self._schedule = schedule
         self._end = schedule.end
         self._index = 0
-        self._paused = False
-        self._closing = False
-        self._handle: asyncio.Handle | None = loop.call_soon(self._step)
+        self._handle = self._loop.call_soon(self._step)
+
+    def kept_alive(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether the response ended with the connection open and nothing left to send."""
+        return (
+            self._loop is loop
+            and not self._closing
+            and not self._paused
+            and self._handle is None
+            and self._index > len(self._pieces)
+            and self._error is None
+            and not self._eof
+            and not self._schedule.held
+        )
 
     def _step_later(self, delay: float) -> None:
         if delay > 0:
