@@ -395,6 +395,46 @@ def test_a_target_a_known_head_takes_as_it_is_is_the_one_urllib3_sends(tail: str
         assert urllib3.connectionpool._encode_target(target) == target  # type: ignore[attr-defined]
 
 
+def test_heads_whose_values_change_are_sent_and_recorded_as_the_server_saw_them(
+    serve: Serve, cassette_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A head rendered once is reused for other values of the same headers when each value is
+    plain text; any other value is rendered by urllib3 itself."""
+    server = serve(_varied_app)
+    rendered: list[Any] = []
+    render = urllib3_adapter._render
+
+    def counted(conn: Any, arguments: dict[str, Any]) -> Any:
+        rendered.append(arguments["headers"]["X-Trace"])
+        return render(conn, arguments)
+
+    monkeypatch.setattr(urllib3_adapter, "_render", counted)
+    values: list[str | bytes] = ["t-1", "t-22", b"t-333", "a  b", " padded", "caf\xe9", "t-4"]
+
+    def run() -> list[tuple[Any, ...]]:
+        with urllib3.HTTPConnectionPool("127.0.0.1", server.port) as pool:
+            out = []
+            for n, value in enumerate(values):
+                headers = {"X-Trace": value, "Accept": "application/json"}
+                response = pool.request("GET", f"/plain/{n}", headers=headers)
+                out.append((response.status, list(response.headers.items()), response.data))
+            return out
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run()
+    heads = [(seen.method, seen.path, seen.headers) for seen in server.seen]
+    recorded = agenttape.load(cassette_path).interactions
+    assert [
+        (i.request.method, urlsplit(i.request.url).path, list(i.request.headers)) for i in recorded
+    ] == heads
+    assert [dict(head[2])["X-Trace"] for head in heads][3:6] == ["a  b", "padded", "caf\xe9"]
+    assert rendered == ["t-1", " padded", "caf\xe9"]
+    server.stop()
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert run() == live
+        assert tape.all_played
+
+
 class _OwnResponse(http.client.HTTPResponse):
     """A connection's own response class, which must read the head itself."""
 
@@ -730,6 +770,39 @@ def test_botocore_put_object_behind_expect_100_continue(serve: Serve, cassette_p
     request = agenttape.load(cassette_path).interactions[0].request
     assert request.header("Expect") == "100-continue"
     assert request.body == b"hello world"
+
+
+def test_botocore_heads_signed_anew_each_call_are_recorded_as_the_server_saw_them(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """Each call signs its head afresh (date, signature, invocation id), so no two heads are
+    alike: each is recorded as sent, and replays."""
+    server = serve(aws_app())
+
+    def run() -> list[Any]:
+        s3, dynamodb = aws_client("s3", server), aws_client("dynamodb", server)
+        out: list[Any] = []
+        for _ in range(3):
+            out.append([b["Name"] for b in s3.list_buckets()["Buckets"]])
+            out.append(dynamodb.list_tables()["TableNames"])
+        out.append(str(s3.put_object(Bucket="tapes", Key="a.txt", Body=b"hello")["ETag"]))
+        return out
+
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        live = run()
+    seen = [
+        (s.method, s.path, [(n, "<redacted>" if n == "Authorization" else v) for n, v in s.headers])
+        for s in server.seen
+    ]
+    recorded = agenttape.load(cassette_path).interactions
+    assert [
+        (i.request.method, urlsplit(i.request.url).path, list(i.request.headers)) for i in recorded
+    ] == seen
+    assert len({i.request.header("amz-sdk-invocation-id") for i in recorded}) == 7
+    server.stop()
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert run() == live
+        assert tape.all_played
 
 
 # -- modes and pacing ---------------------------------------------------------------------

@@ -18,6 +18,7 @@ import inspect
 import io
 import re
 import socket
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -170,6 +171,9 @@ def known_head(urllib3: ModuleType, pool: Any, arguments: dict[str, Any]) -> Kno
         return None
     if not url.startswith("/") or not _URLOPEN_SIMPLE.issuperset(arguments):
         return None
+    passed_on = arguments.get("response_kw")
+    if passed_on and not _RESPONSE_OPTIONS.issuperset(passed_on):
+        return None
     body = arguments.get("body")
     if body is not None and type(body) is not bytes:
         return None
@@ -177,9 +181,10 @@ def known_head(urllib3: ModuleType, pool: Any, arguments: dict[str, Any]) -> Kno
     if headers is None:
         headers = pool.headers
     try:
+        given = _Given.of(headers)
         key = (
             arguments["method"],
-            tuple(headers.items()),
+            given.shape,
             None if body is None else len(body),
             bool(arguments.get("chunked")),
         )
@@ -192,7 +197,7 @@ def known_head(urllib3: ModuleType, pool: Any, arguments: dict[str, Any]) -> Kno
         url = urllib3.connectionpool._encode_target(url)
         if not _plain_target(url):
             return None
-    return KnownHead(pool, found[0], found[1], url)
+    return KnownHead(pool, found[0].head(given), found[1], url)
 
 
 def known_exchange(
@@ -271,9 +276,13 @@ _URLOPEN_SIMPLE = frozenset(
         "body_pos",
         "preload_content",
         "decode_content",
+        "response_kw",
     )
 )
-_POOL_HEADS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[Any, Any]]] = (
+# What urlopen passes on to ``_make_request`` that the fast path also takes (botocore asks for
+# the body's length to be enforced).
+_RESPONSE_OPTIONS = frozenset(("enforce_content_length",))
+_POOL_HEADS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[_HeadShape, Any]]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -301,17 +310,18 @@ def _whole_response(
         return None
     head = _head_of(response, items=True)
     build = _direct_builder(type(template))
+    options = {
+        "method": arguments["method"],
+        "url": target,
+        "preload_content": arguments.get("preload_content", True),
+        "decode_content": arguments.get("decode_content", True),
+        "enforce_content_length": (arguments.get("response_kw") or {}).get(
+            "enforce_content_length", True
+        ),
+    }
     if head.items is not None and build is not None and not template.debuglevel:
-        return build(template, socket, response, head, target, arguments)
-    scratch = _sent_copy(
-        template,
-        {
-            "method": arguments["method"],
-            "url": target,
-            "preload_content": arguments.get("preload_content", True),
-            "decode_content": arguments.get("decode_content", True),
-        },
-    )
+        return build(template, socket, response, head, options)
+    scratch = _sent_copy(template, options)
     scratch.sock = socket
     scratch.response_class = _parsed_response
     return scratch.getresponse()
@@ -344,10 +354,9 @@ def _direct_builder(cls: type) -> Callable[..., Any] | None:
             socket: _WholeSocket,
             recorded: Response,
             head: _Head,
-            target: str,
-            arguments: dict[str, Any],
+            options: dict[str, Any],
         ) -> Any:
-            method = arguments["method"]
+            method = options["method"]
             raw = http.client.HTTPResponse(socket, method=method)  # type: ignore[arg-type]
             _set_head(raw, recorded, head)
             extra: dict[str, Any] = {}
@@ -361,12 +370,12 @@ def _direct_builder(cls: type) -> Callable[..., Any] | None:
                 status=raw.status,
                 version=raw.version,
                 reason=raw.reason,
-                preload_content=arguments.get("preload_content", True),
-                decode_content=arguments.get("decode_content", True),
+                preload_content=options["preload_content"],
+                decode_content=options["decode_content"],
                 original_response=raw,
-                enforce_content_length=True,
+                enforce_content_length=options["enforce_content_length"],
                 request_method=method,
-                request_url=target,
+                request_url=options["url"],
                 **extra,
             )
 
@@ -407,21 +416,23 @@ def _exchange(
     plan: Interaction | Recording | None = None,
 ) -> Any:
     pool, conn = arguments["self"], arguments["conn"]
-    key = _render_key(conn, arguments)
-    known = _RENDERED.get(key) if key is not None else None
+    keyed = _render_key(conn, arguments)
+    known = _RENDERED.get(keyed[0]) if keyed is not None else None
     scratch: Any
-    if known is None:
+    if keyed is None or known is None:
         scratch, raw = _render(conn, arguments)
         method, target, headers, body = wire.parse_request(raw)
-        if key is not None and _remember(key, scratch, arguments, headers, body):
-            _remember_for_pool(pool, conn, arguments, headers)
+        if keyed is not None:
+            shape = _remember(keyed, scratch, arguments, headers, body)
+            if shape is not None:
+                _remember_for_pool(pool, conn, arguments, keyed[1], shape)
     else:
-        # The same connection, method, headers and body were rendered before: only the
-        # target differs, and the head takes it as it is.
+        # The same connection, method, header names (or headers) and body were rendered
+        # before: the head takes this request's target and header values as they are.
         method, target = arguments["method"], arguments["url"]
-        headers, body = known, arguments.get("body") or b""
+        headers, body = known.head(keyed[1]), arguments.get("body") or b""
         scratch = _sent_copy(conn, arguments)
-        _remember_for_pool(pool, conn, arguments, headers)
+        _remember_for_pool(pool, conn, arguments, keyed[1], known)
     model = Request(method=method, url=_url(pool, target), headers=headers, body=body)
 
     def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -534,8 +545,10 @@ def _render(conn: Any, arguments: dict[str, Any]) -> tuple[Any, bytes]:
 # The head urllib3 renders depends on the connection's class and address, the method, the
 # headers and the body, never on a target in origin form: rendered once, it is reused for
 # every target (the first render of each key checks that the copy left waiting for its
-# response is the one ``_sent_copy`` makes).
-_RENDERED: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}
+# response is the one ``_sent_copy`` makes). Header values that are plain text are sent as
+# they are, each on its own line, in the order given: the head is then kept as a shape
+# (what urllib3 adds before and after the given headers) and reused for any values.
+_RENDERED: dict[tuple[Any, ...], _HeadShape] = {}
 _RENDERED_MAX = 512
 _RENDER_METHODS = (
     "request",
@@ -554,24 +567,28 @@ _plain_classes: dict[type, bool] = {}
 
 
 def _renders_plainly(cls: type) -> bool:
-    """Whether ``cls`` renders a request with urllib3's own code (botocore's connections,
-    which wait for ``100 Continue``, do not)."""
+    """Whether ``cls`` renders a request with urllib3's own code, or with botocore's, which
+    renders as urllib3's but for waiting on a ``100 Continue`` when the request carries an
+    ``Expect`` header (never reused: see ``_render_key``)."""
     plain = _plain_classes.get(cls)
     if plain is None:
         import urllib3.connection
 
         base = urllib3.connection.HTTPConnection
+        botocore = getattr(sys.modules.get("botocore.awsrequest"), "AWSConnection", None)
         plain = issubclass(cls, base) and all(
-            getattr(cls, name, None) is getattr(base, name, None) for name in _RENDER_METHODS
+            getattr(cls, name, None) is getattr(base, name, None)
+            or (botocore is not None and getattr(cls, name, None) is getattr(botocore, name, None))
+            for name in _RENDER_METHODS
         )
         _plain_classes[cls] = plain
     return plain
 
 
-def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[Any, ...] | None:
-    """What the rendered head depends on, or None when it cannot be reused: a target that
-    is not a plain ASCII origin form, a body that is not bytes, a connection class of its
-    own, headers that are not text."""
+def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[tuple[Any, ...], _Given] | None:
+    """What the rendered head depends on, and the given headers, or None when it cannot be
+    reused: a target that is not a plain ASCII origin form, a body that is not bytes, a
+    connection class of its own, headers that are not text."""
     url = arguments["url"]
     body = arguments.get("body")
     headers = arguments.get("headers")
@@ -585,7 +602,9 @@ def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[Any, ...] | None:
     ):
         return None
     try:
-        items = tuple(headers.items()) if headers is not None else ()
+        given = _Given.of(headers) if headers is not None else _NO_HEADERS
+        if given.waits_for_continue:
+            return None  # botocore's connections wait for a 100 Continue while rendering
         key = (
             type(conn),
             conn.host,
@@ -595,14 +614,102 @@ def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[Any, ...] | None:
             conn._tunnel_port,
             conn._http_vsn_str,
             method,
-            items,
+            given.shape,
             None if body is None else len(body),
             bool(arguments.get("chunked")),
         )
         hash(key)
     except (AttributeError, TypeError):
         return None
-    return key
+    return key, given
+
+
+@dataclass(frozen=True, slots=True)
+class _Given:
+    """The headers a caller gave urllib3: ``shape`` is what the rendered head depends on —
+    their names when every value is plain text (printable ASCII, as ``str`` or ``bytes``, no
+    blank at either end, not urllib3's skip marker, and not a header whose value changes the
+    framing), else the pairs themselves; ``sent`` are the pairs as the head carries them."""
+
+    sent: tuple[tuple[str, str], ...]
+    shape: tuple[Any, ...]
+    plain: bool
+    waits_for_continue: bool
+
+    @staticmethod
+    def of(headers: Any) -> _Given:
+        pairs = tuple(headers.items())
+        names = []
+        sent = []
+        plain = True
+        waits = False
+        for name, value in pairs:
+            if type(name) is not str:
+                plain = False
+                waits = waits or (isinstance(name, bytes) and name.lower() == b"expect")
+                continue
+            lowered = name.lower()
+            if lowered == "expect":
+                waits = True
+            if type(value) is bytes and value.isascii():
+                value = value.decode("ascii")
+            if (
+                type(value) is not str
+                or lowered in _SHAPED_BY_VALUE
+                or not value.isascii()
+                or not value.isprintable()
+                or value.strip(" ") != value
+                or value == _SKIP_HEADER
+            ):
+                plain = False
+                continue
+            names.append(name)
+            sent.append((name, value))
+        if not plain:
+            return _Given((), pairs, False, waits)
+        return _Given(tuple(sent), tuple(names), True, waits)
+
+
+_NO_HEADERS = _Given((), (), True, False)
+_SHAPED_BY_VALUE = frozenset(("transfer-encoding", "expect"))
+_SKIP_HEADER = "@@@SKIP_HEADER@@@"  # urllib3.util.request.SKIP_HEADER: the header is left out
+
+
+@dataclass(frozen=True, slots=True)
+class _HeadShape:
+    """A rendered head: what urllib3 sent before the given headers, after them, and whether
+    the given ones go between (else ``before`` is the whole head, for these very headers)."""
+
+    before: tuple[tuple[str, str], ...]
+    after: tuple[tuple[str, str], ...]
+    takes_given: bool
+
+    def head(self, given: _Given) -> tuple[tuple[str, str], ...]:
+        if not self.takes_given:
+            return self.before
+        if not given.sent:
+            return self.before + self.after
+        return self.before + given.sent + self.after
+
+    @staticmethod
+    def learn(headers: Headers, given: _Given) -> _HeadShape | None:
+        """The shape of ``headers`` rendered for ``given``; None when the given pairs are not
+        found in it exactly once, side by side, as given."""
+        sent = tuple(headers)
+        if not given.plain:
+            return _HeadShape(sent, (), False)
+        count = len(given.sent)
+        if not count:
+            return _HeadShape(sent, (), True)
+        found = [
+            start
+            for start in range(len(sent) - count + 1)
+            if sent[start : start + count] == given.sent
+        ]
+        if len(found) != 1:
+            return None
+        start = found[0]
+        return _HeadShape(sent[:start], sent[start + count :], True)
 
 
 def _sent_copy(conn: Any, arguments: dict[str, Any]) -> Any:
@@ -633,28 +740,33 @@ _SENT_STATE = (
 
 
 def _remember(
-    key: tuple[Any, ...],
+    keyed: tuple[tuple[Any, ...], _Given],
     scratch: Any,
     arguments: dict[str, Any],
     headers: Headers,
     body: bytes,
-) -> bool:
-    """Keeps a rendered head for reuse when the render took the target as it is, sent the
-    body unframed, and left the copy as ``_sent_copy`` would; True when kept."""
+) -> _HeadShape | None:
+    """Keeps a rendered head's shape for reuse when the render took the target as it is,
+    sent the body unframed, and left the copy as ``_sent_copy`` would; the shape when kept."""
     if body != (arguments.get("body") or b""):
-        return False
+        return None
     made = _sent_copy(arguments["conn"], arguments)
     if any(getattr(made, name, None) != getattr(scratch, name, None) for name in _SENT_STATE):
-        return False
+        return None
+    shape = _HeadShape.learn(headers, keyed[1])
+    if shape is None:
+        return None
     if len(_RENDERED) >= _RENDERED_MAX:
         _RENDERED.clear()
-    _RENDERED[key] = tuple(headers)
-    return True
+    _RENDERED[keyed[0]] = shape
+    return shape
 
 
-def _remember_for_pool(pool: Any, conn: Any, arguments: dict[str, Any], headers: Headers) -> None:
-    """Keeps the head for ``urlopen`` too when every connection of the pool renders it
-    alike: the pool's own connection class, no proxy, no tunnel."""
+def _remember_for_pool(
+    pool: Any, conn: Any, arguments: dict[str, Any], given: _Given, shape: _HeadShape
+) -> None:
+    """Keeps the head's shape for ``urlopen`` too when every connection of the pool renders
+    it alike: the pool's own connection class, no proxy, no tunnel."""
     if type(conn) is not getattr(pool, "ConnectionCls", None) or pool.proxy is not None:
         return
     if conn._tunnel_host is not None:
@@ -665,7 +777,7 @@ def _remember_for_pool(pool: Any, conn: Any, arguments: dict[str, Any], headers:
     body = arguments.get("body")
     key = (
         arguments["method"],
-        tuple(arguments["headers"].items()) if arguments.get("headers") is not None else (),
+        given.shape,
         None if body is None else len(body),
         bool(arguments.get("chunked")),
     )
@@ -673,7 +785,7 @@ def _remember_for_pool(pool: Any, conn: Any, arguments: dict[str, Any], headers:
         return
     if len(heads) >= _RENDERED_MAX:
         heads.clear()
-    heads[key] = (tuple(headers), _fresh_copy(conn, None))
+    heads[key] = (shape, _fresh_copy(conn, None))
 
 
 def _plain_target(url: str) -> bool:
