@@ -1,8 +1,9 @@
 """requests: a request whose head urllib3's adapter already knows for the connection pool
 ``HTTPAdapter.send`` would use is served right there, so a replayed response skips the pool
 lookup, the proxy scan and ``urlopen``'s own steps; ``build_response`` makes the requests
-response from urllib3's, as live. Anything else, and every recording, goes through ``send``
-as live, down to urllib3, where it is served (see the urllib3 adapter).
+response from urllib3's, as live. Any other response, and every recording, is handed down
+through ``send`` as live to urllib3, where it is served (see the urllib3 adapter); any other
+request goes through ``send`` untouched.
 
 The pool is the one ``send`` found for the same origin, TLS options and pool manager on an
 earlier request, still held by the manager under the same key; one the manager has let go

@@ -3,12 +3,14 @@ one wire exchange (each redirect hop and each urllib3 retry included).
 
 The request is first rendered by a copy of the connection, with its own code, into memory,
 which yields the exact bytes it would send and makes the replay-or-record decision possible
-before any socket opens. Replay then asks that same copy for its response, as
-``_make_request`` would, over an in-memory socket holding the recorded body: the head is
-handed to ``http.client`` as it would have parsed it (no second send, no header parsing), and
-urllib3 wraps it and reads the body as live, so preloading, streaming, decoding, chunked
-reads, cookies and retries happen as they did live. Recording reads the body through a tee
-placed on the socket file right after the head.
+before any socket opens; a head rendered once serves later requests that differ only in their
+target and in plain header values (``_HeadShape``), and a known head lets ``urlopen`` (or
+requests' adapter) begin the exchange itself (``known_exchange``). Replay then asks that same
+copy for its response, as ``_make_request`` would, over an in-memory socket holding the
+recorded body: the head is handed to ``http.client`` as it would have parsed it (no second
+send, no header parsing), and urllib3 wraps it and reads the body as live, so preloading,
+streaming, decoding, chunked reads, cookies and retries happen as they did live. Recording
+reads the body through a tee placed on the socket file right after the head.
 """
 
 from __future__ import annotations
