@@ -27,6 +27,7 @@ ADAPTERS: dict[str, str] = {
     "urllib3": "agenttape._adapters.urllib3",
     "requests.adapters": "agenttape._adapters.requests",
     "botocore.endpoint": "agenttape._adapters.botocore",
+    "botocore.httpsession": "agenttape._adapters.botocore_session",
     "aiohttp": "agenttape._adapters.aiohttp",
     "websockets.asyncio.client": "agenttape._adapters.websockets",
     "websockets.sync.client": "agenttape._adapters.websockets",

@@ -11,9 +11,7 @@ since is looked up again."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -28,10 +26,8 @@ _PATCHED = "__agenttape_original__"
 # What ``send`` overrides may change; an adapter class overriding any of them is left to it.
 _SEND_STEPS = ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers")
 
-# adapter -> (origin, verify, cert) -> (pool manager, pool key, pool)
-_POOLS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], tuple[Any, Any, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+# adapter -> (origin, verify, cert) -> its pool
+_POOLS = urllib3_adapter.PoolsSeen()
 
 
 def install(adapters: ModuleType) -> None:
@@ -64,18 +60,15 @@ def _make_send(
             plain[cls] = all(getattr(cls, name) is getattr(base, name) for name in _SEND_STEPS)
         if tape is None or proxies or not plain[cls] or urllib3_adapter.handing_down():
             return original(self, request, stream, timeout, verify, cert, proxies)
-        place = _origin_and_target(request.url)
-        pools = _POOLS.get(self)
-        if place is None or pools is None:
-            return _learning(original, self, request, stream, timeout, verify, cert, proxies)
+        place = urllib3_adapter.origin_and_target(request.url)
+        if place is None:
+            return original(self, request, stream, timeout, verify, cert, proxies)
         origin, target = place
-        try:
-            found = pools.get((origin, verify, cert))
-        except TypeError:
-            found = None
-        manager = self.poolmanager
-        if found is None or found[0] is not manager or manager.pools.get(found[1]) is not found[2]:
-            return _learning(original, self, request, stream, timeout, verify, cert, proxies)
+        pool = _POOLS.find(self, self.poolmanager, (origin, verify, cert))
+        if pool is None:
+            response = original(self, request, stream, timeout, verify, cert, proxies)
+            _POOLS.learn(self, self.poolmanager, (origin, verify, cert), response.raw)
+            return response
         if isinstance(timeout, tuple):
             if len(timeout) != 2:
                 return original(self, request, stream, timeout, verify, cert, proxies)
@@ -98,7 +91,7 @@ def _make_send(
             "timeout": resolved,
             "chunked": not (body is None or "Content-Length" in request.headers),
         }
-        known = urllib3_adapter.known_head(urllib3, found[2], arguments)
+        known = urllib3_adapter.known_head(urllib3, pool, arguments)
         if known is None:
             return original(self, request, stream, timeout, verify, cert, proxies)
 
@@ -117,57 +110,3 @@ def _make_send(
         )
 
     return send
-
-
-def _learning(
-    original: Callable[..., Any],
-    adapter: Any,
-    request: Any,
-    stream: bool,
-    timeout: Any,
-    verify: Any,
-    cert: Any,
-    proxies: Any,
-) -> Any:
-    """``send`` as live, keeping the pool it used for the request's origin."""
-    response = original(adapter, request, stream, timeout, verify, cert, proxies)
-    place = _origin_and_target(request.url)
-    pool = getattr(response.raw, "_pool", None)
-    manager = adapter.poolmanager
-    key = _pool_key(manager, pool)
-    if place is not None and key is not None:
-        pools = _POOLS.get(adapter)
-        if pools is None:
-            pools = _POOLS.setdefault(adapter, {})
-        with contextlib.suppress(TypeError):  # verify or cert of a type that cannot be a key
-            pools[(place[0], verify, cert)] = (manager, key, pool)
-    return response
-
-
-def _pool_key(manager: Any, pool: Any) -> Any:
-    """The key ``manager`` holds ``pool`` under, so that a later request can ask the manager
-    for it as ``send`` would (and finds it gone once the manager let it go)."""
-    if pool is None:
-        return None
-    pools = manager.pools
-    with pools.lock:
-        held = getattr(pools, "_container", {})
-        return next((key for key, value in held.items() if value is pool), None)
-
-
-def _origin_and_target(url: Any) -> tuple[str, str] | None:
-    """``scheme://host[:port]`` and the target ``request_url`` gives for ``url`` when no
-    proxy applies (its ``path_url``); None for a URL where the two might not split so simply
-    (credentials, a fragment, an empty query or path)."""
-    if type(url) is not str:
-        return None
-    scheme_end = url.find("://")
-    if scheme_end <= 0:
-        return None
-    cut = url.find("/", scheme_end + 3)
-    if cut < 0:
-        return None
-    origin, target = url[:cut], url[cut:]
-    if "@" in origin or "?" in origin or "#" in url or target.endswith("?"):
-        return None
-    return origin, target

@@ -15,6 +15,7 @@ reads the body through a tee placed on the socket file right after the head.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import inspect
 import io
@@ -237,6 +238,66 @@ def known_exchange(
         return answer(response)
 
     return exchange(tape, model, replay=replay, record=hand_down, failure_of=failure_of)
+
+
+class PoolsSeen:
+    """For each client object above urllib3 (a requests adapter, a botocore session): the
+    connection pool it used for a place (an origin, with whatever else chose the pool), as
+    its pool manager still holds it — a later request to the same place can skip the
+    lookup; one the manager has let go since is not used again."""
+
+    def __init__(self) -> None:
+        self._by_client: weakref.WeakKeyDictionary[Any, dict[Any, tuple[Any, Any, Any]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def find(self, client: Any, manager: Any, place: Any) -> Any:
+        """The pool ``client`` used for ``place`` through ``manager``; None when unknown."""
+        seen = self._by_client.get(client)
+        if seen is None:
+            return None
+        try:
+            found = seen.get(place)
+        except TypeError:  # a place that cannot be a key
+            return None
+        if found is None or found[0] is not manager or manager.pools.get(found[1]) is not found[2]:
+            return None
+        return found[2]
+
+    def learn(self, client: Any, manager: Any, place: Any, response: Any) -> None:
+        """Keeps the pool ``response`` (urllib3's) came from, for ``place``."""
+        pool = getattr(response, "_pool", None)
+        if pool is None:
+            return
+        pools = manager.pools
+        with pools.lock:
+            held = getattr(pools, "_container", {})
+            key = next((key for key, value in held.items() if value is pool), None)
+        if key is None:
+            return
+        seen = self._by_client.get(client)
+        if seen is None:
+            seen = self._by_client.setdefault(client, {})
+        with contextlib.suppress(TypeError):  # a place that cannot be a key
+            seen[place] = (manager, key, pool)
+
+
+def origin_and_target(url: Any) -> tuple[str, str] | None:
+    """``scheme://host[:port]`` and the target a client sends for ``url`` when no proxy
+    applies (requests' ``path_url``, botocore's ``_path_url``); None for a URL where the two
+    might not split so simply (credentials, a fragment, parameters, an empty query or path)."""
+    if type(url) is not str:
+        return None
+    scheme_end = url.find("://")
+    if scheme_end <= 0:
+        return None
+    cut = url.find("/", scheme_end + 3)
+    if cut < 0:
+        return None
+    origin, target = url[:cut], url[cut:]
+    if "@" in origin or "?" in origin or "#" in url or ";" in target or target.endswith("?"):
+        return None
+    return origin, target
 
 
 def handed_down(tape: Tape, plan: Interaction | Recording, call: Callable[[], R]) -> R:
