@@ -7,6 +7,7 @@ other request, one through a proxy included, goes through ``send`` untouched."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -14,47 +15,26 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.models import Interaction
-from .._core.tape import Recording
 from . import urllib3 as urllib3_adapter
 
-_PATCHED = "__agenttape_original__"
-
-# What ``send`` uses of its session; a botocore without any of them is left to itself.
-_SEND_STEPS = ("_get_request_timeout", "_chunked", "_setup_ssl_cert", "_get_connection_manager")
-
-# session -> origin -> its pool
-_POOLS = urllib3_adapter.PoolsSeen()
+# What ``send`` uses of its session; a session class overriding one is left to itself, and a
+# botocore without one of them is not patched.
+_STEPS = ("_get_request_timeout", "_chunked", "_setup_ssl_cert", "_get_connection_manager")
 
 
 def install(httpsession: ModuleType) -> None:
-    session_class = httpsession.URLLib3Session
-    if _PATCHED in vars(session_class):
-        return
-    if not all(hasattr(session_class, name) for name in _SEND_STEPS):
-        return
-    original = session_class.send
-    setattr(session_class, _PATCHED, original)
-    # botocore has imported urllib3 by the time this module exists (its request classes may
-    # still be importing: they are looked up when a request is sent, as ``send`` does).
-    session_class.send = _make_send(
-        original, session_class, httpsession.Retry, sys.modules["urllib3"]
-    )
+    make = functools.partial(_make_send, retry_class=httpsession.Retry)
+    urllib3_adapter.patch_send(httpsession.URLLib3Session, _STEPS, make)
 
 
 def _make_send(
-    original: Callable[..., Any], base: type, retry_class: type, urllib3: ModuleType
+    original: Callable[..., Any], kept: urllib3_adapter.KeptSteps, *, retry_class: type
 ) -> Callable[..., Any]:
-    plain: dict[type, bool] = {}
-
     def send(self: Any, request: Any) -> Any:
         tape = runtime.active()
-        cls = type(self)
-        if cls not in plain:
-            plain[cls] = all(getattr(cls, name) is getattr(base, name) for name in _SEND_STEPS)
         if (
             tape is None
-            or not plain[cls]
+            or not kept(type(self))
             or urllib3_adapter.handing_down()
             or self._proxy_config.proxy_url_for(request.url) is not None
             or os.environ.get("BOTO_EXPERIMENTAL__ADD_PROXY_HOST_HEADER")
@@ -64,44 +44,42 @@ def _make_send(
         if place is None:
             return original(self, request)
         origin, target = place
-        manager = self._get_connection_manager(request.url, None)
-        pool = _POOLS.find(self, manager, origin)
-        if pool is None:
-            response = original(self, request)
-            _POOLS.learn(self, manager, origin, response.raw)
-            return response
-        self._setup_ssl_cert(pool, request.url, self._verify)
-        arguments = {
-            "method": request.method,
-            "url": target,
-            "body": request.body,
-            "headers": request.headers,
-            "retries": retry_class(False),
-            "assert_same_host": False,
-            "preload_content": False,
-            "decode_content": False,
-            "chunked": self._chunked(request.headers),
-            "response_kw": {"enforce_content_length": False},
-        }
-        timeout = self._get_request_timeout(request)
-        if timeout is not None:
-            arguments["timeout"] = timeout
-        known = urllib3_adapter.known_head(urllib3, pool, arguments)
-        if known is None:
-            return original(self, request)
+
+        def arguments_for(pool: Any) -> dict[str, Any]:
+            self._setup_ssl_cert(pool, request.url, self._verify)
+            arguments = {
+                "method": request.method,
+                "url": target,
+                "body": request.body,
+                "headers": request.headers,
+                "retries": retry_class(False),
+                "assert_same_host": False,
+                "preload_content": False,
+                "decode_content": False,
+                "chunked": self._chunked(request.headers),
+                "response_kw": {"enforce_content_length": False},
+            }
+            timeout = self._get_request_timeout(request)
+            if timeout is not None:
+                arguments["timeout"] = timeout
+            return arguments
 
         def answer(raw: Any) -> Any:
+            # Looked up here: botocore's request classes may still be importing at install.
             response_class = sys.modules["botocore.awsrequest"].AWSResponse
             response = response_class(request.url, raw.status, raw.headers, raw)
             if not request.stream_output:
                 response.content  # noqa: B018 - read at once, as send does
             return response
 
-        def hand_down(plan: Interaction | Recording) -> Any:
-            return urllib3_adapter.handed_down(tape, plan, lambda: original(self, request))
-
-        return urllib3_adapter.known_exchange(
-            urllib3, tape, known, arguments, answer=answer, hand_down=hand_down
+        return urllib3_adapter.serve_at_send(
+            tape,
+            self,
+            self._get_connection_manager(request.url, None),
+            origin,
+            arguments_for,
+            lambda: original(self, request),
+            answer,
         )
 
     return send

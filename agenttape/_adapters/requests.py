@@ -11,40 +11,26 @@ since is looked up again."""
 
 from __future__ import annotations
 
-import sys
+import functools
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.models import Interaction
-from .._core.tape import Recording
 from . import urllib3 as urllib3_adapter
 
-_PATCHED = "__agenttape_original__"
-
-# What ``send`` overrides may change; an adapter class overriding any of them is left to it.
-_SEND_STEPS = ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers")
-
-# adapter -> (origin, verify, cert) -> its pool
-_POOLS = urllib3_adapter.PoolsSeen()
+# The adapter's steps ``send`` goes through; an adapter class overriding one is left to it.
+_STEPS = ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers")
 
 
 def install(adapters: ModuleType) -> None:
-    base = adapters.HTTPAdapter
-    if _PATCHED in vars(base):
-        return
-    original = base.send
-    setattr(base, _PATCHED, original)
-    # requests has imported urllib3 by the time its adapters module exists.
-    base.send = _make_send(original, base, adapters.TimeoutSauce, sys.modules["urllib3"])
+    make = functools.partial(_make_send, timeout_class=adapters.TimeoutSauce)
+    urllib3_adapter.patch_send(adapters.HTTPAdapter, _STEPS, make)
 
 
 def _make_send(
-    original: Callable[..., Any], base: type, timeout_class: type, urllib3: ModuleType
+    original: Callable[..., Any], kept: urllib3_adapter.KeptSteps, *, timeout_class: type
 ) -> Callable[..., Any]:
-    plain: dict[type, bool] = {}
-
     def send(
         self: Any,
         request: Any,
@@ -54,59 +40,49 @@ def _make_send(
         cert: Any = None,
         proxies: Any = None,
     ) -> Any:
-        tape = runtime.active()
-        cls = type(self)
-        if cls not in plain:
-            plain[cls] = all(getattr(cls, name) is getattr(base, name) for name in _SEND_STEPS)
-        if tape is None or proxies or not plain[cls] or urllib3_adapter.handing_down():
+        def as_live() -> Any:
             return original(self, request, stream, timeout, verify, cert, proxies)
+
+        tape = runtime.active()
+        if tape is None or proxies or not kept(type(self)) or urllib3_adapter.handing_down():
+            return as_live()
         place = urllib3_adapter.origin_and_target(request.url)
         if place is None:
-            return original(self, request, stream, timeout, verify, cert, proxies)
+            return as_live()
         origin, target = place
-        pool = _POOLS.find(self, self.poolmanager, (origin, verify, cert))
-        if pool is None:
-            response = original(self, request, stream, timeout, verify, cert, proxies)
-            _POOLS.learn(self, self.poolmanager, (origin, verify, cert), response.raw)
-            return response
-        if isinstance(timeout, tuple):
-            if len(timeout) != 2:
-                return original(self, request, stream, timeout, verify, cert, proxies)
-            resolved = timeout_class(connect=timeout[0], read=timeout[1])
-        elif isinstance(timeout, timeout_class):
-            resolved = timeout
-        else:
-            resolved = timeout_class(connect=timeout, read=timeout)
-        body = request.body
-        arguments = {
-            "method": request.method,
-            "url": target,
-            "body": body,
-            "headers": request.headers,
-            "redirect": False,
-            "assert_same_host": False,
-            "preload_content": False,
-            "decode_content": False,
-            "retries": self.max_retries,
-            "timeout": resolved,
-            "chunked": not (body is None or "Content-Length" in request.headers),
-        }
-        known = urllib3_adapter.known_head(urllib3, pool, arguments)
-        if known is None:
-            return original(self, request, stream, timeout, verify, cert, proxies)
 
-        def hand_down(plan: Interaction | Recording) -> Any:
-            return urllib3_adapter.handed_down(
-                tape, plan, lambda: original(self, request, stream, timeout, verify, cert, proxies)
-            )
+        def arguments_for(pool: Any) -> dict[str, Any] | None:
+            if isinstance(timeout, tuple):
+                if len(timeout) != 2:
+                    return None  # send's own error
+                resolved = timeout_class(connect=timeout[0], read=timeout[1])
+            elif isinstance(timeout, timeout_class):
+                resolved = timeout
+            else:
+                resolved = timeout_class(connect=timeout, read=timeout)
+            body = request.body
+            return {
+                "method": request.method,
+                "url": target,
+                "body": body,
+                "headers": request.headers,
+                "redirect": False,
+                "assert_same_host": False,
+                "preload_content": False,
+                "decode_content": False,
+                "retries": self.max_retries,
+                "timeout": resolved,
+                "chunked": not (body is None or "Content-Length" in request.headers),
+            }
 
-        return urllib3_adapter.known_exchange(
-            urllib3,
+        return urllib3_adapter.serve_at_send(
             tape,
-            known,
-            arguments,
-            answer=lambda response: self.build_response(request, response),
-            hand_down=hand_down,
+            self,
+            self.poolmanager,
+            (origin, verify, cert),
+            arguments_for,
+            as_live,
+            lambda response: self.build_response(request, response),
         )
 
     return send

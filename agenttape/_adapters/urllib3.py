@@ -240,7 +240,43 @@ def known_exchange(
     return exchange(tape, model, replay=replay, record=hand_down, failure_of=failure_of)
 
 
-class PoolsSeen:
+_PATCHED_SEND = "__agenttape_original_send__"
+
+
+class KeptSteps:
+    """Whether a class keeps ``base``'s own ``steps`` (the methods a client's ``send`` goes
+    through on its way to urllib3): one overriding any of them is left to itself. Answered
+    once per class."""
+
+    def __init__(self, base: type, steps: tuple[str, ...]) -> None:
+        self._base = base
+        self._steps = steps
+        self._kept: dict[type, bool] = {}
+
+    def __call__(self, cls: type) -> bool:
+        kept = self._kept.get(cls)
+        if kept is None:
+            base = self._base
+            kept = all(getattr(cls, name) is getattr(base, name) for name in self._steps)
+            self._kept[cls] = kept
+        return kept
+
+
+def patch_send(
+    base: type,
+    steps: tuple[str, ...],
+    make: Callable[[Callable[..., Any], KeptSteps], Callable[..., Any]],
+) -> None:
+    """Puts ``make(original send, kept steps)`` in place of ``base.send``, once; a ``base``
+    without one of ``steps`` (another version of its library) is left as it is."""
+    if _PATCHED_SEND in vars(base) or not all(hasattr(base, name) for name in steps):
+        return
+    original = base.send  # type: ignore[attr-defined]
+    setattr(base, _PATCHED_SEND, original)
+    base.send = make(original, KeptSteps(base, steps))  # type: ignore[attr-defined]
+
+
+class _PoolsSeen:
     """For each client object above urllib3 (a requests adapter, a botocore session): the
     connection pool it used for a place (an origin, with whatever else chose the pool), as
     its pool manager still holds it — a later request to the same place can skip the
@@ -280,6 +316,46 @@ class PoolsSeen:
             seen = self._by_client.setdefault(client, {})
         with contextlib.suppress(TypeError):  # a place that cannot be a key
             seen[place] = (manager, key, pool)
+
+
+def serve_at_send(
+    tape: Tape,
+    client: Any,
+    manager: Any,
+    place: Any,
+    arguments_for: Callable[[Any], dict[str, Any] | None],
+    send: Callable[[], R],
+    answer: Callable[[Any], R],
+) -> R:
+    """A client's ``send`` (requests' adapter, botocore's session) served above urllib3: on
+    the pool the client used for ``place`` before, with the head urllib3 would send known
+    (``known_head``), the exchange begins right here (``known_exchange``) and ``answer``
+    makes the client's response from urllib3's. A pool not seen yet is learnt from ``send``
+    run as live (its response's ``raw``); a head not known goes through ``send`` as live.
+    ``arguments_for(pool)`` are those ``send`` would pass to ``pool.urlopen`` (None: let
+    ``send`` do it)."""
+    pool = _POOLS_SEEN.find(client, manager, place)
+    if pool is None:
+        response = send()
+        _POOLS_SEEN.learn(client, manager, place, getattr(response, "raw", None))
+        return response
+    arguments = arguments_for(pool)
+    urllib3 = sys.modules["urllib3"]
+    known = None if arguments is None else known_head(urllib3, pool, arguments)
+    if arguments is None or known is None:
+        return send()
+    return known_exchange(
+        urllib3,
+        tape,
+        known,
+        arguments,
+        answer=answer,
+        hand_down=lambda plan: handed_down(tape, plan, send),
+    )
+
+
+# requests' adapters (by origin, verify and cert) and botocore's sessions (by origin).
+_POOLS_SEEN = _PoolsSeen()
 
 
 def origin_and_target(url: Any) -> tuple[str, str] | None:
