@@ -378,20 +378,19 @@ class Cassette:
         Returns the interaction to replay, or a Recording the adapter feeds while the real
         exchange runs. Raises UnmatchedInteractionError when replay is the only option.
         """
-        request = self.redactor.request(request)
-        frozen = bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request)
         if self._recording:
-            if frozen:
+            request = self.redactor.request(request)
+            if bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request):
                 return self._serve_frozen(request, boundary)
             return Recording(self, request, boundary)
-        key = self.queue.key(request, boundary)
         with self._lock:
-            found = self.queue.take(key)
+            request = self.redactor.request(request, stored=self.queue.recorded_body)
+            found = self.queue.take(self.queue.key(request, boundary))
             if found is not None and self._derived is not None:
                 self._derived.append(found)
         if found is not None:
             return found
-        if frozen:
+        if bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request):
             raise self._miss(request, boundary, frozen=True)
         if self.mode == "new_episodes":
             return Recording(self, request, boundary)

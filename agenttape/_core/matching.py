@@ -108,6 +108,10 @@ class Matcher:
             self._body_keys[body] = key
         return key
 
+    def remembers_body(self, body: bytes) -> bool:
+        """Whether ``body`` is byte for byte one keyed with ``remember`` (a recorded one)."""
+        return body in self._body_keys
+
     def key(self, request: Request, remember: bool = False) -> Hashable:
         parts: list[Hashable] = []
         if self._match_method:

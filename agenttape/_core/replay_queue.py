@@ -137,6 +137,11 @@ class ReplayQueue:
             self._index = index
         return self._index
 
+    def recorded_body(self, body: bytes) -> bool:
+        """Whether a recorded request whose body the match compares has exactly ``body``."""
+        self.build_index()
+        return self.matcher.remembers_body(body)
+
     def take(self, key: Key) -> Interaction | None:
         """The next unplayed interaction recorded for ``key``, counted as played."""
         position = self.next_position(key)
