@@ -178,12 +178,23 @@ def overhead(url: str, rounds: int, threads: int) -> dict[str, Any]:
             for variant in VARIANTS[1:]
         }
 
+    def spread(times: dict[str, list[float]]) -> dict[str, list[float]]:
+        """The lowest and highest per-round ratio: how far one round's figure can stray."""
+        return {
+            variant: [
+                round(min(t / o for t, o in zip(times[variant], times["off"], strict=True)), 3),
+                round(max(t / o for t, o in zip(times[variant], times["off"], strict=True)), 3),
+            ]
+            for variant in VARIANTS[1:]
+        }
+
     return {
         "requests": REQUESTS,
         "runs": REQUESTS // PER_RUN,
         "threads": threads,
         "rounds": rounds,
         "wall_ratio": ratios(wall),
+        "wall_ratio_per_round_range": spread(wall),
         "cpu_ratio": ratios(cpu),
         "median_wall_us_per_request": {
             variant: round(statistics.median(times) / REQUESTS * 1e6, 1)
