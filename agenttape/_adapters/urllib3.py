@@ -153,10 +153,12 @@ def _as_it_is(response: Any) -> Any:
     return response
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KnownHead:
     """The head ``urlopen`` will send on ``pool`` for a request, known from an earlier render:
-    its header pairs, a copy of the connection that rendered it, and the target."""
+    its header pairs, a copy of the connection that rendered it, and the target. Made for
+    every replayed request, as ``_Given`` and ``_Head`` are: not frozen, since a frozen
+    dataclass takes three times as long to make."""
 
     pool: Any
     headers: tuple[tuple[str, str], ...]
@@ -763,7 +765,7 @@ def _render_key(conn: Any, arguments: dict[str, Any]) -> tuple[tuple[Any, ...], 
     return key, given
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Given:
     """The headers a caller gave urllib3: ``shape`` is what the rendered head depends on —
     their names when every value is plain text (printable ASCII, as ``str`` or ``bytes``, no
@@ -1135,7 +1137,7 @@ def _parsed_response(
     return response
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Head:
     """What ``begin()`` makes of a recorded head; ``items`` are urllib3's header pairs for
     it, when asked for (None when urllib3 must work them out itself: it would log a defect
