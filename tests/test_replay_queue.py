@@ -3,6 +3,8 @@ under way, in start order, each waited for until it is made again."""
 
 from __future__ import annotations
 
+import pytest
+
 from agenttape._core.matching import Matcher
 from agenttape._core.models import Interaction, Request, Response
 from agenttape._core.replay_queue import ReplayQueue
@@ -17,19 +19,27 @@ def interaction(path: str, started: float, duration: float) -> Interaction:
     )
 
 
-def queue_of(*interactions: Interaction) -> ReplayQueue:
+def queue_of(*interactions: Interaction, prepared: bool = False) -> ReplayQueue:
+    """A queue of ``interactions``; ``prepared``, its lookups built up front as a cassette's
+    activation builds them, else on first use."""
     queue = ReplayQueue(Matcher())
     for one in interactions:
         queue.add(one, played=False)
+    if prepared:
+        queue.prepare()
     return queue
 
 
-def test_a_stream_waits_for_the_requests_that_started_while_it_ran() -> None:
+both_ways = pytest.mark.parametrize("prepared", [False, True], ids=["built-on-use", "prepared"])
+
+
+@both_ways
+def test_a_stream_waits_for_the_requests_that_started_while_it_ran(prepared: bool) -> None:
     stream = interaction("events", 0.0, 5.0)
     before = interaction("before", -1.0, 0.1)
     during = [interaction("call", 2.0, 0.1), interaction("close", 4.0, 0.1)]
     after = interaction("after", 6.0, 0.1)
-    queue = queue_of(before, during[1], stream, after, during[0])
+    queue = queue_of(before, during[1], stream, after, during[0], prepared=prepared)
     precedents = queue.precedents(stream)
     assert precedents is not None
     assert precedents.starts == (2.0, 4.0)
@@ -43,9 +53,10 @@ def test_a_stream_waits_for_the_requests_that_started_while_it_ran() -> None:
     assert queue.precedents(after) is None and queue.precedents(before) is None
 
 
-def test_requests_recorded_later_join_the_start_order() -> None:
+@both_ways
+def test_requests_recorded_later_join_the_start_order(prepared: bool) -> None:
     stream = interaction("events", 0.0, 5.0)
-    queue = queue_of(stream)
+    queue = queue_of(stream, prepared=prepared)
     assert queue.precedents(stream) is None
     woken: list[str] = []
     queue.add(interaction("call", 1.0, 0.1), played=False)

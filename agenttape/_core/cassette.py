@@ -294,7 +294,7 @@ class Cassette:
             self.queue.add(interaction, played=False)
         self._recording = self.mode == "all" or (self.mode == "once" and not exists)
         if not self._recording:
-            self.queue.build_index()  # activation pays for the index, not the first request
+            self.queue.prepare()  # activation pays for the lookups, not the first request
         self._stored, self._saved = loaded, len(loaded)
         self._dirty = self._recording
         if self._live_scope and not self.is_recording:
