@@ -7,24 +7,13 @@ other request, one through a proxy included, goes through ``send`` untouched."""
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from .._core import runtime
 from . import urllib3 as urllib3_adapter
-
-# What ``send`` uses of its session; a session class overriding one is left to itself, and a
-# botocore without one of them is not patched.
-_STEPS = ("_get_request_timeout", "_chunked", "_setup_ssl_cert", "_get_connection_manager")
-
-
-def install(httpsession: ModuleType) -> None:
-    make = functools.partial(_make_send, retry_class=httpsession.Retry)
-    urllib3_adapter.patch_send(httpsession.URLLib3Session, _STEPS, make)
 
 
 def _make_send(
@@ -83,3 +72,13 @@ def _make_send(
         )
 
     return send
+
+
+install = urllib3_adapter.send_installer(
+    "URLLib3Session",
+    # What ``send`` uses of its session; a session class overriding one is left to itself,
+    # and a botocore without one of them is not patched.
+    ("_get_request_timeout", "_chunked", "_setup_ssl_cert", "_get_connection_manager"),
+    _make_send,
+    retry_class="Retry",
+)

@@ -11,21 +11,11 @@ since is looked up again."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from .._core import runtime
 from . import urllib3 as urllib3_adapter
-
-# The adapter's steps ``send`` goes through; an adapter class overriding one is left to it.
-_STEPS = ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers")
-
-
-def install(adapters: ModuleType) -> None:
-    make = functools.partial(_make_send, timeout_class=adapters.TimeoutSauce)
-    urllib3_adapter.patch_send(adapters.HTTPAdapter, _STEPS, make)
 
 
 def _make_send(
@@ -86,3 +76,12 @@ def _make_send(
         )
 
     return send
+
+
+install = urllib3_adapter.send_installer(
+    "HTTPAdapter",
+    # The adapter's steps ``send`` goes through; an adapter class overriding one is left to it.
+    ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers"),
+    _make_send,
+    timeout_class="TimeoutSauce",
+)

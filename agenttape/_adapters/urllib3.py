@@ -264,18 +264,27 @@ class KeptSteps:
         return kept
 
 
-def patch_send(
-    base: type,
+def send_installer(
+    class_name: str,
     steps: tuple[str, ...],
-    make: Callable[[Callable[..., Any], KeptSteps], Callable[..., Any]],
-) -> None:
-    """Puts ``make(original send, kept steps)`` in place of ``base.send``, once; a ``base``
+    make: Callable[..., Callable[..., Any]],
+    **taken: str,
+) -> Callable[[ModuleType], None]:
+    """The ``install`` of an adapter serving where a client's ``send`` is entered: it puts
+    ``make(original send, kept steps, **taken)`` in place of ``send`` on the library module's
+    ``class_name``, once, each of ``taken`` being the module attribute it names. A class
     without one of ``steps`` (another version of its library) is left as it is."""
-    if _PATCHED_SEND in vars(base) or not all(hasattr(base, name) for name in steps):
-        return
-    original = base.send  # type: ignore[attr-defined]
-    setattr(base, _PATCHED_SEND, original)
-    base.send = make(original, KeptSteps(base, steps))  # type: ignore[attr-defined]
+
+    def install(module: ModuleType) -> None:
+        base = getattr(module, class_name)
+        if _PATCHED_SEND in vars(base) or not all(hasattr(base, name) for name in steps):
+            return
+        original = base.send
+        setattr(base, _PATCHED_SEND, original)
+        options = {name: getattr(module, attribute) for name, attribute in taken.items()}
+        base.send = make(original, KeptSteps(base, steps), **options)
+
+    return install
 
 
 class _PoolsSeen:
