@@ -384,7 +384,7 @@ class Cassette:
                 return self._serve_frozen(request, boundary)
             return Recording(self, request, boundary)
         with self._lock:
-            request = self.redactor.request(request, stored=self.queue.recorded_body)
+            request = self.redactor.request(request, stored=self.queue)
             found = self.queue.take(self.queue.key(request, boundary))
             if found is not None and self._derived is not None:
                 self._derived.append(found)

@@ -86,6 +86,7 @@ class Matcher:
         self._match_body = "body" in self.fields
         self._match_method = "method" in self.fields
         self._body_keys: dict[bytes, Hashable] = {}
+        self._urls: set[str] = set()
 
     def _canonical_json(self, document: JsonValue) -> str:
         for path in self.ignore_json_fields:
@@ -112,7 +113,13 @@ class Matcher:
         """Whether ``body`` is byte for byte one keyed with ``remember`` (a recorded one)."""
         return body in self._body_keys
 
+    def remembers_url(self, url: str) -> bool:
+        """Whether ``url`` is exactly one keyed with ``remember`` (a recorded one)."""
+        return url in self._urls
+
     def key(self, request: Request, remember: bool = False) -> Hashable:
+        if remember:
+            self._urls.add(request.url)
         parts: list[Hashable] = []
         if self._match_method:
             parts.append(request.method.upper())

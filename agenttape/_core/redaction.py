@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import unquote_plus
 
 from . import jsonpath
@@ -46,6 +47,14 @@ _SEEN_HEADERS_LIMIT = 1024
 _UNSEEN: list[tuple[str, str]] = []
 
 
+class Recorded(Protocol):
+    """What replay has stored: a request part exactly as recorded was redacted when it was
+    stored, by built-in rules that leave what they wrote as it is."""
+
+    def recorded_body(self, body: bytes) -> bool: ...
+    def recorded_url(self, url: str) -> bool: ...
+
+
 @dataclass(slots=True, frozen=True)
 class Redactor:
     headers: frozenset[str] = SECRET_HEADERS
@@ -62,10 +71,15 @@ class Redactor:
     _names_in: Callable[[str], re.Match[str] | None] = field(
         init=False, repr=False, compare=False, hash=False
     )
+    # No rule of the user's reads a URL: one exactly as recorded needs no second look.
+    _builtin_url_rules: bool = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         names = "|".join(re.escape(name) for name in sorted(self.query)) or "(?!)"
         object.__setattr__(self, "_names_in", re.compile(names).search)
+        object.__setattr__(
+            self, "_builtin_url_rules", not self.patterns and self.query == SECRET_QUERY_NAMES
+        )
 
     @classmethod
     def from_rules(cls, rules: Iterable[str] | None) -> Redactor:
@@ -171,9 +185,7 @@ class Redactor:
             *(Rule(re.compile(p.pattern.encode()), _REDACTED_BYTES) for p in self.patterns),
         )
 
-    def _body(
-        self, body: bytes, headers: Headers, stored: Callable[[bytes], bool] | None = None
-    ) -> bytes:
+    def _body(self, body: bytes, headers: Headers, stored: Recorded | None = None) -> bytes:
         if not body:
             return body
         content_type = encoded = None
@@ -185,7 +197,12 @@ class Redactor:
                 encoded = value
         if encoded is not None and encoded.strip().lower() not in ("", "identity"):
             return self._encoded_body(body, encodings_of(headers))
-        if stored is not None and not self.json_paths and not self.patterns and stored(body):
+        if (
+            stored is not None
+            and not self.json_paths
+            and not self.patterns
+            and stored.recorded_body(body)
+        ):
             # Redacted when it was stored, by rules that leave what they wrote as it is.
             return body
         body = scrub_json_fields(scrub_bytes(body))
@@ -217,16 +234,17 @@ class Redactor:
         except TooLarge:
             return _REDACTED_BYTES
 
-    def request(
-        self, request: Request, *, stored: Callable[[bytes], bool] | None = None
-    ) -> Request:
+    def request(self, request: Request, *, stored: Recorded | None = None) -> Request:
         """``request`` itself when nothing in it is secret: the common case allocates nothing.
 
-        A plain body that ``stored`` says is byte for byte one stored before is not scanned
-        again (replay matches each request body against recorded ones, which were redacted
-        as they were stored, and the built-in rules change nothing in what they wrote); with
-        JSON paths or patterns of the user's, every body is scanned."""
-        url = self._url(request.url)
+        A URL or plain body that ``stored`` says is exactly one stored before is not scanned
+        again (replay matches each request against recorded ones, which were redacted as
+        they were stored, and the built-in rules change nothing in what they wrote); with
+        rules of the user's that read it (query names or patterns for a URL, JSON paths or
+        patterns for a body), it is."""
+        url = request.url
+        if stored is None or not self._builtin_url_rules or not stored.recorded_url(url):
+            url = self._url(url)
         headers = self._headers(request.headers)
         body = self._body(request.body, request.headers, stored)
         if url is request.url and headers is request.headers and body is request.body:

@@ -155,6 +155,11 @@ class ReplayQueue:
         self.build_index()
         return self.matcher.remembers_body(body)
 
+    def recorded_url(self, url: str) -> bool:
+        """Whether a recorded request has exactly ``url``."""
+        self.build_index()
+        return self.matcher.remembers_url(url)
+
     def take(self, key: Key) -> Interaction | None:
         """The next unplayed interaction recorded for ``key``, counted as played."""
         position = self.next_position(key)
