@@ -3,7 +3,11 @@ under way, in start order, each waited for until it is made again."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agenttape._core.matching import Matcher
 from agenttape._core.models import Interaction, Request, Response
@@ -72,3 +76,42 @@ def test_requests_recorded_later_join_the_start_order(prepared: bool) -> None:
     precedents.unwatch(wake)
     queue.take(queue.key(stream.request))
     assert woken == ["served"]
+
+
+@given(
+    timings=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]),
+            st.sampled_from([-1.0, 0.0, 0.25, 0.5, 1.0, 2.5]) | st.none(),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    prepared=st.booleans(),
+)
+def test_the_queue_knows_when_no_response_has_precedents(
+    timings: list[tuple[float, float | None]], prepared: bool
+) -> None:
+    """A queue whose responses never ran while another request started says so up front
+    (replay then skips the lookup per request); otherwise each response's precedents are the
+    requests that started after it and before its end."""
+    recorded = [
+        dataclasses.replace(interaction(f"r{n}", started, 0.0), duration=duration)
+        for n, (started, duration) in enumerate(timings)
+    ]
+    queue = queue_of(*recorded, prepared=prepared)
+    expected = {
+        n: sorted(
+            other.started_at - one.started_at
+            for other in recorded
+            if one.duration is not None
+            and one.started_at < other.started_at < one.started_at + one.duration
+        )
+        for n, one in enumerate(recorded)
+    }
+    for n, one in enumerate(recorded):
+        found = queue.precedents(one)
+        assert (list(found.starts) if found else []) == expected[n]
+    assert queue.overlapping or not any(expected.values())
+    queue.prepare()
+    assert queue.overlapping == any(expected.values())

@@ -399,6 +399,8 @@ class Cassette:
         raise self._miss(request, boundary)
 
     def precedents(self, interaction: Interaction) -> Precedents | None:
+        if not self.queue.overlapping:
+            return None
         with self._lock:
             return self.queue.precedents(interaction)
 

@@ -65,6 +65,7 @@ class ReplayQueue:
     __slots__ = (
         "_cursors",
         "_index",
+        "_overlapping",
         "_start_positions",
         "_starts",
         "allow_repeats",
@@ -85,6 +86,9 @@ class ReplayQueue:
         # Start times in order, and whose they are: built on the first ``precedents``.
         self._starts: list[float] | None = None
         self._start_positions: list[int] = []
+        # Whether any request started while another's response was under way; until the
+        # start order is built, and once a recording adds to it, assumed so.
+        self._overlapping = True
 
     def key(self, request: Request, boundary: str = "http") -> Key:
         return boundary, self.matcher.key(request)
@@ -99,6 +103,13 @@ class ReplayQueue:
             at = bisect.bisect_right(self._starts, interaction.started_at)
             self._starts.insert(at, interaction.started_at)
             self._start_positions.insert(at, len(self.interactions) - 1)
+            self._overlapping = True
+
+    @property
+    def overlapping(self) -> bool:
+        """False when no recorded response has precedents (a client that made its requests
+        one after another): ``precedents`` is then None for every one, without a lock."""
+        return self._overlapping
 
     def precedents(self, interaction: Interaction) -> Precedents | None:
         """The requests recorded as starting while the response of ``interaction`` (one of
@@ -127,7 +138,26 @@ class ReplayQueue:
             order = sorted(range(len(by_position)), key=by_position.__getitem__)
             starts = self._starts = [by_position[position] for position in order]
             self._start_positions = order
+            self._overlapping = self._any_precedents()
         return starts
+
+    def _any_precedents(self) -> bool:
+        """Whether a request started while an earlier-started response was under way (as
+        ``precedents`` counts: after its start, before its end)."""
+        assert self._starts is not None
+        interactions = self.interactions
+        ended = group_ended = float("-inf")
+        group_start = None
+        for start, position in zip(self._starts, self._start_positions, strict=True):
+            if start != group_start:  # requests starting together are no precedents
+                ended = max(ended, group_ended)
+                group_start, group_ended = start, float("-inf")
+            if start < ended:
+                return True
+            duration = interactions[position].duration
+            if duration is not None and duration > 0:
+                group_ended = max(group_ended, start + duration)
+        return False
 
     def prepare(self) -> None:
         """Builds now what replay looks things up in (the match index, the start-time order),
