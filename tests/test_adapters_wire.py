@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -66,3 +67,28 @@ def test_a_request_with_a_chunked_body_is_read_whole() -> None:
         [("Host", "h"), ("Transfer-Encoding", "chunked")],
         b"abcde",
     )
+
+
+@given(
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from(["Content-Type", "X-Id", "", "Bad Name", "Bad:Name", "Ünï", "a\r"])
+            | st.text(alphabet="!#$%&'*+-.^_`|~0aZ :\r\n\x00é", max_size=5),
+            st.sampled_from(["text/plain", "", "a\r\nb", "x\x00", "é"])
+            | st.text(alphabet="ab \r\n\x00\t", max_size=4),
+        ),
+        max_size=4,
+    ),
+    reason=st.sampled_from(["OK", "", "O\nK"]),
+    version=st.sampled_from(["HTTP/1.1", "HTTP/1.0\r"]),
+)
+def test_a_head_is_unframeable_exactly_when_one_of_its_parts_is(
+    headers: list[tuple[str, str]], reason: str, version: str
+) -> None:
+    """The head is checked whole first; it must say what the check of each part says."""
+    response = Response(status=200, headers=headers, reason=reason, http_version=version)
+    token = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+    bad = [n for n, v in headers if not token.fullmatch(n) or re.search("[\r\n\x00]", v)]
+    bad += [t for t in (reason, version) if re.search("[\r\n\x00]", t)]
+    problem = wire.unframeable(response)
+    assert (problem is None) == (not bad)
