@@ -19,6 +19,7 @@ import agenttape
 from agenttape._core import codec, meta
 from agenttape._core.redaction import Redactor
 from agenttape._core.secrets import (
+    SECRET_HEADERS,
     SECRET_REGEX,
     may_hold_secret,
     may_hold_secret_text,
@@ -496,3 +497,28 @@ def test_a_url_as_recorded_matches_without_being_redacted_again(
             agenttape.use_cassette(cassette_path, redact=rules),
         ):
             httpx.get(url)
+
+
+@given(
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from(["Content-Type", "X-Note", "Set-Cookie", "Authorization", "X-Id"]),
+            st.lists(
+                st.sampled_from([*CREDENTIAL_PIECES, "sk", "-", "\n", "ear", "er", "eyJ"])
+                | st.text(max_size=5),
+                max_size=3,
+            ).map("".join),
+        ),
+        max_size=6,
+    )
+)
+def test_response_headers_are_looked_at_whole_and_redacted_value_by_value(
+    headers: list[tuple[str, str]],
+) -> None:
+    """All values are probed for credential shapes at once; the result is what redacting
+    each value on its own gives, even for a shape split across two values."""
+    expected = [
+        (name, "<redacted>" if name.lower() in SECRET_HEADERS else scrub_text(value))
+        for name, value in headers
+    ]
+    assert Redactor().response_headers(headers) == expected
