@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -58,6 +57,9 @@ def install(aiohttp: ModuleType) -> None:
 
 
 def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable[..., Any]:
+    handler_class = aiohttp.client_proto.ResponseHandler
+    connection_class = _connection_class(aiohttp.connector.Connection)
+
     async def connect(self: Any, req: Any, traces: Any, timeout: Any) -> Any:
         tape = runtime.active()
         if tape is None:
@@ -73,7 +75,9 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
             problem = interaction.response and wire.unframeable(interaction.response)
             if problem:
                 raise unplayable(tape, interaction, "aiohttp", problem)
-            return _replay_connection(self, req, interaction, schedule)
+            return _replay_connection(
+                self, req, interaction, schedule, handler_class, connection_class
+            )
 
         async def record(recording: Recording) -> Any:
             conn = await original(self, req, traces, timeout)
@@ -103,11 +107,18 @@ async def _open_session(
         error = interaction.error
         if interaction.response is None and error is not None:
             raise _connect_exception(aiohttp, error, req)
+        connection_class = _connection_class(aiohttp.connector.Connection)
         if not session.is_session:  # a refused upgrade replays as the answer it got
-            return _replay_connection(connector, req, interaction, session.schedule)
+            return _replay_connection(
+                connector,
+                req,
+                interaction,
+                session.schedule,
+                aiohttp.client_proto.ResponseHandler,
+                connection_class,
+            )
         peer = (req.url.host or "", req.url.port or 0)
         protocol = aiohttp_ws.replay_protocol(aiohttp, session, peer)
-        connection_class = _connection_class(aiohttp.connector.Connection)
         return connection_class(connector, req.connection_key, protocol, asyncio.get_running_loop())
 
     async def record(session: SessionRecording) -> Any:
@@ -121,19 +132,19 @@ async def _open_session(
 
 
 async def _to_model(req: Any) -> Request:
-    return Request(
-        method=req.method,
-        url=str(req.url),
-        headers=[(_as_sent(name), _as_sent(value)) for name, value in req.headers.items()],
-        body=await _body_bytes(req.body),
-    )
+    headers = [(str(name), str(value)) for name, value in req.headers.items()]
+    if not "".join(map("".join, headers)).isascii():
+        headers = [(_as_sent(name), _as_sent(value)) for name, value in headers]
+    body = req.body
+    if type(body) is not bytes:
+        body = await _body_bytes(body)
+    return Request(method=req.method, url=str(req.url), headers=headers, body=body)
 
 
-def _as_sent(value: Any) -> str:
+def _as_sent(value: str) -> str:
     """A header as the model holds it, one character per byte sent: aiohttp sends headers
     as UTF-8, so a character past ASCII is its UTF-8 bytes."""
-    text = str(value)
-    return text if text.isascii() else text.encode("utf-8", "surrogateescape").decode("latin-1")
+    return value if value.isascii() else value.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 async def _body_bytes(body: Any) -> bytes:
@@ -252,39 +263,36 @@ class _Tap:
 
 
 def _replay_connection(
-    connector: Any, req: Any, interaction: Interaction, schedule: Schedule
+    connector: Any,
+    req: Any,
+    interaction: Interaction,
+    schedule: Schedule,
+    handler_class: type,
+    connection_class: type,
 ) -> Any:
-    from aiohttp.client_proto import ResponseHandler
-    from aiohttp.connector import Connection
-
     loop = asyncio.get_running_loop()
     key = req.connection_key
     protocol = _idle_protocol(connector, key, loop)
     if protocol is None:
-        protocol = ResponseHandler(loop)
+        protocol = handler_class(loop)
         protocol.connection_made(_ReplayTransport(protocol, loop))
     protocol.transport.load(interaction, req.method, schedule)
-    connection_class = _connection_class(Connection)
     return connection_class(connector, key, protocol, loop)
 
 
-# connector -> connection key -> replay protocols whose last response left the connection
-# open (read to its end, keep-alive), ready for the next replayed response as aiohttp's own
-# pool keeps a live connection for the next request.
-_IDLE: weakref.WeakKeyDictionary[Any, dict[Any, list[Any]]] = weakref.WeakKeyDictionary()
+_IDLE = "__agenttape_idle__"
+"""The connector attribute holding, by connection key, replay protocols whose last response
+left the connection open (read to its end, keep-alive), ready for the next replayed response
+as aiohttp's own pool keeps a live connection for the next request."""
 
 
 def _idle_protocol(connector: Any, key: Any, loop: asyncio.AbstractEventLoop) -> Any:
-    idle = _IDLE.get(connector, {}).get(key)
-    while idle:
-        protocol = idle.pop()
+    idle = vars(connector).get(_IDLE)
+    stack = idle.get(key) if idle else None
+    while stack:
+        protocol = stack.pop()
         transport = protocol.transport
-        if (
-            isinstance(transport, _ReplayTransport)
-            and transport.kept_alive(loop)
-            and protocol.is_connected()
-            and not protocol.should_close
-        ):
+        if transport is not None and transport.reusable(loop):
             return protocol
         protocol.close()
     return None
@@ -311,10 +319,11 @@ def _connection_class(base: type) -> type:
                 and transport.kept_alive(self._loop)
                 and not protocol.should_close
             ):
-                by_key = _IDLE.get(self._connector)
-                if by_key is None:
-                    by_key = _IDLE.setdefault(self._connector, {})
-                by_key.setdefault(self._key, []).append(protocol)
+                idle = vars(self._connector).setdefault(_IDLE, {})
+                stack = idle.get(self._key)
+                if stack is None:
+                    stack = idle[self._key] = []
+                stack.append(protocol)
             else:
                 protocol.close()
 
@@ -371,6 +380,11 @@ class _ReplayTransport(asyncio.Transport):
         self._end = schedule.end
         self._index = 0
         self._handle = self._loop.call_soon(self._step)
+
+    def reusable(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether a connection ``kept_alive`` when released can carry the next response
+        (nothing but closing it, or another loop, can have changed since)."""
+        return self._loop is loop and not self._closing
 
     def kept_alive(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether the response ended with the connection open and nothing left to send."""
