@@ -95,18 +95,71 @@ def urllib3_floor(interactions: list[Any]) -> Any:
     return manager
 
 
-def urllib3_calls(urls: list[str], floor_from: Path | None = None) -> _peers.Calls:
+def pool_floor(interactions: list[Any]) -> type:
+    """A urllib3 pool whose one wire exchange (``_make_request``) answers from memory: all of
+    urllib3's own work around it runs (connection checkout and return, Retry, timeouts, the
+    response's release), as it must under an adapter that keeps them as live."""
+    import urllib3
+
+    table = {i.request.url: i.response for i in interactions}
+
+    class PoolFloor(urllib3.HTTPConnectionPool):
+        def _make_request(self, conn: Any, method: str, url: str, **kwargs: Any) -> Any:
+            recorded = table[f"{self.scheme}://{self.host}:{self.port}{url}"]
+            return urllib3.HTTPResponse(
+                body=io.BytesIO(recorded.body),
+                headers=recorded.headers,
+                status=recorded.status,
+                reason=recorded.reason,
+                preload_content=kwargs.get("preload_content", True),
+                decode_content=kwargs.get("decode_content", True),
+                request_method=method,
+                request_url=url,
+                pool=self,
+                connection=kwargs.get("response_conn"),
+                retries=kwargs.get("retries"),
+            )
+
+    return PoolFloor
+
+
+def requests_pool_calls(urls: list[str], floor_from: Path) -> _peers.Calls:
+    """requests' own adapter over ``pool_floor``."""
+    state: dict[str, Any] = {}
+
+    def run() -> list[bytes]:
+        if "session" not in state:
+            import requests
+
+            adapter = requests.adapters.HTTPAdapter()
+            pool = pool_floor(_peers.agenttape_interactions(floor_from))
+            adapter.poolmanager.pool_classes_by_scheme = {"http": pool}
+            session = state["session"] = requests.Session()
+            session.mount("http://", adapter)
+        get = state["session"].get
+        return [get(url).content for url in urls]
+
+    return run
+
+
+def urllib3_calls(
+    urls: list[str], floor_from: Path | None = None, pool_only: bool = False
+) -> _peers.Calls:
     state: dict[str, Any] = {}
 
     def run() -> list[bytes]:
         if "manager" not in state:
             import urllib3
 
-            state["manager"] = (
-                urllib3_floor(_peers.agenttape_interactions(floor_from))
-                if floor_from is not None
-                else urllib3.PoolManager()
-            )
+            if floor_from is None:
+                manager = urllib3.PoolManager()
+            elif pool_only:
+                manager = urllib3.PoolManager()
+                pool = pool_floor(_peers.agenttape_interactions(floor_from))
+                manager.pool_classes_by_scheme = {"http": pool}
+            else:
+                manager = urllib3_floor(_peers.agenttape_interactions(floor_from))
+            state["manager"] = manager
         request = state["manager"].request
         return [request("GET", url).data for url in urls]
 
@@ -192,6 +245,13 @@ def main() -> None:
             "",
         ),
         (
+            "requests pool floor",
+            _peers.no_cassette,
+            requests_pool_calls(urls, floor_from=work / "gets.msgpack"),
+            expected,
+            "requests' adapter and urllib3's pool, answered at the wire exchange",
+        ),
+        (
             "requests agenttape",
             _peers.agenttape_opener(work / "gets.msgpack"),
             requests_calls(urls),
@@ -220,6 +280,13 @@ def main() -> None:
             urllib3_calls(urls, floor_from=work / "gets.msgpack"),
             expected,
             "",
+        ),
+        (
+            "urllib3 pool floor",
+            _peers.no_cassette,
+            urllib3_calls(urls, floor_from=work / "gets.msgpack", pool_only=True),
+            expected,
+            "urllib3's pool, answered at the wire exchange",
         ),
         (
             "urllib3 agenttape",
@@ -321,6 +388,21 @@ def main() -> None:
             target,
             holds,
         )
+    parts = {
+        "requests": "the transport adapter, connection checkout, Retry and timeouts",
+        "urllib3": "connection checkout, Retry and timeouts",
+    }
+    for client in ("requests", "urllib3"):
+        pool, floor = (
+            scenario.result.value(f"{client} {name}") for name in ("pool floor", "floor")
+        )
+        if pool and floor:
+            scenario.note(
+                f"{client}: its own work above the wire exchange ({parts[client]}, run by the "
+                "pool floor, a pool whose `_make_request` answers from memory, as under any "
+                f"adapter that keeps them as live) is {pool / floor:.2f}x the floor, which "
+                "skips them."
+            )
     if not has_adapter:
         scenario.note("requests: this build of agenttape has no urllib3 adapter yet.")
     scenario.finish()
