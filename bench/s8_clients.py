@@ -68,6 +68,27 @@ def requests_calls(urls: list[str], floor_from: Path | None = None) -> _peers.Ca
     return run
 
 
+def _answer(pool: Any, table: dict[str, Any], method: str, url: str, **kwargs: Any) -> Any:
+    """The recorded response for ``url`` on ``pool``, as the urllib3 response it builds from
+    the wire; ``kwargs`` are the call's own (the body options, and what else it hands on)."""
+    import urllib3
+
+    recorded = table[f"{pool.scheme}://{pool.host}:{pool.port}{url}"]
+    return urllib3.HTTPResponse(
+        body=io.BytesIO(recorded.body),
+        headers=recorded.headers,
+        status=recorded.status,
+        reason=recorded.reason,
+        preload_content=kwargs.get("preload_content", True),
+        decode_content=kwargs.get("decode_content", True),
+        request_method=method,
+        request_url=url,
+        pool=pool,
+        connection=kwargs.get("response_conn"),
+        retries=kwargs.get("retries"),
+    )
+
+
 def urllib3_floor(interactions: list[Any]) -> Any:
     """urllib3's own cheapest path: a pool answering ``urlopen`` from memory with the
     responses urllib3 builds from the wire."""
@@ -77,17 +98,13 @@ def urllib3_floor(interactions: list[Any]) -> Any:
 
     class FloorPool(urllib3.HTTPConnectionPool):
         def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            recorded = table[f"{self.scheme}://{self.host}:{self.port}{url}"]
-            return urllib3.HTTPResponse(
-                body=io.BytesIO(recorded.body),
-                headers=recorded.headers,
-                status=recorded.status,
-                reason=recorded.reason,
+            return _answer(
+                self,
+                table,
+                method,
+                url,
                 preload_content=kwargs.get("preload_content", True),
                 decode_content=kwargs.get("decode_content", True),
-                request_method=method,
-                request_url=url,
-                pool=self,
             )
 
     manager = urllib3.PoolManager()
@@ -105,20 +122,7 @@ def pool_floor(interactions: list[Any]) -> type:
 
     class PoolFloor(urllib3.HTTPConnectionPool):
         def _make_request(self, conn: Any, method: str, url: str, **kwargs: Any) -> Any:
-            recorded = table[f"{self.scheme}://{self.host}:{self.port}{url}"]
-            return urllib3.HTTPResponse(
-                body=io.BytesIO(recorded.body),
-                headers=recorded.headers,
-                status=recorded.status,
-                reason=recorded.reason,
-                preload_content=kwargs.get("preload_content", True),
-                decode_content=kwargs.get("decode_content", True),
-                request_method=method,
-                request_url=url,
-                pool=self,
-                connection=kwargs.get("response_conn"),
-                retries=kwargs.get("retries"),
-            )
+            return _answer(self, table, method, url, **kwargs)
 
     return PoolFloor
 
