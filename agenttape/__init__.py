@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._adapters.boundary import boundary
+from ._adapters import enable as _enable_adapters
+from ._core.boundary import boundary
 from ._core.cassette import Cassette, load, use_cassette
 from ._core.errors import (
     AgentTapeError,
@@ -18,6 +19,8 @@ from ._core.models import Failure, Interaction, Request, Response
 from ._production.recorder import Recorder, RecorderStats
 from ._production.run import Run
 from ._version import __version__
+
+_enable_adapters()
 
 __all__ = [
     "AgentTapeError",

@@ -23,7 +23,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 import agenttape
-from agenttape._adapters import urllib3 as urllib3_adapter
+from agenttape._adapters.urllib3 import exchange as urllib3_exchange
 from tests.servers import (
     HALF_JSON,
     RATE_LIMIT_HEADERS,
@@ -391,7 +391,7 @@ def test_repeated_requests_through_a_pool_send_and_record_the_heads_the_server_s
 @given(st.text(alphabet="az09._~!$&'()*+,;=:@/?-%#é \t[]", max_size=24))
 def test_a_target_a_known_head_takes_as_it_is_is_the_one_urllib3_sends(tail: str) -> None:
     target = "/" + tail
-    if urllib3_adapter._AS_ENCODED(target) is not None:
+    if urllib3_exchange.AS_ENCODED(target) is not None:
         assert urllib3.connectionpool._encode_target(target) == target  # type: ignore[attr-defined]
 
 
@@ -402,13 +402,13 @@ def test_heads_whose_values_change_are_sent_and_recorded_as_the_server_saw_them(
     plain text; any other value is rendered by urllib3 itself."""
     server = serve(_varied_app)
     rendered: list[Any] = []
-    render = urllib3_adapter._render
+    render = urllib3_exchange.render_request
 
     def counted(conn: Any, arguments: dict[str, Any]) -> Any:
         rendered.append(arguments["headers"]["X-Trace"])
         return render(conn, arguments)
 
-    monkeypatch.setattr(urllib3_adapter, "_render", counted)
+    monkeypatch.setattr(urllib3_exchange, "render_request", counted)
     values: list[str | bytes] = ["t-1", "t-22", b"t-333", "a  b", " padded", "caf\xe9", "t-4"]
 
     def run() -> list[tuple[Any, ...]]:

@@ -24,7 +24,7 @@ import pytest
 import requests
 
 import agenttape
-from agenttape._adapters.proxy_server import is_loopback
+from agenttape._proxy.listener import is_loopback
 from tests.cli_support import cli
 from tests.proxy_support import (
     ProxyProcess,

@@ -29,10 +29,10 @@ ADAPTERS: dict[str, str] = {
     "botocore.endpoint": "agenttape._adapters.botocore",
     "botocore.httpsession": "agenttape._adapters.botocore_session",
     "aiohttp": "agenttape._adapters.aiohttp",
-    "websockets.asyncio.client": "agenttape._adapters.websockets",
-    "websockets.sync.client": "agenttape._adapters.websockets",
-    "websocket._core": "agenttape._adapters.websocket_client",
-    "httpx_ws._api": "agenttape._adapters.httpx_ws",
+    "websockets.asyncio.client": "agenttape._adapters.websocket.websockets",
+    "websockets.sync.client": "agenttape._adapters.websocket.websockets",
+    "websocket._core": "agenttape._adapters.websocket.websocket_client",
+    "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
     "socket": "agenttape._adapters.network_guard",
 }
 
@@ -128,5 +128,16 @@ class _PatchingLoader(importlib.abc.Loader):
         return getattr(self._loader, name)
 
 
-runtime.on_activation(install_adapters)
-runtime.on_change(children.update)
+_enabled = False
+
+
+def enable() -> None:
+    """Lets every cassette or run that becomes active patch the libraries the process uses,
+    and hand its state to child processes. ``import agenttape`` calls it, once."""
+    global _enabled
+    with _lock:
+        if _enabled:
+            return
+        _enabled = True
+    runtime.on_activation(install_adapters)
+    runtime.on_change(children.update)

@@ -19,11 +19,12 @@ from .._core import runtime
 from .._core.exchange import Schedule, exchange_async, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
+from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session_async
-from . import aiohttp_ws, wire
+from . import wire
+from .websocket import aiohttp as aiohttp_ws
 
 _PATCHED = "__agenttape_original_connect__"
-TURN_POLL = 0.005
 """Seconds between looks, while a replayed piece waits for a request recorded before it."""
 
 # aiohttp exception name -> library-neutral kind.
@@ -348,8 +349,6 @@ class _ReplayTransport(asyncio.Transport):
         super().__init__()
         self._protocol = protocol
         self._loop = loop
-        self._pieces: list[bytes] = []
-        self._index = 0
         self._paused = False
         self._closing = False
         self._handle: asyncio.Handle | None = None
@@ -357,28 +356,30 @@ class _ReplayTransport(asyncio.Transport):
     def load(self, interaction: Interaction, method: str, schedule: Schedule) -> None:
         self._error = interaction.error
         response = interaction.response
-        self._pieces = []
+        head: bytes | None = None
+        body: list[bytes] = []
         self._eof = True
         if response is not None:
             complete = interaction.error is None and not response.truncated
+            head = wire.render_head(response)
             body = wire.render_body(response, complete, schedule.waits(None))
-            self._pieces = [wire.render_head(response), *body]
             self._eof = not complete or wire.runs_to_eof(response, method)
-            if not schedule.paced and schedule.precedents is None and len(self._pieces) > 1:
+            if not schedule.paced and schedule.precedents is None and body:
                 # Unpaced and waiting on no request, the head and the first piece come in one
                 # read, as a server writes them: the parser hands the body on in the same
                 # pieces, one step sooner.
-                self._pieces[0:2] = [self._pieces[0] + self._pieces[1]]
+                head, body = head + body[0], body[1:]
         # Nothing follows the last piece: no step is left to end the exchange.
         self._quiet_end = (
             self._error is None
             and not self._eof
             and schedule.end is None
             and schedule.precedents is None
+            and not schedule.held
         )
         self._schedule = schedule
-        self._end = schedule.end
-        self._index = 0
+        self._walk = Walk(schedule, body, interaction.error, head=head)
+        self._over = False
         self._handle = self._loop.call_soon(self._step)
 
     def reusable(self, loop: asyncio.AbstractEventLoop) -> bool:
@@ -393,7 +394,7 @@ class _ReplayTransport(asyncio.Transport):
             and not self._closing
             and not self._paused
             and self._handle is None
-            and self._index > len(self._pieces)
+            and self._over
             and self._error is None
             and not self._eof
             and not self._schedule.held
@@ -407,43 +408,28 @@ class _ReplayTransport(asyncio.Transport):
 
     def _step(self) -> None:
         self._handle = None
-        if self._closing or self._paused:
+        if self._closing or self._paused or self._over:
             return
-        if self._index < len(self._pieces):
+        walk = self._walk
+        if walk.delivered and not walk.exhausted:
             payload = self._protocol._payload
-            if self._index and payload is not None and getattr(payload, "_buffer", None):
+            if payload is not None and getattr(payload, "_buffer", None):
                 self._step_later(0.001)  # the caller has not taken the previous read yet
                 return
-            schedule = self._schedule
-            if schedule.paced:
-                due = schedule.delay(
-                    schedule.chunk(self._index - 1) if self._index else schedule.head
-                )
-                if due > 0:
-                    self._step_later(due)
-                    return
-            if self._index and not schedule.ready(self._index - 1):
-                self._step_later(TURN_POLL)
-                return
-            piece = self._pieces[self._index]
-            self._index += 1
-            self._protocol.data_received(piece)
-            if self._index == len(self._pieces) and self._quiet_end and not schedule.held:
-                self._index += 1
-                return
-            self._step_later(0)
+        step = walk.poll()
+        if isinstance(step, bytes):
+            self._protocol.data_received(step)
+            if walk.exhausted and self._quiet_end:
+                self._over = True
+            else:
+                self._step_later(0)
             return
-        if self._index > len(self._pieces) or self._schedule.held:
-            return  # already ended, or closed early by the client: aiohttp's read timeout ends it
-        if not self._schedule.ready(None):
-            self._step_later(TURN_POLL)
+        if isinstance(step, float):
+            self._step_later(step)
             return
-        if self._end is not None:
-            due, self._end = self._schedule.delay(self._end), None
-            if due > 0:
-                self._step_later(due)
-                return
-        self._index += 1
+        self._over = True
+        if step == "held":
+            return  # closed early by the client when recorded: aiohttp's read timeout ends it
         error = self._error
         if error is not None and error.kind == "read_timeout":
             self._protocol._on_read_timeout()

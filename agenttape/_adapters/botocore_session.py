@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core import runtime
-from . import urllib3 as urllib3_adapter
+from .urllib3 import send as urllib3_adapter
+from .urllib3.exchange import handing_down
 
 
 def _make_send(
@@ -24,7 +25,7 @@ def _make_send(
         if (
             tape is None
             or not kept(type(self))
-            or urllib3_adapter.handing_down()
+            or handing_down()
             or self._proxy_config.proxy_url_for(request.url) is not None
             or os.environ.get("BOTO_EXPERIMENTAL__ADD_PROXY_HOST_HEADER")
         ):

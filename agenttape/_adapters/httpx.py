@@ -16,9 +16,10 @@ from .._core import runtime
 from .._core.exchange import Schedule, exchange, exchange_async
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
+from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
-from . import httpx_ws
 from .header_tables import decode_header_set, decode_headers, decode_text
+from .websocket import httpx_ws
 
 _PATCHED = "__agenttape_original_transport_for_url__"
 
@@ -185,8 +186,7 @@ class _TapeTransport:
 
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
-            if not schedule.wait(schedule.head, stream.read_timeout()):
-                raise stream.timed_out()
+            stream.walk.arrives(schedule.head)
             return _replay_response(library.hx, interaction, request, stream)
 
         def record(recording: Recording) -> Any:
@@ -276,8 +276,7 @@ class _AsyncTapeTransport(_TapeTransport):
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
-            if not await schedule.wait_async(schedule.head, stream.read_timeout()):
-                raise stream.timed_out()
+            await stream.walk.arrives_async(schedule.head)
             return _replay_response(library.hx, interaction, request, stream)
 
         async def record(recording: Recording) -> Any:
@@ -384,8 +383,8 @@ class _AsyncTeeStream(_TeeStream):
 
 
 class _ReplayStream:
-    """Serves the recorded chunks when the schedule says, then the recorded ending: a body
-    the client closed early stays open until it is closed or the read timeout fires."""
+    """Hands the client the recorded chunks as the replay walk delivers them, then the
+    recorded ending; closing the stream releases a body held open."""
 
     def __init__(
         self, hx: ModuleType, interaction: Interaction, request: Any, schedule: Schedule
@@ -394,55 +393,32 @@ class _ReplayStream:
         self._interaction = interaction
         self._request = request
         self._schedule = schedule
+        self.walk = Walk.of(
+            interaction, schedule, timeout=self._read_timeout(), timed_out=self._timed_out
+        )
 
-    def _end(self) -> None:
-        if self._interaction.error is not None:
-            raise _exception_for(self._hx, self._interaction, self._request)
-
-    def read_timeout(self) -> float | None:
+    def _read_timeout(self) -> float | None:
         """The seconds the client waits for data (its read timeout), None for no limit."""
         timeout = self._request.extensions.get("timeout")
         read = timeout.get("read") if isinstance(timeout, dict) else None
         return read if isinstance(read, (int, float)) else None
 
-    def timed_out(self) -> Exception:
+    def _timed_out(self) -> Exception:
         exception: Exception = self._hx.ReadTimeout("timed out", request=self._request)
         return exception
 
-    def _chunks(self) -> Iterator[bytes]:
-        response = self._interaction.response
-        assert response is not None
-        return response.iter_chunks()
-
     def __iter__(self) -> Iterator[bytes]:
-        schedule = self._schedule
-        timeout = self.read_timeout()
-        for index, chunk in enumerate(self._chunks()):
-            if not schedule.wait(schedule.chunk(index), timeout):
-                raise self.timed_out()
-            schedule.turn(index)
-            yield chunk
-        if not schedule.wait(schedule.end, timeout):
-            raise self.timed_out()
-        schedule.turn(None)
-        if schedule.held and not schedule.hold(timeout):
-            raise self.timed_out()
-        self._end()
+        walk = self.walk
+        yield from walk
+        if walk.ending == "failed":
+            raise _exception_for(self._hx, self._interaction, self._request)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        schedule = self._schedule
-        timeout = self.read_timeout()
-        for index, chunk in enumerate(self._chunks()):
-            if not await schedule.wait_async(schedule.chunk(index), timeout):
-                raise self.timed_out()
-            await schedule.turn_async(index)
-            yield chunk
-        if not await schedule.wait_async(schedule.end, timeout):
-            raise self.timed_out()
-        await schedule.turn_async(None)
-        if schedule.held and not await schedule.hold_async(timeout):
-            raise self.timed_out()
-        self._end()
+        walk = self.walk
+        async for piece in walk:
+            yield piece
+        if walk.ending == "failed":
+            raise _exception_for(self._hx, self._interaction, self._request)
 
     def close(self) -> None:
         self._schedule.release()

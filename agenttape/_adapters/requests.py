@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core import runtime
-from . import urllib3 as urllib3_adapter
+from .urllib3 import send as urllib3_adapter
+from .urllib3.exchange import handing_down
 
 
 def _make_send(
@@ -34,7 +35,7 @@ def _make_send(
             return original(self, request, stream, timeout, verify, cert, proxies)
 
         tape = runtime.active()
-        if tape is None or proxies or not kept(type(self)) or urllib3_adapter.handing_down():
+        if tape is None or proxies or not kept(type(self)) or handing_down():
             return as_live()
         place = urllib3_adapter.origin_and_target(request.url)
         if place is None:

@@ -34,6 +34,11 @@ an error recorded through one library replays as the matching exception of anoth
 ``raised`` is a function boundary's exception."""
 
 
+TIMEOUT_KINDS: frozenset[FailureKind] = frozenset(
+    ("connect_timeout", "read_timeout", "write_timeout", "pool_timeout")
+)
+
+
 def first_header(headers: Headers, name: str) -> str | None:
     """First value of a header, names compared case-insensitively."""
     lowered = name.lower()
@@ -103,6 +108,12 @@ class Failure:
     kind: FailureKind
     type: str
     message: str = ""
+
+    @property
+    def is_timeout(self) -> bool:
+        """Whether the peer never answered in time (no bytes, no reset): replayed by holding
+        the client until its own timeout fires."""
+        return self.kind in TIMEOUT_KINDS
 
 
 Direction = Literal["client", "server"]

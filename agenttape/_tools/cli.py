@@ -498,7 +498,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port (0 to 65535; 0 picks a free one)")
     if args.upstream:
-        from .._adapters.proxy_server import origin_of
+        from .._proxy.upstream import origin_of
 
         try:
             origin_of(args.upstream)

@@ -25,9 +25,9 @@ from .._core.errors import AgentTapeError, UnmatchedInteractionError
 from .._core.text import counted
 
 if TYPE_CHECKING:
-    from .._adapters.proxy_ca import CertificateAuthority
-    from .._adapters.proxy_server import ProxyServer
-    from .._adapters.proxy_upstream import Origin
+    from .._proxy.ca import CertificateAuthority
+    from .._proxy.listener import ProxyServer
+    from .._proxy.upstream import Origin
 
 USER_PROXIES_VARIABLE = "AGENTTAPE_RUN_USER_PROXIES"
 """The proxy settings the user had (``urllib.request.getproxies()``, as JSON) before
@@ -46,7 +46,7 @@ def available() -> bool:
 
 
 def certificate_authority() -> CertificateAuthority:
-    from .._adapters.proxy_ca import CertificateAuthority, ProxyUnavailableError, config_directory
+    from .._proxy.ca import CertificateAuthority, ProxyUnavailableError, config_directory
 
     if not available():
         raise AgentTapeError(
@@ -66,7 +66,7 @@ def certificate_authority() -> CertificateAuthority:
 
 def parse_routes(routes: Iterable[str]) -> dict[Origin, Origin]:
     """``FROM=TO`` pairs of origins (``https://api.openai.com=http://127.0.0.1:8765``)."""
-    from .._adapters.proxy_server import origin_of
+    from .._proxy.upstream import origin_of
 
     parsed = {}
     for route in routes:
@@ -89,8 +89,8 @@ class Proxy:
         routes: dict[Origin, Origin] | None = None,
         log: Callable[[str], None] = lambda line: None,
     ) -> None:
-        from .._adapters.proxy import ProxyAdapter
-        from .._adapters.proxy_server import ProxyServer
+        from .._proxy.adapter import ProxyAdapter
+        from .._proxy.listener import ProxyServer
 
         self.cassette = cassette
         self.ca = certificate_authority()

@@ -44,7 +44,7 @@ from .._core.text import counted
 from .proxy_command import USER_PROXIES_VARIABLE
 
 if TYPE_CHECKING:
-    from .._adapters.proxy_upstream import Origin
+    from .._proxy.upstream import Origin
     from .proxy_command import Proxy
 
 CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"

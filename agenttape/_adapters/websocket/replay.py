@@ -18,9 +18,9 @@ import socket
 import threading
 from typing import Any
 
-from .._core.models import Frame
-from .._core.websocket import End, SessionReplay, Step, encode_frame
-from .wire import header, parse_head
+from ..._core.models import Frame
+from ..._core.websocket import End, SessionReplay, Step, encode_frame
+from ..wire import header, parse_head
 
 
 def key_of(request: bytes) -> str | None:

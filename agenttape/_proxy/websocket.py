@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import h11
 
+from .._adapters.header_tables import decode_headers, decode_text
 from .._core.errors import UnmatchedInteractionError
 from .._core.models import OPCODES, Direction, Failure, Frame, Headers, Opcode
 from .._core.websocket import (
@@ -32,8 +33,7 @@ from .._core.websocket import (
     encode_frame,
     parse_close,
 )
-from .header_tables import decode_headers, decode_text
-from .proxy_upstream import (
+from .upstream import (
     READ_SIZE,
     ClientGone,
     Origin,
@@ -43,7 +43,6 @@ from .proxy_upstream import (
     reset,
 )
 
-_TIMEOUTS = frozenset({"connect_timeout", "read_timeout", "write_timeout", "pool_timeout"})
 _DEFLATE_TAIL = b"\x00\x00\xff\xff"
 # A client frame the recording does not have: "policy violation", the reason kept short
 # (a close reason holds at most 123 bytes); the whole difference is in the proxy's log.
@@ -408,7 +407,7 @@ class _Player:
 
 def _fail(error: Failure, client: socket.socket) -> None:
     """A recorded timeout answers nothing until the client gives up; any other error resets."""
-    if error.kind in _TIMEOUTS:
+    if error.is_timeout:
         with contextlib.suppress(OSError):
             while client.recv(READ_SIZE):
                 pass

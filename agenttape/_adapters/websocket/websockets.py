@@ -24,10 +24,10 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlunsplit
 
-from .._core import runtime
-from .._core.errors import UnmatchedInteractionError
-from .._core.models import OPCODES, Failure, Request
-from .._core.websocket import (
+from ..._core import runtime
+from ..._core.errors import UnmatchedInteractionError
+from ..._core.models import OPCODES, Failure, Request
+from ..._core.websocket import (
     SessionRecording,
     SessionReplay,
     Step,
@@ -35,8 +35,8 @@ from .._core.websocket import (
     open_session_async,
     parse_close,
 )
-from .websocket_replay import ReplayPeer, ReplayTransport
-from .websocket_taps import failure_of, raise_if_never_opened
+from .replay import ReplayPeer, ReplayTransport
+from .taps import failure_of, raise_if_never_opened
 
 _PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._core.models import OPCODES, Failure, Opcode
-from .._core.websocket import SessionRecording, SessionReplay, close_payload
-from .websocket_replay import ReplayTransport
-from .websocket_taps import FrameChecker, FrameRecorder, dropped
-from .wire import ResponseParser
+from ..._core.models import OPCODES, Failure, Opcode
+from ..._core.websocket import SessionRecording, SessionReplay, close_payload
+from ..wire import ResponseParser
+from .replay import ReplayTransport
+from .taps import FrameChecker, FrameRecorder, dropped
 
 _TAP = "_agenttape_websocket"
 _PATCHED = "__agenttape_original_send_frame__"

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from .._core import json_values, runtime
-from .._core.exchange import Schedule, exchange, exchange_async
-from .._core.models import Failure, Interaction, Request
-from .._core.tape import Recording
+from . import json_values, runtime
+from .exchange import Schedule, exchange, exchange_async
+from .models import Failure, Interaction, Request
+from .tape import Recording
 
 F = TypeVar("F", bound=Callable[..., Any])
 

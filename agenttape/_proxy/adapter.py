@@ -21,13 +21,15 @@ from typing import Protocol
 
 import h11
 
+from .._adapters.header_tables import decode_headers, decode_text
+from .._adapters.wire import header
 from .._core.errors import UnmatchedInteractionError
 from .._core.exchange import Schedule, exchange
 from .._core.models import Failure, Interaction, Request, Response
 from .._core.tape import Recording, Tape
+from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session
-from .header_tables import decode_headers, decode_text
-from .proxy_upstream import (
+from .upstream import (
     ClientGone,
     Origin,
     UpstreamConnection,
@@ -37,12 +39,10 @@ from .proxy_upstream import (
     request_head,
     reset,
 )
-from .proxy_websocket import MISS_CLOSE, head_bytes, record_session, replay_session
-from .wire import header
+from .websocket import MISS_CLOSE, head_bytes, record_session, replay_session
 
 MISS_STATUS = 599
 MISS_REASON = "No Recorded Interaction"
-_TIMEOUTS = frozenset({"connect_timeout", "read_timeout", "write_timeout", "pool_timeout"})
 
 
 class Client(Protocol):
@@ -155,40 +155,30 @@ class ProxyAdapter:
 
 
 def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> None:
-    response, error = interaction.response, interaction.error
-    schedule.wait(schedule.head)
+    response = interaction.response
+    # What was sent before a step that waits for its turn goes out first: the client may need
+    # it to make the request the step waits for.
+    walk = Walk.of(interaction, schedule, hold=False, before_turn=client.flush)
+    walk.arrives(schedule.head)
     if response is None:
-        assert error is not None
-        _fail(error, client)
+        _fail(walk.failure, client)
         return
     client.head(response)
     if schedule.paced:
         client.flush()  # the head is due now, the first piece later
-    for index, chunk in enumerate(response.iter_chunks()):
-        schedule.wait(schedule.chunk(index))
-        _turn(schedule, index, client)
-        client.data(chunk)
-    if error is not None:
-        schedule.wait(schedule.end)
-        _turn(schedule, None, client)
-        _fail(error, client)
-    elif schedule.held:
+    for piece in walk:
+        client.data(piece)
+    if walk.ending == "failed":
+        _fail(walk.failure, client)
+    elif walk.ending == "held":
         client.hold()  # the client closed this body early when it was recorded
     else:
-        _turn(schedule, None, client)
         client.end()
 
 
-def _turn(schedule: Schedule, index: int | None, client: Client) -> None:
-    """Waits for body piece ``index``'s turn (None: the end), with what was sent before it
-    out: the client may need it to make the request the piece waits for."""
-    if schedule.waits(index):
-        client.flush()
-        schedule.turn(index)
-
-
-def _fail(error: Failure, client: Client) -> None:
-    if error.kind in _TIMEOUTS:
+def _fail(error: Failure | None, client: Client) -> None:
+    assert error is not None
+    if error.is_timeout:
         client.hold()
     else:
         client.reset()

@@ -22,14 +22,14 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from .._core.models import Opcode, Request
-from .._core.websocket import (
+from ..._core.models import Opcode, Request
+from ..._core.websocket import (
     SessionRecording,
     SessionReplay,
     close_payload,
 )
-from .websocket_replay import ReplayPeer, key_of
-from .websocket_taps import FrameChecker, FrameRecorder, dropped
+from .replay import ReplayPeer, key_of
+from .taps import FrameChecker, FrameRecorder, dropped
 
 _PATCHED = "__agenttape_original_init__"
 _EXTENSION = "agenttape.websocket"

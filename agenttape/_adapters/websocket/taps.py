@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._core.models import Direction, Failure, Opcode
-from .._core.websocket import SessionRecording, SessionReplay, Step, parse_close
+from ..._core.models import Direction, Failure, Opcode
+from ..._core.websocket import SessionRecording, SessionReplay, Step, parse_close
 
 
 class FrameRecorder:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import h11
 
@@ -51,6 +52,15 @@ class Origin:
         host = f"[{self.host}]" if ":" in self.host else self.host
         default = 443 if self.scheme == "https" else 80
         return host if self.port == default else f"{host}:{self.port}"
+
+
+def origin_of(url: str) -> Origin:
+    """The origin of an ``http(s)://host[:port]`` URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    return Origin(scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
 
 
 class Waiter:

@@ -21,22 +21,22 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-from .._core import runtime
-from .._core.models import OPCODES, Request
-from .._core.websocket import (
+from ..._core import runtime
+from ..._core.models import OPCODES, Request
+from ..._core.websocket import (
     SessionRecording,
     SessionReplay,
     open_session,
 )
-from .websocket_replay import ReplayPeer
-from .websocket_taps import (
+from ..wire import parse_head
+from .replay import ReplayPeer
+from .taps import (
     FrameChecker,
     FrameRecorder,
     dropped,
     failure_of,
     raise_if_never_opened,
 )
-from .wire import parse_head
 
 _PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"

@@ -1,0 +1,109 @@
+"""urllib3 2.x, and so requests and botocore: one ``HTTPConnectionPool._make_request`` call is
+one wire exchange (each redirect hop and each urllib3 retry included).
+
+The request is first rendered by a copy of the connection, with its own code, into memory,
+which yields the exact bytes it would send and makes the replay-or-record decision possible
+before any socket opens; a head rendered once serves later requests that differ only in their
+target and in plain header values (``HeadShape``), and a known head lets ``urlopen`` (or
+requests' adapter) begin the exchange itself (``known_exchange``). Replay then asks that same
+copy for its response, as ``_make_request`` would, over an in-memory socket holding the
+recorded body: the head is handed to ``http.client`` as it would have parsed it (no second
+send, no header parsing), and urllib3 wraps it and reads the body as live, so preloading,
+streaming, decoding, chunked reads, cookies and retries happen as they did live. Recording
+reads the body through a tee placed on the socket file right after the head.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from ..._core import runtime
+from ..._core.exchange import skip_retry_wait
+from .exchange import (
+    HANDED,
+    as_it_is,
+    binder,
+    handed_down,
+    known_exchange,
+    known_head,
+    serve_make_request,
+)
+
+_PATCHED = "__agenttape_original__"
+_PATCHED_URLOPEN = "__agenttape_original_urlopen__"
+
+
+def install(urllib3: ModuleType) -> None:
+    if int(urllib3.__version__.split(".", 1)[0]) < 2:
+        return  # the 1.x layout differs; left unpatched
+    # Attributes, not imports: this runs under the adapters' lock, which never waits on an
+    # import (the package has imported both modules by the time it is patched).
+    pool_class = urllib3.connectionpool.HTTPConnectionPool
+    if _PATCHED not in vars(pool_class):
+        original = pool_class._make_request
+        setattr(pool_class, _PATCHED, original)
+        pool_class._make_request = _make_make_request(original, urllib3)
+    if _PATCHED_URLOPEN not in vars(pool_class):
+        original_urlopen = pool_class.urlopen
+        setattr(pool_class, _PATCHED_URLOPEN, original_urlopen)
+        pool_class.urlopen = _make_urlopen(original_urlopen, urllib3)
+    retry_class = urllib3.util.retry.Retry
+    if _PATCHED not in vars(retry_class):
+        original_sleep = retry_class.sleep
+        setattr(retry_class, _PATCHED, original_sleep)
+        retry_class.sleep = _make_sleep(original_sleep)
+
+
+def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
+    def sleep(self: Any, response: Any = None) -> None:
+        if skip_retry_wait():
+            return
+        original(self, response)
+
+    return sleep
+
+
+def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
+    bind = binder(inspect.signature(original))
+
+    def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        handed = HANDED.get()
+        if handed is not None:
+            owner, plan = handed
+            if plan is not None:
+                HANDED.set((owner, None))
+            return serve_make_request(original, urllib3, owner, bind(self, *args, **kwargs), plan)
+        tape = runtime.active()
+        if tape is None:
+            return original(self, *args, **kwargs)
+        return serve_make_request(original, urllib3, tape, bind(self, *args, **kwargs))
+
+    return _make_request
+
+
+def _make_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
+    """``urlopen`` begins the exchange itself when the head it will send is known
+    (``known_exchange``); anything else goes down to ``_make_request`` as live."""
+    bind = binder(inspect.signature(original))
+
+    def urlopen(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tape = runtime.active()
+        if tape is None or HANDED.get() is not None:
+            return original(self, *args, **kwargs)
+        arguments = bind(self, *args, **kwargs)
+        known = known_head(urllib3, self, arguments)
+        if known is None:
+            return original(self, *args, **kwargs)
+        return known_exchange(
+            urllib3,
+            tape,
+            known,
+            arguments,
+            answer=as_it_is,
+            hand_down=lambda plan: handed_down(tape, plan, lambda: original(self, *args, **kwargs)),
+        )
+
+    return urlopen
