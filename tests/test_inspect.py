@@ -8,7 +8,13 @@ import zlib
 
 from agenttape._core.models import Interaction, Request
 from agenttape._tools.cli import detail
-from agenttape._tools.reading import decode_body, llm_fields, parse_sse, readable, sse_text
+from agenttape._tools.reading import (
+    decode_within_budget,
+    llm_fields,
+    parse_sse,
+    readable_body,
+    sse_text,
+)
 
 
 def _post(url: str, body: object) -> Interaction:
@@ -117,16 +123,16 @@ def test_show_reads_azure_bedrock_embeddings_and_string_sampling_as_interaction_
 
 def test_decode_body_undoes_content_encodings() -> None:
     data = b'{"a": 1}' * 50
-    assert decode_body([("Content-Encoding", "gzip")], gzip.compress(data)).data == data
-    assert decode_body([("content-encoding", "deflate")], zlib.compress(data)).data == data
+    assert decode_within_budget([("Content-Encoding", "gzip")], gzip.compress(data)).data == data
+    assert decode_within_budget([("content-encoding", "deflate")], zlib.compress(data)).data == data
     raw_deflate = zlib.compressobj(wbits=-15)
     body = raw_deflate.compress(data) + raw_deflate.flush()
-    assert decode_body([("content-encoding", "deflate")], body).data == data
+    assert decode_within_budget([("content-encoding", "deflate")], body).data == data
     chained = gzip.compress(zlib.compress(data))
-    assert decode_body([("content-encoding", "deflate, gzip")], chained).data == data
-    cut = decode_body([("content-encoding", "gzip")], gzip.compress(data)[:-12])
+    assert decode_within_budget([("content-encoding", "deflate, gzip")], chained).data == data
+    cut = decode_within_budget([("content-encoding", "gzip")], gzip.compress(data)[:-12])
     assert data.startswith(cut.data) and "incomplete" in cut.note
-    unknown = decode_body([("content-encoding", "snappy")], b"xyz")
+    unknown = decode_within_budget([("content-encoding", "snappy")], b"xyz")
     assert unknown.data == b"xyz" and "unknown content-encoding" in unknown.note
 
 
@@ -145,10 +151,10 @@ def test_sse_events_and_joined_text() -> None:
     assert sse_text(events) == "Hi there"
     plain = parse_sse(b"data: a\n\ndata: b\n\ndata: [DONE]\n\n")
     assert sse_text(plain) == "a\nb"
-    kind, value, _note = readable([("Content-Type", "text/event-stream")], body)
+    kind, value, _note = readable_body([("Content-Type", "text/event-stream")], body)
     assert kind == "sse" and value[0] == {
         "event": "message_start",
         "data": {"type": "message_start"},
     }
-    assert readable([], b"\x00\xff")[0] == "binary"
-    assert readable([], "héllo".encode())[:2] == ("text", "héllo")
+    assert readable_body([], b"\x00\xff")[0] == "binary"
+    assert readable_body([], "héllo".encode())[:2] == ("text", "héllo")

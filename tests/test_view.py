@@ -309,7 +309,7 @@ def test_huge_and_bomb_bodies_are_cut_with_a_note(
     bomb_view, large_view = (i["response"]["body"] for i in embedded(page)["interactions"])
     assert bomb_view["kind"] == "text" and len(bomb_view["text"]) == SHOWN_LIMIT
     assert bomb_view["decoded_size"] == DECODE_LIMIT
-    assert any("past the first 4.0 MiB" in note for note in bomb_view["notes"])
+    assert any("past the first 4 MiB" in note for note in bomb_view["notes"])
     assert large_view["kind"] == "json" and len(large_view["text"]) == SHOWN_LIMIT
     (note,) = large_view["notes"]
     formatted = len(json.dumps(json.loads(large), indent=2))

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .models import Headers, first_header
+from .text import byte_size
 
 PIECE = 1 << 16
 """Decoded bytes handed out at a time."""
@@ -211,19 +212,13 @@ def note(decoding: Decoding, shown: int) -> str:
     "" when nothing."""
     if decoding.cut:
         return (
-            f"decoded only the first {_size(shown)}: the body inflates to more than "
-            f"{_size(decoding.limit)} (from {_size(len(decoding.body))} stored); "
+            f"decoded only the first {byte_size(shown)}: the body inflates to more than "
+            f"{byte_size(decoding.limit)} (from {byte_size(len(decoding.body))} stored); "
             "the rest is not decoded"
         )
     return "; ".join(
         f"{coding} stream is incomplete; showing what decodes" for coding in decoding.incomplete
     )
-
-
-def _size(count: int) -> str:
-    if count >= 1 << 20 and count % (1 << 20) == 0:
-        return f"{count >> 20} MiB"
-    return f"{count} bytes"
 
 
 class Encoder:

@@ -1,8 +1,31 @@
-"""Wording shared by every message: counts said as a person says them."""
+"""Wording shared by every message: counts, sizes and moments said as a person says them."""
 
 from __future__ import annotations
+
+import datetime as _dt
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """``"1 interaction"``, ``"2 interactions"``; ``plural`` when it is not ``noun + "s"``."""
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def byte_size(count: int) -> str:
+    """Bytes for people, in one unit system: ``812 B``, ``3.4 KiB``, ``16 MiB``."""
+    value, unit = float(count), "B"
+    for larger in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, larger
+    return f"{value:.0f} {unit}" if value.is_integer() else f"{value:.1f} {unit}"
+
+
+def iso(timestamp: float) -> str:
+    """A moment in UTC as ISO 8601 with milliseconds: ``2026-03-01T15:00:00.123Z``."""
+    moment = _dt.datetime.fromtimestamp(timestamp, tz=_dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def aware(moment: _dt.datetime) -> _dt.datetime:
+    """``moment`` with a time zone: one given without is taken as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from .._core.models import Interaction
-from .._core.text import counted
+from .._core.text import aware, counted
 from .._core.urls import parse_url
 from .store import SUFFIX, LocalStore, Store, StoredFile
 
@@ -118,10 +118,6 @@ def tag_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _aware(moment: _dt.datetime) -> _dt.datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)
-
-
 def describe(
     header: dict[str, Any],
     name: str,
@@ -133,7 +129,7 @@ def describe(
     raw_summary = header.get("run")
     summary: dict[str, Any] = raw_summary if isinstance(raw_summary, dict) else {}
     created = header.get("created_at")
-    created = _aware(created) if isinstance(created, _dt.datetime) else None
+    created = aware(created) if isinstance(created, _dt.datetime) else None
     tags = header.get("tags")
     reasons = summary.get("reasons")
     count = summary.get("interactions")

@@ -23,6 +23,7 @@ import msgpack
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
+from .._core.text import aware, byte_size
 from . import run_index
 from .run import RUN_ID
 from .run_index import IndexRow
@@ -96,7 +97,7 @@ def parse_since(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
             f"since {text!r} is neither a duration (30m, 2h, 7d, 1w) nor an ISO date or time "
             "(2026-11-20, 2026-11-20T15:00Z)"
         ) from None
-    return _aware(moment)
+    return aware(moment)
 
 
 def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
@@ -108,10 +109,6 @@ def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
             raise ValueError(f"tag {pair!r} must be KEY=VALUE")
         tags[key] = value
     return tags
-
-
-def _aware(moment: _dt.datetime) -> _dt.datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)
 
 
 def _tag_matches(value: Any, wanted: Any) -> bool:
@@ -261,7 +258,7 @@ def list_runs(
     """
     opened = open_store(store, storage_options)
     moment = (
-        parse_since(since) if isinstance(since, str) else None if since is None else _aware(since)
+        parse_since(since) if isinstance(since, str) else None if since is None else aware(since)
     )
     wanted = RunFilter(dict(tags or {}), moment, errors)
     runs: list[RunInfo] | None = None
@@ -445,7 +442,7 @@ def rebuild_index(
         raise AgentTapeError(f"writing the run index needs pyarrow: {run_index.EXTRA}")
     opened = open_store(store, storage_options)
     moment = (
-        parse_since(since) if isinstance(since, str) else None if since is None else _aware(since)
+        parse_since(since) if isinstance(since, str) else None if since is None else aware(since)
     )
     since_day = "" if moment is None else _day(moment)
     old = [found for found in run_index.index_files(opened) if found.day >= since_day]
@@ -571,7 +568,7 @@ def format_runs(runs: Iterable[RunInfo]) -> str:
         )
         tags = " ".join(f"{key}={_plain(value)}" for key, value in info.tags.items())
         count = "-" if info.interactions is None else str(info.interactions)
-        rows.append((created, info.run_id, info.status, count, _size(info.size), tags))
+        rows.append((created, info.run_id, info.status, count, byte_size(info.size), tags))
     if len(rows) == 1:
         return "no runs"
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
@@ -584,14 +581,3 @@ def format_runs(runs: Iterable[RunInfo]) -> str:
         for row in rows
     ]
     return "\n".join(lines)
-
-
-def _size(size: int) -> str:
-    if size < 1024:
-        return f"{size} B"
-    value = size / 1024
-    for unit in ("KB", "MB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GB"

@@ -36,7 +36,7 @@ from .reading import (
     body_end,
     llm_fields,
     model_of,
-    readable,
+    readable_body,
     reading,
     status_text,
     where,
@@ -154,7 +154,7 @@ def _describe_header(path: str, header: dict[str, Any], count: int) -> str:
 
 
 def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -> list[str]:
-    kind, value, note = readable(headers, body)
+    kind, value, note = readable_body(headers, body)
     facts = [f"{len(body)} bytes stored"]
     if chunks is not None:
         facts.append(counted(chunks, "chunk"))
@@ -222,7 +222,7 @@ def detail(index: int, interaction: Interaction) -> str:
 
 
 def _readable_json(headers: Headers, body: bytes) -> dict[str, Any]:
-    kind, value, note = readable(headers, body)
+    kind, value, note = readable_body(headers, body)
     if kind == "binary":
         value = base64.b64encode(value).decode("ascii")
     out = {"kind": kind, "value": value, "size": len(body)}

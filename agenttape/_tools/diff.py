@@ -12,7 +12,15 @@ from .._core import jsonpath
 from .._core.matching import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
 from . import frames
-from .reading import body_end, decode_body, is_sse, parse_json, parse_sse, parseable, sse_text
+from .reading import (
+    body_end,
+    decode_within_budget,
+    is_sse,
+    parse_json,
+    parse_sse,
+    parseable,
+    sse_text,
+)
 
 
 @dataclass(slots=True)
@@ -55,7 +63,10 @@ def _text_difference(where: str, want: str, got: str) -> str:
 
 
 def _body_differences(a: Response, b: Response, ignore: tuple[str, ...]) -> list[str]:
-    decoded_a, decoded_b = decode_body(a.headers, a.body), decode_body(b.headers, b.body)
+    decoded_a, decoded_b = (
+        decode_within_budget(a.headers, a.body),
+        decode_within_budget(b.headers, b.body),
+    )
     want, got = decoded_a.data, decoded_b.data
     if want == got:
         return []

@@ -10,10 +10,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .._core.models import Headers, Interaction, first_header
-from .._core.text import counted
+from .._core.text import counted, iso
 from .._version import __version__
 from . import frames
-from .reading import body_end, decode_body, llm_fields, readable
+from .reading import body_end, decode_within_budget, llm_fields, readable_body
 
 
 def jsonable(value: Any) -> Any:
@@ -29,11 +29,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _iso(timestamp: float) -> str:
-    moment = _dt.datetime.fromtimestamp(timestamp, tz=_dt.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _body(headers: Headers, body: bytes) -> dict[str, Any]:
     """The stored bytes losslessly (text when they are UTF-8), plus a readable form when the
     body is compressed, JSON or a stream of events."""
@@ -42,7 +37,7 @@ def _body(headers: Headers, body: bytes) -> dict[str, Any]:
         out["text"] = body.decode("utf-8")
     except UnicodeDecodeError:
         out["base64"] = base64.b64encode(body).decode("ascii")
-    kind, value, note = readable(headers, body)
+    kind, value, note = readable_body(headers, body)
     if kind in ("json", "sse") or (kind == "text" and "text" not in out):
         out["decoded"] = {"kind": kind, "value": value}
     if note:
@@ -90,7 +85,7 @@ def to_json(header: dict[str, Any], interactions: list[Interaction]) -> dict[str
         entry = {
             "index": index,
             "boundary": interaction.boundary,
-            "started_at": _iso(interaction.started_at),
+            "started_at": iso(interaction.started_at),
             "ttfb": interaction.ttfb,
             "duration": interaction.duration,
             **exchange,
@@ -165,7 +160,7 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
             post["_encoding"] = "base64"
         har_request["postData"] = post
     if response is not None:
-        readable_body = decode_body(response.headers, response.body)
+        readable_body = decode_within_budget(response.headers, response.body)
         decoded = readable_body.data
         content: dict[str, Any] = {
             "size": len(decoded),
@@ -212,7 +207,7 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
     wait = max(0.0, (interaction.ttfb or 0.0) * 1000)
     receive = max(0.0, (interaction.duration or 0.0) * 1000 - wait)
     entry: dict[str, Any] = {
-        "startedDateTime": _iso(interaction.started_at),
+        "startedDateTime": iso(interaction.started_at),
         "time": wait + receive,
         "request": har_request,
         "response": har_response,

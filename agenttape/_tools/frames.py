@@ -36,7 +36,7 @@ def ending(interaction: Interaction) -> str:
     return "cut: still open when the recording stopped, or past the recorder's size limit"
 
 
-def readable(frame: Frame, limit: int = 200) -> str:
+def readable_frame(frame: Frame, limit: int = 200) -> str:
     """A frame's payload for reading: JSON compact, text as is, a close frame's code and
     reason, binary as its size and first bytes in hex."""
     payload = frame.payload
@@ -67,7 +67,7 @@ def lines(interaction: Interaction) -> list[str]:
         fin = "" if frame.fin else " (more follows)"
         out.append(
             f"  [{number}] {frame.offset * 1000:9.1f} ms {ARROWS[frame.direction]} "
-            f"{frame.opcode}{fin} {readable(frame)}"
+            f"{frame.opcode}{fin} {readable_frame(frame)}"
         )
     return out
 
@@ -156,7 +156,7 @@ def differences(a: Interaction, b: Interaction, ignore: tuple[str, ...]) -> list
 
 
 def _label(frame: Frame) -> str:
-    return f"{frame.direction} {frame.opcode} {show_value(readable(frame, 60))}"
+    return f"{frame.direction} {frame.opcode} {show_value(readable_frame(frame, 60))}"
 
 
 def _payload_differences(where: str, want: Frame, got: Frame, ignore: tuple[str, ...]) -> list[str]:

@@ -21,7 +21,7 @@ from .._core.errors import AgentTapeError
 from .._core.models import Interaction
 from .._core.urls import parse_url
 from .._version import __version__
-from .reading import decode_body, is_sse, parse_json, parse_sse
+from .reading import decode_within_budget, is_sse, parse_json, parse_sse
 
 SEMCONV_VERSION = "1.37.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
@@ -95,7 +95,7 @@ def _usage(interaction: Interaction) -> dict[str, Any]:
     response = interaction.response
     if response is None or not response.body or len(response.body) > MAX_READ:
         return {}
-    decoded = decode_body(response.headers, response.body).data
+    decoded = decode_within_budget(response.headers, response.body).data
     if is_sse(response.headers):
         documents = [event.data for event in parse_sse(decoded)]
     else:

@@ -40,14 +40,14 @@ __all__ = [
     "Event",
     "JsonValue",
     "body_end",
-    "decode_body",
+    "decode_within_budget",
     "is_sse",
     "llm_fields",
     "model_of",
     "parse_json",
     "parse_sse",
     "parseable",
-    "readable",
+    "readable_body",
     "reading",
     "sse_text",
     "status_text",
@@ -83,7 +83,7 @@ def reading(*sizes: int) -> Iterator[None]:
         _budget.reset(token)
 
 
-def decode_body(headers: Headers, body: bytes, *, limit: int | None = None) -> Decoded:
+def decode_within_budget(headers: Headers, body: bytes, *, limit: int | None = None) -> Decoded:
     """``body`` with its Content-Encoding undone (last applied first), within ``limit``
     (``READ_LIMIT`` unless given) and what is left of the reading's budget."""
     budget = _budget.get()
@@ -168,10 +168,10 @@ def sse_text(events: list[Event]) -> str:
     )
 
 
-def readable(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
+def readable_body(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
     """(kind, value, note) for showing a body: kind is ``empty``, ``json``, ``sse``,
     ``text`` or ``binary``; value is the document, the event dicts, the text or the bytes."""
-    decoded = decode_body(headers, body)
+    decoded = decode_within_budget(headers, body)
     data = decoded.data
     if not data:
         return "empty", None, decoded.note

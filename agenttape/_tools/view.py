@@ -33,7 +33,7 @@ from typing import Any
 
 from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction
-from .._core.text import counted
+from .._core.text import byte_size, counted, iso
 from .._version import __version__
 from . import frames
 from .export import exchange_json, jsonable
@@ -41,7 +41,7 @@ from .reading import (
     BODY_END_TEXT,
     Event,
     body_end,
-    decode_body,
+    decode_within_budget,
     is_sse,
     parse_json,
     parse_sse,
@@ -69,18 +69,6 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-
-
-def _size(count: int) -> str:
-    """Bytes for people: ``812 B``, ``3.4 KiB``, ``1.2 MiB``."""
-    if count < 1024:
-        return f"{count} B"
-    value = float(count)
-    for unit in ("KiB", "MiB", "GiB"):
-        value /= 1024
-        if value < 1024 or unit == "GiB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 class Budget:
@@ -202,7 +190,7 @@ def body_view(
     encodings = encodings_of(headers)
     view: dict[str, Any] = {"size": len(body), "encoding": ", ".join(encodings)}
     notes: list[str] = []
-    decoded = decode_body(headers, body, limit=DECODE_LIMIT)
+    decoded = decode_within_budget(headers, body, limit=DECODE_LIMIT)
     data = decoded.data
     if decoded.note:
         notes.append(decoded.note)
@@ -210,8 +198,8 @@ def body_view(
         view["decoded_size"] = len(data)
     if decoded.cut:
         notes.append(
-            f"what decodes past the first {_size(DECODE_LIMIT)} (of a body stored as "
-            f"{_size(len(body))}) is not shown"
+            f"what decodes past the first {byte_size(DECODE_LIMIT)} (of a body stored as "
+            f"{byte_size(len(body))}) is not shown"
         )
     if not data:
         view.update(kind="empty", text="", notes=notes)
@@ -283,11 +271,6 @@ def status_class(interaction: Interaction) -> str:
     return "ok"
 
 
-def _iso(timestamp: float) -> str:
-    moment = _dt.datetime.fromtimestamp(timestamp, tz=_dt.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _ticks(chunks: Sequence[tuple[int, float]]) -> list[float]:
     """Chunk arrival moments for the bar, thinned evenly to ``TICK_LIMIT``."""
     offsets = [offset for _size, offset in chunks]
@@ -320,7 +303,7 @@ def _interaction(
         "class": status_class(interaction),
         "end": end,
         "end_text": BODY_END_TEXT.get(end or "", ""),
-        "started": _iso(interaction.started_at) if started is not None else None,
+        "started": iso(interaction.started_at) if started is not None else None,
         "offset": started - origin if started is not None and origin is not None else None,
         "ttfb": interaction.ttfb,
         "duration": interaction.duration,
@@ -416,7 +399,7 @@ def page_data(header: dict[str, Any], interactions: list[Interaction], name: str
     return {
         "name": name,
         "generator": f"agenttape {__version__}",
-        "started": _iso(origin) if origin is not None else None,
+        "started": iso(origin) if origin is not None else None,
         "kit": _replay_kit(header),
         "interactions": [
             _interaction(index, interaction, origin, budget)
