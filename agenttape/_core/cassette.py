@@ -164,6 +164,10 @@ class Cassette:
         return self.options.realtime
 
     @property
+    def ignore_json_fields(self) -> tuple[str, ...]:
+        return self.options.ignore_json_fields
+
+    @property
     def fast_retries(self) -> bool:
         return self.options.fast_retries
 
@@ -453,9 +457,13 @@ class Cassette:
             count=len(self.interactions),
             frozen=frozen,
         )
+        self.missed(error)
+        return error
+
+    def missed(self, error: UnmatchedInteractionError) -> None:
+        """Keeps a miss, so code that swallows the exception cannot hide it."""
         with self._lock:
             self.misses.append(error)
-        return error
 
     def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
         """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from .errors import UnmatchedInteractionError
 from .models import Failure, FailureKind, Frame, Headers, Interaction, Request, Response
 from .replay_queue import Precedents
 
@@ -41,7 +42,17 @@ class Tape(Protocol):
     def allowed_hosts(self) -> tuple[str, ...]: ...
 
     @property
+    def ignore_json_fields(self) -> tuple[str, ...]:
+        """JSON paths left out when requests and client WebSocket frames are compared."""
+        ...
+
+    @property
     def interactions(self) -> list[Interaction]: ...
+
+    def missed(self, error: UnmatchedInteractionError) -> None:
+        """Keeps a miss found outside ``begin`` (a WebSocket frame), which the code under
+        test may swallow."""
+        ...
 
     def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
         """Replay or record ``request``: the interaction to replay, or a Recording to feed

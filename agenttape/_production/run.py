@@ -23,7 +23,7 @@ from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 from .._core import codec, runtime
-from .._core.errors import AgentTapeError
+from .._core.errors import AgentTapeError, UnmatchedInteractionError
 from .._core.models import Frame, Headers, Interaction, Request
 from .._core.redaction import Redactor
 from .._core.tape import Recording, Tape
@@ -108,6 +108,7 @@ class Run:
     fast_retries = False
     block_network = False
     allowed_hosts: tuple[str, ...] = ()
+    ignore_json_fields: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -276,6 +277,9 @@ class Run:
 
     def client_frame(self, payload: bytes) -> bytes:
         return payload  # redacted on the writer thread with the requests
+
+    def missed(self, error: UnmatchedInteractionError) -> None:
+        """A run never replays, so it never misses."""
 
     def responded(self, recording: Recording) -> None:
         interaction = recording.interaction

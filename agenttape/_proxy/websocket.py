@@ -397,8 +397,7 @@ class _Player:
             time.sleep(delay)
 
     def _end(self, end: End) -> None:
-        if end.kind == "failed":
-            assert end.failure is not None
+        if end.failure is not None and end.action != "close":
             _fail(end.failure, self.client)
         else:
             with contextlib.suppress(OSError):
@@ -406,7 +405,8 @@ class _Player:
 
 
 def _fail(error: Failure, client: socket.socket) -> None:
-    """A recorded timeout answers nothing until the client gives up; any other error resets."""
+    """A recorded timeout answers nothing until the client gives up; any other error resets
+    (see ``End.action``)."""
     if error.is_timeout:
         with contextlib.suppress(OSError):
             while client.recv(READ_SIZE):

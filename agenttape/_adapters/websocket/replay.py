@@ -140,9 +140,10 @@ class ReplayTransport(asyncio.Transport):
             self._connection.data_received(b"".join(out))
 
     def _finish(self, end: End) -> None:
-        if end.kind == "held":
+        action = end.action
+        if action == "hold":
             return
-        if resets(end):
+        if action == "reset":
             self._lose(ConnectionResetError(end.failure.message if end.failure else ""))
             return
         self._connection.eof_received()
@@ -279,9 +280,8 @@ class ReplayPeer:
         end = self._ended
         if end is None:
             return None
-        if end.kind == "held":
-            return "held"
-        return "reset" if resets(end) else "close"
+        action = end.action
+        return "held" if action == "hold" else action
 
 
 def _drain(sock: socket.socket) -> None:
@@ -289,9 +289,3 @@ def _drain(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         while sock.recv(1 << 16):
             pass
-
-
-def resets(end: End) -> bool:
-    """A recorded failure other than the server's end of stream replays as a reset."""
-    failure = end.failure
-    return failure is not None and failure.type not in ("EOFError", "IncompleteReadError")
