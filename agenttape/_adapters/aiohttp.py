@@ -22,6 +22,7 @@ from .._core.tape import Recording
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session_async
 from . import wire
+from .memory_transport import MemoryTransport
 from .websocket import aiohttp as aiohttp_ws
 
 _PATCHED = "__agenttape_original_connect__"
@@ -339,18 +340,15 @@ def _connection_class(base: type) -> type:
     return found
 
 
-class _ReplayTransport(asyncio.Transport):
+class _ReplayTransport(MemoryTransport):
     """Delivers the recorded reads to the protocol, each once the previous one has been
     consumed (or at its recorded offset with ``realtime``), then the recorded ending; a body
     the client closed early gets none. A response that ended leaving the connection open
     makes way for the next one (``load``), as a kept-alive socket does."""
 
     def __init__(self, protocol: Any, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
+        super().__init__(loop)
         self._protocol = protocol
-        self._loop = loop
-        self._paused = False
-        self._closing = False
         self._handle: asyncio.Handle | None = None
 
     def load(self, interaction: Interaction, method: str, schedule: Schedule) -> None:
@@ -443,38 +441,9 @@ class _ReplayTransport(asyncio.Transport):
             self._closing = True
             self._protocol.connection_lost(exc)
 
-    def write(self, data: Any) -> None:
-        pass
-
-    def writelines(self, list_of_data: Any) -> None:
-        pass
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def write_eof(self) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        self._paused = True
-
-    def resume_reading(self) -> None:
-        if self._paused:
-            self._paused = False
-            if self._handle is None and not self._closing:
-                self._step_later(0)
-
-    def is_reading(self) -> bool:
-        return not self._paused and not self._closing
-
-    def is_closing(self) -> bool:
-        return self._closing
+    def _deliver_again(self) -> None:
+        if self._handle is None and not self._closing:
+            self._step_later(0)
 
     def close(self) -> None:
         if self._handle is not None:
@@ -483,9 +452,3 @@ class _ReplayTransport(asyncio.Transport):
         if not self._closing:
             self._closing = True
             self._loop.call_soon(self._protocol.connection_lost, None)
-
-    def abort(self) -> None:
-        self.close()
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default

@@ -16,10 +16,10 @@ import contextlib
 import selectors
 import socket
 import threading
-from typing import Any
 
 from ..._core.models import Frame
 from ..._core.websocket import End, SessionReplay, Step, encode_frame
+from ..memory_transport import MemoryTransport
 from ..wire import header, parse_head
 
 
@@ -29,7 +29,7 @@ def key_of(request: bytes) -> str | None:
     return header(parse_head(head)[3], "sec-websocket-key")
 
 
-class ReplayTransport(asyncio.Transport):
+class ReplayTransport(MemoryTransport):
     """An asyncio transport with a recorded server behind it: the first write (the upgrade
     request) is answered with the recorded response and opening frames; every later step
     comes from the frames the client sends. Delivery is in order, paced with ``realtime``,
@@ -38,17 +38,13 @@ class ReplayTransport(asyncio.Transport):
     def __init__(
         self, connection: asyncio.Protocol, replay: SessionReplay, peer: tuple[str, int]
     ) -> None:
-        super().__init__()
+        super().__init__(asyncio.get_running_loop(), peer)
         self._connection = connection
         self._replay = replay
-        self._peer = peer
         self._request = b""
-        self._loop = asyncio.get_running_loop()
         self._queue: list[bytes | Frame | End] = []
         self._timer: asyncio.Handle | None = None
         self._answered = False
-        self._paused = False
-        self._closing = False
         self._lost = False
 
     # What the protocol's taps and the library call.
@@ -70,41 +66,13 @@ class ReplayTransport(asyncio.Transport):
         self._queue.append(replay.handshake(key_of(self._request)))
         self.schedule(replay.opening())
 
-    def write_eof(self) -> None:
-        pass
-
-    def can_write_eof(self) -> bool:
-        return True
-
     def close(self) -> None:
         if not self._closing:
             self._closing = True
             self._loop.call_soon(self._lose, None)
 
-    def abort(self) -> None:
-        self.close()
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def pause_reading(self) -> None:
-        self._paused = True
-
-    def resume_reading(self) -> None:
-        self._paused = False
+    def _deliver_again(self) -> None:
         self._kick()
-
-    def is_reading(self) -> bool:
-        return not self._paused
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._peer if name == "peername" else default
 
     # Delivery.
 
