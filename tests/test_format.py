@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from websockets.sync.client import connect as connect_websocket
 
 import agenttape
+from agenttape._core.bounded_msgpack import Invalid
 from agenttape._core.codec import (
     FORMAT_VERSION,
     PLAIN_FORMAT,
     _decode_interaction,
     _decode_plain,
-    _Invalid,
     _SharedPairs,
     decode,
     decode_stream,
@@ -221,7 +221,7 @@ def agree(raw: object) -> None:
     for form in (raw, as_streamed(raw)):
         try:
             checked = _decode_interaction(form)
-        except _Invalid:
+        except Invalid:
             checked = None
         for seen in (_SharedPairs(1 << 20), pairs_seen_before(), _SharedPairs(0)):
             fast = _decode_plain(form, seen)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO, TypeVar, cast
+from collections.abc import Iterator
+from typing import Any, BinaryIO, cast
 
 import msgpack
 
 from .._version import __version__
+from .bounded_msgpack import NESTING, Invalid, budget, describe, extensions, unpack
 from .errors import CassetteFormatError
 from .models import (
     OPCODE_NUMBERS,
@@ -44,18 +45,7 @@ _DIRECTIONS: frozenset[str] = frozenset(("client", "server"))
 MAGIC_KEY = "agenttape"
 _READ_SIZE = 1 << 16
 
-# msgpack sizes a list by its declared length before reading its items, and nests up to 1024
-# deep: declared lengths are capped so that pre-allocation stays within a few times the file
-# size (a larger list is then read item by item), and a file may hold at most one list, map
-# or extension value per few bytes, so a hostile file cannot make its reader use more than a
-# small multiple of its own size.
-_NESTING = 1024
-_BYTES_PER_CONTAINER = 4
-_CONTAINER_SLACK = 1024
 _BYTES_PER_SHARED_PAIR = 64
-_MAX_WALK_DEPTH = 128
-_ARRAY_TYPES = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
-_MAP_TYPES = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
 _EARLIEST, _LATEST = -62135596800.0, 253402300799.0  # 0001-01-01 and 9999-12-31, UTC
 LONGEST_WAIT = 7 * 24 * 3600.0
 """The longest a recorded time (first byte, total, a chunk's offset) may be: realtime replay
@@ -63,10 +53,6 @@ waits for these, and a file must not make it wait for ever (1e9 s) or fail (1e30
 STATUSES = range(100, 1000)
 """A status line holds three digits; anything else is no status a library can be handed."""
 _VERSION = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:[+-][0-9A-Za-z.]+)?")
-
-
-class _Invalid(Exception):
-    """Raised inside the decoder; turned into CassetteFormatError with the file name."""
 
 
 def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
@@ -166,105 +152,18 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
             f"{name}: not an agenttape cassette ({_looks_like(data)}); the file was left as it is"
         )
     try:
-        document = _unpack(data)
-    except _Invalid as exc:
+        document = unpack(data)
+    except Invalid as exc:
         raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
     except Exception as exc:
         raise CassetteFormatError(
-            f"{name}: not a readable agenttape cassette ({_describe(exc)}); "
+            f"{name}: not a readable agenttape cassette ({describe(exc)}); "
             "the file was left as it is"
         ) from None
     try:
         return _decode_document(document, name, len(data))
-    except _Invalid as exc:
+    except Invalid as exc:
         raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
-
-
-_T = TypeVar("_T")
-
-
-def _budget(size: int) -> Callable[[_T], _T]:
-    """A hook for every list, map and extension value read: it hands the value back, and
-    stops a file that holds more of them than a cassette of its size can. A closure, since
-    it runs for every container of a file and a cell is the cheapest counter to reach."""
-    left = size // _BYTES_PER_CONTAINER + _CONTAINER_SLACK
-
-    def count(value: _T) -> _T:
-        nonlocal left
-        left -= 1
-        if left < 0:
-            raise _Invalid("holds more lists and maps than a cassette of its size can")
-        return value
-
-    return count
-
-
-def _extensions(count: Callable[[msgpack.ExtType], msgpack.ExtType]) -> Any:
-    return lambda code, data: count(msgpack.ExtType(code, data))
-
-
-def _unpack(data: bytes) -> Any:
-    """The msgpack document in ``data``, read within bounded memory (see _NESTING)."""
-    limit = max(len(data) // _NESTING, 16)
-    count = _budget(len(data))
-    try:
-        return msgpack.unpackb(
-            data,
-            raw=False,
-            use_list=False,
-            strict_map_key=True,
-            timestamp=3,
-            max_array_len=limit,
-            max_map_len=limit,
-            list_hook=count,
-            object_hook=count,
-            ext_hook=_extensions(count),
-        )
-    except ValueError as exc:
-        if "exceeds max_" not in str(exc):
-            raise
-    return _walk(data)
-
-
-def _walk(data: bytes) -> Any:
-    """Reads lists and maps item by item from their headers, so a declared length costs
-    nothing until the items are really there; only scalars go through msgpack whole."""
-    count = _budget(len(data))
-    unpacker = msgpack.Unpacker(
-        raw=False,
-        timestamp=3,
-        max_buffer_size=max(len(data), 1),
-        max_array_len=0,
-        max_map_len=0,
-        ext_hook=_extensions(count),
-    )
-    unpacker.feed(data)
-
-    def value(depth: int) -> Any:
-        position = unpacker.tell()
-        kind = data[position] if position < len(data) else None
-        if kind not in _ARRAY_TYPES and kind not in _MAP_TYPES:
-            return unpacker.unpack()
-        if depth >= _MAX_WALK_DEPTH:
-            raise _Invalid(f"values nested deeper than {_MAX_WALK_DEPTH} levels")
-        count(None)
-        if kind in _ARRAY_TYPES:
-            items = []
-            for _ in range(unpacker.read_array_header()):
-                items.append(value(depth + 1))
-            return items
-        mapping = {}
-        for _ in range(unpacker.read_map_header()):
-            key = value(depth + 1)
-            if not isinstance(key, (str, bytes)):
-                raise _Invalid(f"a map key is {type(key).__name__}, expected str")
-            mapping[key] = value(depth + 1)
-        return mapping
-
-    document = value(0)
-    if unpacker.tell() != len(data):
-        raise _Invalid("unexpected data after the end of the cassette")
-    return document
 
 
 def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
@@ -285,8 +184,8 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
     size = os.fstat(handle.fileno()).st_size
     if not size:
         return None
-    limit = max(size // _NESTING, 16)
-    count = _budget(size)  # the same bounds as ``_unpack``: see _NESTING
+    limit = max(size // NESTING, 16)
+    count = budget(size)  # the same bounds as ``_unpack``: see bounded_msgpack
     # Arrays come back as tuples: a header pair or a chunk entry is kept as read.
     unpacker = msgpack.Unpacker(
         handle,
@@ -300,7 +199,7 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         max_map_len=limit,
         list_hook=count,
         object_hook=count,
-        ext_hook=_extensions(count),
+        ext_hook=extensions(count),
     )
     if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
         return None
@@ -343,24 +242,14 @@ def _looks_like(data: bytes) -> str:
     return "it does not begin with a cassette's msgpack map"
 
 
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, msgpack.ExtraData):
-        return "unexpected data after the end of the cassette"
-    if isinstance(exc, msgpack.OutOfData) or (
-        isinstance(exc, ValueError) and "incomplete" in str(exc).lower()
-    ):
-        return "the file is truncated"
-    return f"{type(exc).__name__}: {exc}"
-
-
 def _decode_document(
     document: Any, name: str, size: int
 ) -> tuple[dict[str, Any], list[Interaction]]:
     if not isinstance(document, dict) or MAGIC_KEY not in document:
-        raise _Invalid("not an agenttape cassette (no format marker)")
+        raise Invalid("not an agenttape cassette (no format marker)")
     version = document[MAGIC_KEY]
     if not isinstance(version, int) or isinstance(version, bool):
-        raise _Invalid(f"format marker is {version!r}, expected a whole number")
+        raise Invalid(f"format marker is {version!r}, expected a whole number")
     if version > FORMAT_VERSION:
         # Checked before anything else: a newer format may lay out everything differently.
         header = document.get("header")
@@ -369,13 +258,13 @@ def _decode_document(
             who, command = f"agenttape {writer}", f'pip install -U "agenttape-recorder>={writer}"'
         else:
             who, command = "a newer agenttape", "pip install -U agenttape-recorder"
-        raise _Invalid(
+        raise Invalid(
             f"written in cassette format {version} by {who}; this agenttape {__version__} "
             f"reads format {FORMAT_VERSION}: upgrade with '{command}'"
         )
     header = _as_lists(_expect(document.get("header"), dict, "header"))
     if version < 1:
-        raise _Invalid(f"unknown cassette format {version}")
+        raise Invalid(f"unknown cassette format {version}")
     raw_interactions = _expect(document.get("interactions"), _ARRAYS, "interactions")
     interactions = []
     seen = _SharedPairs(size)
@@ -384,8 +273,8 @@ def _decode_document(
         if interaction is None:
             try:
                 interaction = _decode_interaction(raw)
-            except _Invalid as exc:
-                raise _Invalid(f"interaction {index}: {exc}") from None
+            except Invalid as exc:
+                raise Invalid(f"interaction {index}: {exc}") from None
         interactions.append(interaction)
     return header, interactions
 
@@ -579,7 +468,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
     if "frames" in raw or "closed" in raw:
         try:
             frames, closed = _session(raw)
-        except _Invalid:
+        except Invalid:
             return None
     if (
         (response is None and error is None)
@@ -611,7 +500,7 @@ def _expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
             expected = kind.__name__
         else:
             expected = "/".join(k.__name__ for k in kind)
-        raise _Invalid(f"{what} is {type(value).__name__}, expected {expected}")
+        raise Invalid(f"{what} is {type(value).__name__}, expected {expected}")
     return value
 
 
@@ -625,7 +514,7 @@ def _duration(value: int | float, what: str) -> float:
     """Seconds that replay may wait for: a finite, non-negative number."""
     number = float(value)
     if not 0 <= number <= LONGEST_WAIT:
-        raise _Invalid(
+        raise Invalid(
             f"{what} is {number!r}, expected a number of seconds from 0 to {LONGEST_WAIT:.0f} "
             "(a week)"
         )
@@ -638,7 +527,7 @@ def _moment(value: Any) -> float:
         return 0.0
     number = float(_expect(value, (int, float), "started_at"))
     if not _EARLIEST <= number <= _LATEST:
-        raise _Invalid(f"started_at is {number!r}, not a time")
+        raise Invalid(f"started_at is {number!r}, not a time")
     return number
 
 
@@ -651,10 +540,10 @@ def _headers(value: Any, what: str) -> Headers:
             or not isinstance(pair[0], str)
             or not isinstance(pair[1], str)
         ):
-            raise _Invalid(f"{what} holds {pair!r}, expected [name, value] strings")
+            raise Invalid(f"{what} holds {pair!r}, expected [name, value] strings")
         for text in pair:
             if not _latin1(text):
-                raise _Invalid(
+                raise Invalid(
                     f"{what} holds {pair!r}: {_outside_latin1(text)}, which no header carries "
                     "(headers are bytes, read as Latin-1)"
                 )
@@ -671,7 +560,7 @@ def _wire_text(value: Any, what: str) -> str:
     """A reason phrase or HTTP version: a string of one-byte characters."""
     text: str = _expect(value, str, what)
     if not _latin1(text):
-        raise _Invalid(f"{what} is {text!r}: {_outside_latin1(text)}")
+        raise Invalid(f"{what} is {text!r}: {_outside_latin1(text)}")
     return text
 
 
@@ -698,14 +587,14 @@ def _decode_interaction(raw: Any) -> Interaction:
                 or not isinstance(chunk[1], (int, float))
                 or chunk[0] < 0
             ):
-                raise _Invalid(f"response.chunks holds {chunk!r}, expected [size, offset]")
+                raise Invalid(f"response.chunks holds {chunk!r}, expected [size, offset]")
             total += chunk[0]
             chunks.append((chunk[0], _duration(chunk[1], "response.chunks offset")))
         if total > len(body):
-            raise _Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
+            raise Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
         status = _expect(res.get("status"), int, "response.status")
         if status not in STATUSES:
-            raise _Invalid(f"response.status is {status}, expected three digits (100 to 999)")
+            raise Invalid(f"response.status is {status}, expected three digits (100 to 999)")
         response = Response(
             status=status,
             reason=_wire_text(res.get("reason", ""), "response.reason"),
@@ -724,7 +613,7 @@ def _decode_interaction(raw: Any) -> Interaction:
             message=_expect(err.get("message", ""), str, "error.message"),
         )
     if response is None and error is None:
-        raise _Invalid("has neither a response nor an error")
+        raise Invalid("has neither a response nor an error")
     frames, closed = _session(raw)
     return Interaction(
         request=request,
@@ -751,10 +640,10 @@ def _session(raw: dict[str, Any]) -> tuple[list[Frame] | None, Closed | None]:
         end = _expect(raw["closed"], dict, "closed")
         code = end.get("code")
         if code is not None and (type(code) is not int or not 0 <= code <= 0xFFFF):
-            raise _Invalid(f"closed.code is {code!r}, expected a close code (0 to 65535) or nil")
+            raise Invalid(f"closed.code is {code!r}, expected a close code (0 to 65535) or nil")
         by = end.get("by", "server")
         if by not in _DIRECTIONS:
-            raise _Invalid(f"closed.by is {by!r}, expected 'client' or 'server'")
+            raise Invalid(f"closed.by is {by!r}, expected 'client' or 'server'")
         closed = Closed(code, _expect(end.get("reason", ""), str, "closed.reason"), by)
     return frames, closed
 
@@ -762,16 +651,16 @@ def _session(raw: dict[str, Any]) -> tuple[list[Frame] | None, Closed | None]:
 def _frame(item: Any, index: int) -> Frame:
     what = f"frames[{index}]"
     if type(item) not in _ARRAYS or len(item) not in (4, 5):
-        raise _Invalid(f"{what} is {item!r}, expected [direction, opcode, payload, offset]")
+        raise Invalid(f"{what} is {item!r}, expected [direction, opcode, payload, offset]")
     direction, opcode, payload, offset = item[:4]
     fin = item[4] if len(item) == 5 else True
     if direction not in _DIRECTIONS:
-        raise _Invalid(f"{what} direction is {direction!r}, expected 'client' or 'server'")
+        raise Invalid(f"{what} direction is {direction!r}, expected 'client' or 'server'")
     if opcode not in OPCODE_NUMBERS:
-        raise _Invalid(f"{what} opcode is {opcode!r}, expected one of {', '.join(OPCODE_NUMBERS)}")
+        raise Invalid(f"{what} opcode is {opcode!r}, expected one of {', '.join(OPCODE_NUMBERS)}")
     if type(payload) is not bytes:
-        raise _Invalid(f"{what} payload is {type(payload).__name__}, expected bin")
+        raise Invalid(f"{what} payload is {type(payload).__name__}, expected bin")
     if type(fin) is not bool:
-        raise _Invalid(f"{what} fin is {fin!r}, expected a bool")
+        raise Invalid(f"{what} fin is {fin!r}, expected a bool")
     seconds = _duration(_expect(offset, (int, float), f"{what} offset"), f"{what} offset")
     return Frame(cast(Direction, direction), cast(Opcode, opcode), payload, seconds, fin)

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._core import codec
+from agenttape._core import bounded_msgpack, codec
 from tests.cli_support import Bounded, assert_one_line_error, run_bounded
 from tests.reliability.scale import properties
 from tests.reliability.strategies import cassettes, document_of, values
@@ -346,7 +346,7 @@ def test_item_by_item_reading_gives_the_same_document(data: bytes, extra: list[A
     document["header"]["extra"] = extra
     data = msgpack.packb(document, use_bin_type=True, datetime=True)
     # Compared re-encoded: a NaN in the tags is not equal to itself.
-    assert msgpack.packb(codec._walk(data), use_bin_type=True, datetime=True) == data
+    assert msgpack.packb(bounded_msgpack.walk(data), use_bin_type=True, datetime=True) == data
 
 
 def test_many_chunks_in_a_small_file_load(tmp_path: Path) -> None:
