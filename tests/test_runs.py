@@ -13,11 +13,10 @@ from agenttape._core import meta
 from agenttape._production.stored_runs import (
     HEAD_BYTES,
     fetch_run,
-    format_runs,
     list_runs,
     parse_since,
-    parse_tags,
 )
+from agenttape._tools.runs_table import format_runs, parse_tags
 from tests.cli_support import write_run
 from tests.servers import Server, json_reply
 

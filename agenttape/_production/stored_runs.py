@@ -23,7 +23,7 @@ import msgpack
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
-from .._core.text import aware, byte_size
+from .._core.text import aware
 from . import run_index
 from .run import RUN_ID
 from .run_index import IndexRow
@@ -62,7 +62,7 @@ class RunInfo:
             "name": self.name,
             "size": self.size,
             "created_at": None if self.created_at is None else self.created_at.isoformat(),
-            "tags": {key: _plain(value) for key, value in self.tags.items()},
+            "tags": {key: plain(value) for key, value in self.tags.items()},
             "status": self.status,
             "reasons": list(self.reasons),
             "interactions": self.interactions,
@@ -70,15 +70,16 @@ class RunInfo:
         }
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A tag value as JSON and a command line show it."""
     if isinstance(value, (_dt.datetime, _dt.date)):
         return value.isoformat()
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -98,17 +99,6 @@ def parse_since(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
             "(2026-11-20, 2026-11-20T15:00Z)"
         ) from None
     return aware(moment)
-
-
-def parse_tags(pairs: Iterable[str]) -> dict[str, str]:
-    """``["user_id=u_7710", "tenant_id=t_3"]`` as given on a command line."""
-    tags = {}
-    for pair in pairs:
-        key, equals, value = pair.partition("=")
-        if not equals or not key:
-            raise ValueError(f"tag {pair!r} must be KEY=VALUE")
-        tags[key] = value
-    return tags
 
 
 def _tag_matches(value: Any, wanted: Any) -> bool:
@@ -555,29 +545,3 @@ def fetch_run(
     target = Path(out)
     write_atomic(target, data)
     return target
-
-
-def format_runs(runs: Iterable[RunInfo]) -> str:
-    """A plain table for a terminal: created (UTC), run id, status, exchanges, size, tags."""
-    rows = [("created (UTC)", "run id", "status", "n", "size", "tags")]
-    for info in runs:
-        created = (
-            "-"
-            if info.created_at is None
-            else info.created_at.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        )
-        tags = " ".join(f"{key}={_plain(value)}" for key, value in info.tags.items())
-        count = "-" if info.interactions is None else str(info.interactions)
-        rows.append((created, info.run_id, info.status, count, byte_size(info.size), tags))
-    if len(rows) == 1:
-        return "no runs"
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines = [
-        (
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
-            + "  "
-            + row[5]
-        ).rstrip()
-        for row in rows
-    ]
-    return "\n".join(lines)

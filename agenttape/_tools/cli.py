@@ -519,7 +519,8 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import format_runs, list_runs, parse_since, parse_tags
+    from .._production.stored_runs import list_runs, parse_since
+    from .runs_table import format_runs, parse_tags
 
     try:
         tags = parse_tags(args.tag)
