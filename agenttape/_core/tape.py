@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .models import Failure, FailureKind, Frame, Headers, Interaction, Request, Response
+from .options import Mode
 from .replay_queue import Precedents
 
 
@@ -23,7 +24,7 @@ class Tape(Protocol):
     def path(self) -> Path: ...
 
     @property
-    def mode(self) -> str: ...
+    def mode(self) -> Mode: ...
 
     @property
     def is_active(self) -> bool: ...
