@@ -116,7 +116,16 @@ def test_bad_usage_and_bad_files_give_one_line_and_exit_2(tmp_path: Path, sessio
     assert_one_line_error(cli("diff", session), "B")
     assert_one_line_error(cli("diff", session, session, "--ignore", "a["), "not a JSON path")
     assert_one_line_error(cli("export", session, "--format", "xml"), "invalid choice")
-    assert_one_line_error(cli("run", "--mode", "sometimes", "--", "true"), "invalid choice")
+    assert_one_line_error(
+        cli("run", "--mode", "recrod", "--", "true"),
+        "argument --mode: 'recrod' is not a mode; the modes are none, once, new_episodes, all "
+        "('record' is accepted for 'all'); did you mean 'all'?",
+    )
+    assert_one_line_error(
+        cli("proxy", "--cassette", missing, env={"AGENTTAPE_MODE": "rewrite"}),
+        "AGENTTAPE_MODE: 'rewrite' is not a mode; the modes are none, once, new_episodes, all "
+        "('record' is accepted for 'all'); did you mean 'all'?",
+    )
     assert_one_line_error(cli("run"), "give the command")
     for command in (
         ("show", missing),

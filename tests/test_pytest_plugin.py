@@ -167,6 +167,26 @@ def test_default_mode_never_touches_the_network(project: tuple[pytest.Pytester, 
     assert not (pytester.path / "cassettes").exists()
 
 
+def test_a_mode_people_type_is_read_or_named(project: tuple[pytest.Pytester, Server]) -> None:
+    pytester, server = project
+    wrong = pytester.runpytest_inprocess("--agenttape-mode=recrod")
+    assert wrong.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "argument --agenttape-mode: 'recrod' is not a mode; the modes are none, once, "
+        "new_episodes, all ('record' is accepted for 'all'); did you mean 'all'?"
+    ) in wrong.stderr.str()
+    run(pytester, server, "-k", "test_plain", "--agenttape-mode=record").assert_outcomes(passed=1)
+    assert len(server.seen) == 1
+    result = run(pytester, server, "-k", "test_plain", AGENTTAPE_MODE="always")
+    result.assert_outcomes(errors=1)
+    assert "During handling" not in result.stdout.str()
+    assert (
+        "AGENTTAPE_MODE: 'always' is not a mode; the modes are none, once, new_episodes, all "
+        "('record' is accepted for 'all'); did you mean 'all'?"
+    ) in result.stdout.str()
+    assert len(server.seen) == 1
+
+
 def test_a_miss_shows_the_nearest_candidate_not_library_internals(
     project: tuple[pytest.Pytester, Server],
 ) -> None:

@@ -3,6 +3,7 @@ starts a fresh activation from the same options on every call."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -49,6 +50,18 @@ def parse_mode(value: object) -> Mode:
         if alias is not None:
             return alias
     raise ValueError(_unknown_mode(value))
+
+
+def mode_argument(value: str) -> Mode:
+    """``parse_mode`` for a command-line option (``--mode``, ``--agenttape-mode``): argparse
+    shows the same words as the keyword does."""
+    try:
+        return parse_mode(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+MODE_METAVAR = "{" + ",".join(MODES) + "}"
 
 
 def _unknown_mode(value: object) -> str:

@@ -25,7 +25,7 @@ from .._core import codec
 from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.files import read, write_atomic
 from .._core.models import Headers, Interaction
-from .._core.options import MODES
+from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
 from . import frames
@@ -462,9 +462,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         command = command[1:]
     if not command:
         raise UsageError("give the command after '--', e.g. agenttape run -- python app.py")
-    mode = args.mode or os.environ.get("AGENTTAPE_MODE") or "none"
-    if mode not in MODES:
-        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    mode = args.mode or _environment_mode() or "none"
     cassette = Path(args.cassette) if args.cassette else run_command.default_cassette(command)
     options = run_command.RunOptions(routes=_routes(args.route))
 
@@ -473,6 +471,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.flush()
 
     return run_command.run(command, cassette, mode, report, options)
+
+
+def _environment_mode() -> Mode | None:
+    try:
+        return environment_mode()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _routes(routes: list[str]) -> dict[Any, Any]:
@@ -492,9 +497,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.print_ca:
         return proxy_command.print_ca(out)
-    mode = args.mode or os.environ.get("AGENTTAPE_MODE") or "none"
-    if mode not in MODES:
-        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    mode = args.mode or _environment_mode() or "none"
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port (0 to 65535; 0 picks a free one)")
     if args.upstream:
@@ -625,7 +628,10 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
     parser.add_argument(
-        "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
+        "--mode",
+        type=mode_argument,
+        metavar=MODE_METAVAR,
+        help="default: $AGENTTAPE_MODE, else none (replay only); record is all",
     )
     parser.add_argument(
         "--route",
