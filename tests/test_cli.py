@@ -172,7 +172,7 @@ def test_show_survives_a_closed_pipe(session: Path) -> None:
 def test_plain_text_without_a_terminal_and_rich_on_one() -> None:
     import io
 
-    from agenttape._tools.cli import render_plain, render_rich
+    from agenttape._tools.show import render_plain, render_rich
 
     rows = [{"n": 0, "boundary": "http", "method": "GET", "host+path": "h/p", "status": "200",
              "model": "", "bytes": 5, "ms": 1.5, "chunks": 1}]  # fmt: skip

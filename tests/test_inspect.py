@@ -7,8 +7,8 @@ import json
 import zlib
 
 from agenttape._core.models import Interaction, Request
-from agenttape._tools.cli import detail
 from agenttape._tools.reading import decode_body, llm_fields, parse_sse, readable, sse_text
+from agenttape._tools.show import detail
 
 
 def _post(url: str, body: object) -> Interaction:
