@@ -87,12 +87,28 @@ def project(
     return pytester, server
 
 
+PLUGINS = ("-p", "agenttape", "-p", "pytest_asyncio.plugin")
+"""What the small projects' pytest loads, by entry-point name: agenttape's plugin as installed,
+and pytest-asyncio for their async test. Every other plugin of this environment (hypothesis,
+anyio, respx...) is left out: loading them took most of each run's time, and none of them is
+under test. ``test_record_then_replay_offline`` runs with every plugin, as a user's pytest."""
+
+
 def run(
-    pytester: pytest.Pytester, api: Server | StandIn, *args: str, **env: str
+    pytester: pytest.Pytester,
+    api: Server | StandIn,
+    *args: str,
+    autoload: bool = False,
+    **env: str,
 ) -> pytest.RunResult:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("API", api.url)
         patch.delenv("AGENTTAPE_MODE", raising=False)
+        if autoload:
+            patch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+        else:
+            patch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+            args = (*PLUGINS, *args)
         # Under CI pytest prints whole failure messages in its short summary; the assertions
         # on report text are made against the interactive layout.
         patch.delenv("CI", raising=False)
@@ -127,7 +143,7 @@ def miss_after_recording(
 
 def test_record_then_replay_offline(project: tuple[pytest.Pytester, Server]) -> None:
     pytester, server = project
-    run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
+    run(pytester, server, "--agenttape-record", autoload=True).assert_outcomes(passed=8)
     assert len(server.seen) == 10
     # re-recording rewrites: the shared cassette holds this run's four requests, not eight
     run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
