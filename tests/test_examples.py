@@ -166,3 +166,11 @@ def test_the_readme_install_demo_and_node_lines_work_as_written_on_a_fresh_clone
         "(11 streamed pieces)\n"
     )
     assert untracked(clone) == before  # no lock file or cassette left behind
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    command = readme_line("python3 -m venv .venv && .venv/bin/pip install -q uv && ")
+    setup, separator, tests = command.rpartition(" && ")
+    assert separator and tests == ".venv/bin/python -m pytest -n 2"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert setup in ci and tests in ci
