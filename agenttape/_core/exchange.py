@@ -158,10 +158,12 @@ def note_replayed(exception: BaseException, tape: Tape, interaction: Interaction
     which = "an interaction" if number is None else f"interaction {number}"
     request = interaction.request
     recorded = interaction.started.strftime("%Y-%m-%d %H:%M:%S UTC")
+    kind = interaction.error.kind
+    what = "exception" if kind == "raised" else kind.replace("_", " ")
     _add_note(
         exception,
         f"{_NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}), "
-        f"recorded {recorded}: this {interaction.error.kind.replace('_', ' ')} happened while "
+        f"recorded {recorded}: this {what} happened while "
         f"recording, not now. {REPLAYED_FAILURE_HINT}",
     )
 
