@@ -16,6 +16,7 @@ from ._core.errors import (
 from ._core.llm import LLMCall
 from ._core.matching import Candidate
 from ._core.models import Failure, Interaction, Request, Response
+from ._core.options import Mode
 from ._production.recorder import Recorder, RecorderStats
 from ._production.run import Run
 from ._version import __version__
@@ -32,6 +33,7 @@ __all__ = [
     "Failure",
     "Interaction",
     "LLMCall",
+    "Mode",
     "NetworkBlockedError",
     "Recorder",
     "RecorderStats",

@@ -23,6 +23,7 @@ DOCUMENTED = {
     "Failure",
     "Interaction",
     "LLMCall",
+    "Mode",
     "NetworkBlockedError",
     "Recorder",
     "RecorderStats",

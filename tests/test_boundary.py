@@ -120,6 +120,10 @@ def test_raised_exception_is_replayed_as_the_same_type_and_message(cassette_path
     assert calls == ["lookup_order 0 None"]
     assert type(replayed.value) is OrderNotFound
     assert str(replayed.value) == str(live.value) == "no order 0"
+    assert not hasattr(live.value, "__notes__")
+    (note,) = replayed.value.__notes__
+    assert note.startswith(f"agenttape: replayed from cassette {cassette_path}, interaction 0 (")
+    assert "this exception happened while recording, not now" in note
     recorded = agenttape.load(cassette_path).interactions[0]
     assert recorded.error is not None
     assert recorded.error.kind == "raised"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import traceback
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -126,15 +128,19 @@ def test_mode_from_environment_overrides(
     assert tape.mode == "all"
     monkeypatch.setenv("AGENTTAPE_MODE", "sometimes")
     with (
-        pytest.raises(agenttape.AgentTapeError, match="AGENTTAPE_MODE"),
+        pytest.raises(ValueError, match="AGENTTAPE_MODE: 'sometimes' is not a mode"),
         agenttape.use_cassette(cassette_path),
     ):
         pass
+    monkeypatch.setenv("AGENTTAPE_MODE", "record")
+    with agenttape.use_cassette(cassette_path) as tape:
+        get(counter)
+    assert tape.mode == "all"
 
 
 def test_bad_options_are_rejected(cassette_path: Path) -> None:
-    with pytest.raises(ValueError, match="mode must be one of"):
-        agenttape.use_cassette(cassette_path, mode="record")
+    with pytest.raises(ValueError, match="'sometimes' is not a mode"):
+        agenttape.use_cassette(cassette_path, mode="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="on_unused"):
         agenttape.use_cassette(cassette_path, on_unused="maybe")
     with pytest.raises(ValueError, match="match_on"):
@@ -316,3 +322,139 @@ def test_a_save_that_fails_midway_leaves_the_file_it_replaces_untouched(
         cassette.interactions[1].started_at = object()  # type: ignore[assignment]
     assert cassette_path.read_bytes() == before
     assert sorted(p.name for p in cassette_path.parent.iterdir()) == [cassette_path.name]
+
+
+def test_record_is_all_and_record_mode_is_mode(counter: Server, cassette_path: Path) -> None:
+    for options in ({"mode": "record"}, {"record_mode": "all"}, {"record_mode": "record"}):
+        with agenttape.use_cassette(cassette_path, **options) as tape:
+            assert get(counter) == {"path": "/", "n": len(counter.seen)}
+        assert tape.mode == "all"
+    assert len(counter.seen) == 3  # each one recorded anew
+    with agenttape.use_cassette(cassette_path, record_mode="none") as tape:
+        assert get(counter) == {"path": "/", "n": 3}
+    assert len(counter.seen) == 3
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("rewrite", "all"), ("always", "all"), ("recrod", "all"), ("onse", "once"),
+     ("new-episodes", "new_episodes"), ("replay", "none")],
+)  # fmt: skip
+def test_an_unknown_mode_names_the_modes_and_the_closest(
+    cassette_path: Path, monkeypatch: pytest.MonkeyPatch, typed: str, meant: str
+) -> None:
+    expected = (
+        f"{typed!r} is not a mode; the modes are none, once, new_episodes, all "
+        f"('record' is accepted for 'all'); did you mean {meant!r}?"
+    )
+    with pytest.raises(ValueError) as caught:
+        agenttape.use_cassette(cassette_path, mode=typed)  # type: ignore[arg-type]
+    assert str(caught.value) == expected
+    monkeypatch.setenv("AGENTTAPE_MODE", typed)
+    with pytest.raises(ValueError) as caught, agenttape.use_cassette(cassette_path):
+        pass
+    assert str(caught.value) == f"AGENTTAPE_MODE: {expected}"
+
+
+def test_mode_is_exported_as_the_type_of_the_modes() -> None:
+    assert "Mode" in agenttape.__all__
+    assert typing.get_args(agenttape.Mode) == ("none", "once", "new_episodes", "all")
+
+
+def test_public_exceptions_report_the_module_users_import_them_from() -> None:
+    for name in agenttape.__all__:
+        value = getattr(agenttape, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert value.__module__ == "agenttape", name
+    assert "agenttape.UnmatchedInteractionError" in "".join(
+        traceback.format_exception_only(
+            agenttape.UnmatchedInteractionError(
+                "m", request=agenttape.Request("GET", "/"), candidates=[], cassette_path="",
+                mode="none",
+            )
+        )
+    )  # fmt: skip
+
+
+def test_a_recording_cut_short_says_so_in_the_file_and_in_a_later_miss(
+    counter: Server, cassette_path: Path
+) -> None:
+    with (
+        pytest.raises(KeyboardInterrupt),
+        agenttape.use_cassette(cassette_path, mode="once") as tape,
+    ):
+        for i in range(20):
+            get(counter, f"/step?i={i}")
+            if i == 2:
+                raise KeyboardInterrupt  # Ctrl-C, as the signal's default handler raises it
+    assert tape.metadata["interrupted"] == {"after": 3, "by": "KeyboardInterrupt"}
+    assert agenttape.load(cassette_path).metadata["interrupted"] == {
+        "after": 3,
+        "by": "KeyboardInterrupt",
+    }
+    with (
+        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        agenttape.use_cassette(cassette_path, mode="once"),
+    ):
+        for i in range(20):
+            get(counter, f"/step?i={i}")
+    assert (
+        "This cassette's recording was cut short (interrupted by KeyboardInterrupt after "
+        "3 interactions): what the code did after that was never recorded. Record it again "
+        "to the end."
+    ) in str(caught.value)
+    assert len(counter.seen) == 3
+    # Appending the rest to the end clears the mark; so does recording anew.
+    with agenttape.use_cassette(cassette_path, mode="new_episodes"):
+        for i in range(5):
+            get(counter, f"/step?i={i}")
+    assert "interrupted" not in agenttape.load(cassette_path).metadata
+    with pytest.raises(RuntimeError), agenttape.use_cassette(cassette_path, mode="all"):
+        get(counter, "/again")
+        raise RuntimeError("the agent crashed")
+    assert agenttape.load(cassette_path).metadata["interrupted"] == {
+        "after": 1,
+        "by": "RuntimeError",
+    }
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        get(counter, "/again")
+    assert "interrupted" not in agenttape.load(cassette_path).metadata
+
+
+def test_a_replay_that_raises_does_not_mark_the_cassette(
+    counter: Server, cassette_path: Path
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/a")
+    before = cassette_path.read_bytes()
+    with pytest.raises(RuntimeError), agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/a")
+        raise RuntimeError("after the replay")
+    assert cassette_path.read_bytes() == before
+
+
+@pytest.mark.parametrize("mode", ["once", "all", "new_episodes"])
+def test_an_unwritable_path_fails_on_entering_before_any_live_call(
+    counter: Server, tmp_path: Path, mode: str
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_bytes(b"a file where the cassette's folder should be")
+    path = blocker / "cassettes" / "agent.msgpack"
+    with (
+        pytest.raises(agenttape.CassetteWriteError) as caught,
+        agenttape.use_cassette(path, mode=mode),  # type: ignore[arg-type]
+    ):
+        get(counter)
+    assert str(caught.value).startswith(f"cannot write cassette {path}: ")
+    assert "Nothing was recorded" in str(caught.value)
+    assert counter.seen == []
+    assert os.listdir(tmp_path) == ["not-a-folder"]
+
+
+def test_a_missing_folder_is_created_when_recording_starts(counter: Server, tmp_path: Path) -> None:
+    path = tmp_path / "new" / "folder" / "agent.msgpack"
+    with agenttape.use_cassette(path, mode="once"):
+        assert path.parent.is_dir()
+        assert os.listdir(path.parent) == []  # the probe leaves nothing behind
+        get(counter)
+    assert path.exists()

@@ -116,7 +116,16 @@ def test_bad_usage_and_bad_files_give_one_line_and_exit_2(tmp_path: Path, sessio
     assert_one_line_error(cli("diff", session), "B")
     assert_one_line_error(cli("diff", session, session, "--ignore", "a["), "not a JSON path")
     assert_one_line_error(cli("export", session, "--format", "xml"), "invalid choice")
-    assert_one_line_error(cli("run", "--mode", "sometimes", "--", "true"), "invalid choice")
+    assert_one_line_error(
+        cli("run", "--mode", "recrod", "--", "true"),
+        "argument --mode: 'recrod' is not a mode; the modes are none, once, new_episodes, all "
+        "('record' is accepted for 'all'); did you mean 'all'?",
+    )
+    assert_one_line_error(
+        cli("proxy", "--cassette", missing, env={"AGENTTAPE_MODE": "rewrite"}),
+        "AGENTTAPE_MODE: 'rewrite' is not a mode; the modes are none, once, new_episodes, all "
+        "('record' is accepted for 'all'); did you mean 'all'?",
+    )
     assert_one_line_error(cli("run"), "give the command")
     for command in (
         ("show", missing),
@@ -163,7 +172,7 @@ def test_show_survives_a_closed_pipe(session: Path) -> None:
 def test_plain_text_without_a_terminal_and_rich_on_one() -> None:
     import io
 
-    from agenttape._tools.cli import render_plain, render_rich
+    from agenttape._tools.show import render_plain, render_rich
 
     rows = [{"n": 0, "boundary": "http", "method": "GET", "host+path": "h/p", "status": "200",
              "model": "", "bytes": 5, "ms": 1.5, "chunks": 1}]  # fmt: skip

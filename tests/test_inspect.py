@@ -7,7 +7,6 @@ import json
 import zlib
 
 from agenttape._core.models import Interaction, Request
-from agenttape._tools.cli import detail
 from agenttape._tools.reading import (
     decode_within_budget,
     llm_fields,
@@ -15,6 +14,7 @@ from agenttape._tools.reading import (
     readable_body,
     sse_text,
 )
+from agenttape._tools.show import detail
 
 
 def _post(url: str, body: object) -> Interaction:

@@ -13,9 +13,9 @@ from llm_standin import StandIn
 import agenttape
 from agenttape import LLMCall
 from agenttape._core.models import Interaction, Request, Response
-from agenttape._tools.cli import detail
 from agenttape._tools.export import exchange_json
 from agenttape._tools.reading import LLM_FIELDS, llm_fields, model_of
+from agenttape._tools.show import detail
 
 
 def _summaries(path: Path) -> list[LLMCall | None]:

@@ -87,12 +87,28 @@ def project(
     return pytester, server
 
 
+PLUGINS = ("-p", "agenttape", "-p", "pytest_asyncio.plugin")
+"""What the small projects' pytest loads, by entry-point name: agenttape's plugin as installed,
+and pytest-asyncio for their async test. Every other plugin of this environment (hypothesis,
+anyio, respx...) is left out: loading them took most of each run's time, and none of them is
+under test. ``test_record_then_replay_offline`` runs with every plugin, as a user's pytest."""
+
+
 def run(
-    pytester: pytest.Pytester, api: Server | StandIn, *args: str, **env: str
+    pytester: pytest.Pytester,
+    api: Server | StandIn,
+    *args: str,
+    autoload: bool = False,
+    **env: str,
 ) -> pytest.RunResult:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("API", api.url)
         patch.delenv("AGENTTAPE_MODE", raising=False)
+        if autoload:
+            patch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+        else:
+            patch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+            args = (*PLUGINS, *args)
         # Under CI pytest prints whole failure messages in its short summary; the assertions
         # on report text are made against the interactive layout.
         patch.delenv("CI", raising=False)
@@ -127,7 +143,7 @@ def miss_after_recording(
 
 def test_record_then_replay_offline(project: tuple[pytest.Pytester, Server]) -> None:
     pytester, server = project
-    run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
+    run(pytester, server, "--agenttape-record", autoload=True).assert_outcomes(passed=8)
     assert len(server.seen) == 10
     # re-recording rewrites: the shared cassette holds this run's four requests, not eight
     run(pytester, server, "--agenttape-record").assert_outcomes(passed=8)
@@ -165,6 +181,26 @@ def test_default_mode_never_touches_the_network(project: tuple[pytest.Pytester, 
     assert "does not exist and mode is 'none'" in text
     assert "--agenttape-mode=once records it" in text
     assert not (pytester.path / "cassettes").exists()
+
+
+def test_a_mode_people_type_is_read_or_named(project: tuple[pytest.Pytester, Server]) -> None:
+    pytester, server = project
+    wrong = pytester.runpytest_inprocess("--agenttape-mode=recrod")
+    assert wrong.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "argument --agenttape-mode: 'recrod' is not a mode; the modes are none, once, "
+        "new_episodes, all ('record' is accepted for 'all'); did you mean 'all'?"
+    ) in wrong.stderr.str()
+    run(pytester, server, "-k", "test_plain", "--agenttape-mode=record").assert_outcomes(passed=1)
+    assert len(server.seen) == 1
+    result = run(pytester, server, "-k", "test_plain", AGENTTAPE_MODE="always")
+    result.assert_outcomes(errors=1)
+    assert "During handling" not in result.stdout.str()
+    assert (
+        "AGENTTAPE_MODE: 'always' is not a mode; the modes are none, once, new_episodes, all "
+        "('record' is accepted for 'all'); did you mean 'all'?"
+    ) in result.stdout.str()
+    assert len(server.seen) == 1
 
 
 def test_a_miss_shows_the_nearest_candidate_not_library_internals(

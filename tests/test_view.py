@@ -391,6 +391,29 @@ def test_bad_usage_is_one_line(tmp_path: Path) -> None:
     assert help_text.returncode == 0 and help_text.stdout.startswith("usage: agenttape view")
 
 
+def test_a_recording_cut_short_says_so_on_the_page(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(lambda seen: Reply(chunks=[b"{}"]))
+    path = tmp_path / "cut.msgpack"
+    with pytest.raises(KeyboardInterrupt), agenttape.use_cassette(path, mode="once"):
+        for i in range(5):
+            httpx.get(f"{server.url}/step", params={"i": i})
+            if i == 1:
+                raise KeyboardInterrupt
+    data = embedded(page_of(path, tmp_path)[1])
+    assert data["interrupted"] == "interrupted by KeyboardInterrupt after 2 interactions"
+    assert ["interrupted", data["interrupted"]] in data["kit"]
+    whole = tmp_path / "whole.msgpack"
+    with agenttape.use_cassette(whole, mode="once"):
+        httpx.get(f"{server.url}/step")
+    assert embedded(page_of(whole, tmp_path)[1])["interrupted"] is None
+    if CHROMIUM.exists():
+        page = page_of(path, tmp_path)[0]
+        dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+        assert 'class="alert cutshort">Recording cut short: interrupted by KeyboardInterrupt' in dom
+
+
 # -- in a real browser -------------------------------------------------------------------------
 
 
@@ -427,6 +450,9 @@ def test_chromium_lays_out_the_waterfall_and_opens_an_interaction(
     assert 'class="bar c-rate' in dom and 'class="bar c-error hatched' in dom
     assert 'class="endmark cut"' in dom and 'class="endmark closed_early"' in dom
     assert "Content Security Policy" not in shown.stderr  # every inline block was allowed
+    # A label near the axis's right edge ends at it, clear of the time column's header.
+    ticks = re.findall(r'<span class="(tick[^"]*)" style="left: ([\d.]+)%;', dom)
+    assert ticks and all(("last" in c) == (float(left) > 88) for c, left in ticks[1:]), ticks
     assert "Click an interaction" in dom and "<img" not in dom
 
     hostile = chromium(tmp_path, "--dump-dom", page.as_uri() + "#i=8").stdout

@@ -11,19 +11,19 @@ from collections.abc import Callable, Iterable
 from contextvars import Token
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import codec, files, locking, provider_keys, runtime
 from .clock import freeze_clock
 from .errors import AgentTapeError, CassetteNotFoundError, UnmatchedInteractionError
 from .matching import Candidate, Matcher
 from .models import Headers, Interaction, Request
-from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused
+from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
 from .redaction import Redactor
 from .replay_queue import RERECORD_HINT, Precedents, ReplayQueue, miss_error
 from .scope import Scope
 from .tape import Recording, Tape
-from .text import counted
+from .text import counted, interrupted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,8 +39,10 @@ class Cassette:
     Args:
         path: the cassette file.
         mode: ``"none"`` replays only; ``"once"`` records when the file does not exist, else
-            replays; ``"new_episodes"`` replays and records what misses; ``"all"`` records
-            everything anew. ``AGENTTAPE_MODE`` overrides it for the process.
+            replays; ``"new_episodes"`` replays and records what misses; ``"all"`` (or
+            ``"record"``) records everything anew. ``AGENTTAPE_MODE`` overrides it for the
+            process.
+        record_mode: vcrpy's name for ``mode``, accepted in its place.
         match_on: what a request is matched on (default method, URL with query as a
             multiset, body); ``"headers:x-name"`` adds a header.
         ignore_json_fields: JSON paths left out of body matching (``"messages[*].id"``).
@@ -69,7 +71,8 @@ class Cassette:
         self,
         path: str | os.PathLike[str],
         *,
-        mode: Mode = "none",
+        mode: Mode | Literal["record"] = "none",
+        record_mode: Mode | Literal["record"] | None = None,
         match_on: Iterable[str] | None = None,
         ignore_json_fields: Iterable[str] = (),
         allow_repeats: bool = False,
@@ -87,7 +90,7 @@ class Cassette:
         self._setup(
             Path(path),
             CassetteOptions(
-                mode=mode,
+                mode=parse_mode(mode if record_mode is None else record_mode),
                 match_on=None if match_on is None else tuple(match_on),
                 ignore_json_fields=tuple(ignore_json_fields),
                 allow_repeats=allow_repeats,
@@ -141,6 +144,7 @@ class Cassette:
         self._derived_dirty = False
         self._unfreeze_clock: Callable[[], None] | None = None
         self._placeholder_keys = False
+        self._interrupted: dict[str, Any] | None = None
 
     def _blocks_network(self) -> bool:
         option = self.options.block_network
@@ -222,7 +226,7 @@ class Cassette:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.stop(failed=exc is not None)
+        self.stop(failed=exc is not None, error=exc)
 
     async def __aenter__(self) -> Cassette:
         return self.__enter__()
@@ -303,6 +307,10 @@ class Cassette:
         self._dirty = self._recording
         if self._live_scope and not self.is_recording:
             self._derived = []
+        if self.is_recording:
+            files.check_writable(self.path)
+        elif self._derived is not None:
+            files.check_writable(self.derived_path)
         if self.options.freeze_time and not self.is_recording:
             self._unfreeze_clock = freeze_clock(self._recorded_start())
         # Replay only ('none', or 'once' over an existing file): SDKs get placeholder keys.
@@ -318,9 +326,12 @@ class Cassette:
             created = self.interactions[0].started_at
         return created
 
-    def stop(self, *, failed: bool = False) -> None:
+    def stop(self, *, failed: bool = False, error: BaseException | None = None) -> None:
         """Deactivate and save what was recorded; ``failed`` (the block raised) skips the
-        check for interactions never played."""
+        check for interactions never played. ``error``, the exception (or the signal's, as
+        ``KeyboardInterrupt``) that ended the block, marks a recording it cut short as
+        interrupted: ``metadata["interrupted"]`` says by what and after how many
+        interactions, for ``show``, ``view`` and a later miss to tell."""
         if not self.is_active:
             return
         self.is_active = False
@@ -335,6 +346,13 @@ class Cassette:
             provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
+        if self._dirty and self.is_recording:
+            self._interrupted = (
+                None
+                if error is None
+                else {"after": len(self.interactions), "by": type(error).__name__}
+            )
+            _mark_interrupted(self.metadata, self._interrupted)
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
             warnings.warn(self._nothing_recorded(), stacklevel=3)
@@ -456,6 +474,7 @@ class Cassette:
             rerecord=self.rerecord_hint,
             count=len(self.interactions),
             frozen=frozen,
+            interrupted=interrupted(self.metadata),
         )
         self.missed(error)
         return error
@@ -508,11 +527,21 @@ class Cassette:
                 current = None
             if current is not None and files.digest(current) != self._digest:
                 header, stored = codec.decode(current, self.path)
+                _mark_interrupted(header, self._interrupted)
             merged = stored + interactions[self._saved :]
             data = codec.encode(header, merged)
             files.write_atomic(self.path, data)
             self._stored, self._digest, self._saved = merged, files.digest(data), len(interactions)
             self._dirty = False
+
+
+def _mark_interrupted(header: dict[str, Any], mark: dict[str, Any] | None) -> None:
+    """Writes whether the recording saved with ``header`` was cut short: an appending run
+    that reached its end clears the mark of one that did not."""
+    if mark is None:
+        header.pop("interrupted", None)
+    else:
+        header["interrupted"] = mark
 
 
 use_cassette = Cassette

@@ -1,4 +1,8 @@
-"""The exceptions agenttape raises; each message names the cassette and the next step."""
+"""The exceptions agenttape raises; each message names the cassette and the next step.
+
+Each class reports its module as ``agenttape``, where users import it from: a traceback names
+``agenttape.UnmatchedInteractionError``, not the private module that defines it.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +15,31 @@ if TYPE_CHECKING:
 class AgentTapeError(Exception):
     """Base of every error agenttape raises on purpose."""
 
+    __module__ = "agenttape"
+
 
 class CassetteNotFoundError(AgentTapeError, FileNotFoundError):
     """Replay was asked for a cassette that is not on disk."""
+
+    __module__ = "agenttape"
 
 
 class CassetteFormatError(AgentTapeError, ValueError):
     """A file is not a cassette this version can read; the file is left untouched."""
 
+    __module__ = "agenttape"
+
 
 class CassetteWriteError(AgentTapeError, OSError):
     """A cassette could not be written; the previous file, if any, is intact."""
 
+    __module__ = "agenttape"
+
 
 class NetworkBlockedError(AgentTapeError, ConnectionError):
     """An outbound connection was attempted that no cassette serves."""
+
+    __module__ = "agenttape"
 
     def __init__(
         self, message: str, *, host: str = "", port: int | None = None, cassette_path: str = ""
@@ -41,6 +55,8 @@ class UnmatchedInteractionError(AgentTapeError, AssertionError):
 
     Subclasses AssertionError so that test runners report it as a failed expectation.
     """
+
+    __module__ = "agenttape"
 
     def __init__(
         self,

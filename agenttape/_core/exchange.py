@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -25,8 +26,9 @@ from typing import TypeVar
 
 from . import runtime
 from .bodies import reached_end_of_stream
-from .errors import CassetteFormatError
+from .errors import AgentTapeError, CassetteFormatError
 from .models import Failure, Interaction, Request
+from .options import MODE_ENVIRONMENT_VARIABLE
 from .replay_queue import Precedents
 from .tape import Recording, Tape
 
@@ -90,7 +92,11 @@ def continue_exchange(
     builds the response, which serves it here as ``exchange`` would have."""
     if isinstance(plan, Interaction):
         _replayed.set(True)
-        return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
+        try:
+            return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
+        except Exception as exc:
+            note_replayed(exc, tape, plan)
+            raise
     _replayed.set(False)
     token = runtime.enter_adapter()
     try:
@@ -115,7 +121,11 @@ async def exchange_async(
     plan = tape.begin(request, boundary)
     if isinstance(plan, Interaction):
         _replayed.set(True)
-        return await replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
+        try:
+            return await replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
+        except Exception as exc:
+            note_replayed(exc, tape, plan)
+            raise
     _replayed.set(False)
     token = runtime.enter_adapter()
     try:
@@ -125,6 +135,48 @@ async def exchange_async(
         raise
     finally:
         runtime.exit_adapter(token)
+
+
+REPLAYED_FAILURE_HINT = (
+    f"To record it again against the live service: {MODE_ENVIRONMENT_VARIABLE}=all (or "
+    "mode='all', pytest --agenttape-record, agenttape run --mode all)."
+)
+
+
+def note_replayed(exception: BaseException, tape: Tape, interaction: Interaction) -> None:
+    """Adds a note (PEP 678) to an exception built from ``interaction``'s recorded failure:
+    it was replayed, from which cassette and interaction, recorded when, and how to record it
+    again. A replayed connection error must never be mistaken for a live one. Errors of
+    agenttape's own (a miss, an unplayable cassette) and interactions that recorded no
+    failure are left alone."""
+    if interaction.error is None or isinstance(exception, AgentTapeError):
+        return
+    notes = getattr(exception, "__notes__", ())
+    if any(note.startswith(_NOTE_START) for note in notes if isinstance(note, str)):
+        return  # a library re-raised it through another replayed layer
+    number = next((i for i, known in enumerate(tape.interactions) if known is interaction), None)
+    which = "an interaction" if number is None else f"interaction {number}"
+    request = interaction.request
+    recorded = interaction.started.strftime("%Y-%m-%d %H:%M:%S UTC")
+    kind = interaction.error.kind
+    what = "exception" if kind == "raised" else kind.replace("_", " ")
+    _add_note(
+        exception,
+        f"{_NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}), "
+        f"recorded {recorded}: this {what} happened while "
+        f"recording, not now. {REPLAYED_FAILURE_HINT}",
+    )
+
+
+def _add_note(exception: BaseException, note: str) -> None:
+    """``add_note``, also on Python 3.10 (which keeps ``__notes__`` but does not print it)."""
+    if sys.version_info >= (3, 11):
+        exception.add_note(note)
+    else:
+        exception.__notes__ = [*getattr(exception, "__notes__", ()), note]
+
+
+_NOTE_START = "agenttape: replayed from"
 
 
 def unplayable(tape: Tape, interaction: Interaction, library: str, problem: str) -> Exception:

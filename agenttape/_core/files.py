@@ -66,6 +66,25 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
     _sweep_temporaries(path)
 
 
+def check_writable(path: Path) -> None:
+    """Raises ``CassetteWriteError`` now when ``path`` could not be written at the end: its
+    folder cannot be created, or no file can be created in it. A recording checks this when
+    it starts, before any live call is made and paid for. Creates the folder, as the write
+    would."""
+    path = Path(os.path.realpath(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = _create_temporary(path)
+    except OSError as exc:
+        raise CassetteWriteError(
+            f"cannot write cassette {path}: {exc}. Nothing was recorded: choose a path in a "
+            "folder this process can write, or make this one writable"
+        ) from exc
+    os.close(descriptor)
+    with contextlib.suppress(OSError):
+        os.unlink(temporary)
+
+
 # Pieces are gathered into writes of this size: few system calls, and a buffer small
 # enough for the allocator to reuse rather than map fresh pages for on every save.
 _WRITE_BUFFER = 1 << 17

@@ -261,6 +261,7 @@ def miss_error(
     mode_label: str | None = None,
     rerecord: str = RERECORD_HINT,
     frozen: bool = False,
+    interrupted: str | None = None,
 ) -> UnmatchedInteractionError:
     """The error for a request nothing recorded serves: what was asked, what comes nearest
     and how it differs, and how to record it."""
@@ -291,6 +292,11 @@ def miss_error(
     else:
         what = "HTTP interactions" if boundary == "http" else f"calls of {boundary}"
         lines.append(f"The cassette holds no {what}.")
+    if interrupted is not None:
+        lines.append(
+            f"This cassette's recording was cut short ({interrupted}): what the code did "
+            "after that was never recorded. Record it again to the end."
+        )
     lines.append(rerecord)
     return UnmatchedInteractionError(
         "\n".join(lines),

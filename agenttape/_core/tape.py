@@ -14,6 +14,7 @@ from typing import Protocol
 
 from .errors import UnmatchedInteractionError
 from .models import Failure, FailureKind, Frame, Headers, Interaction, Request, Response
+from .options import Mode
 from .replay_queue import Precedents
 
 
@@ -24,7 +25,7 @@ class Tape(Protocol):
     def path(self) -> Path: ...
 
     @property
-    def mode(self) -> str: ...
+    def mode(self) -> Mode: ...
 
     @property
     def is_active(self) -> bool: ...

@@ -1,8 +1,11 @@
-"""Wording shared by every message: counts, sizes and moments said as a person says them."""
+"""Wording shared by every message: counts, sizes and moments said as a person says them,
+and how a cassette whose recording was cut short is described."""
 
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
+from typing import Any
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
@@ -29,3 +32,21 @@ def iso(timestamp: float) -> str:
 def aware(moment: _dt.datetime) -> _dt.datetime:
     """``moment`` with a time zone: one given without is taken as UTC."""
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)
+
+
+def interrupted(metadata: Mapping[str, Any]) -> str | None:
+    """``"interrupted by KeyboardInterrupt after 3 interactions"`` for a cassette whose
+    recording stopped on an exception or a signal (``metadata["interrupted"]``); None for one
+    recorded to its end."""
+    value = metadata.get("interrupted")
+    if not value:
+        return None
+    if not isinstance(value, Mapping):
+        return "interrupted"
+    by, after = value.get("by"), value.get("after")
+    text = "interrupted"
+    if isinstance(by, str) and by:
+        text += f" by {by}"
+    if isinstance(after, int) and not isinstance(after, bool):
+        text += f" after {counted(after, 'interaction')}"
+    return text

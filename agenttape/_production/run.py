@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from .._core import codec, runtime
 from .._core.errors import AgentTapeError, UnmatchedInteractionError
 from .._core.models import Frame, Headers, Interaction, Request
+from .._core.options import Mode
 from .._core.redaction import Redactor
 from .._core.tape import Recording, Tape
 from .store import SUFFIX
@@ -103,7 +104,7 @@ class Run:
 
     # What a run is to the adapters: it records everything, waits as the agent waits and
     # lets every connection through.
-    mode = "all"
+    mode: Mode = "all"
     realtime = False
     fast_retries = False
     block_network = False

@@ -12,8 +12,6 @@ get stable text either way.
 from __future__ import annotations
 
 import argparse
-import base64
-import datetime as _dt
 import json
 import os
 import sys
@@ -24,22 +22,11 @@ from typing import Any, NoReturn, TextIO
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.files import read, write_atomic
-from .._core.models import Headers, Interaction
-from .._core.options import MODES
+from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import frames
-from .export import exchange_json, jsonable
 from .reading import (
-    BODY_END_TEXT,
-    LLM_FIELDS,
-    body_end,
-    llm_fields,
-    model_of,
-    readable_body,
     reading,
-    status_text,
-    where,
 )
 
 PROG = "agenttape"
@@ -62,218 +49,14 @@ class _Parser(argparse.ArgumentParser):
 
 # -- show --------------------------------------------------------------------------------------
 
-COLUMNS = ("n", "boundary", "method", "host+path", "status", "model", "bytes", "ms", "chunks")
-NUMERIC = {"n", "bytes", "ms", "chunks"}
-
-
-def row(index: int, interaction: Interaction) -> dict[str, Any]:
-    """One line of the table; a WebSocket session counts its frames as its chunks."""
-    response = interaction.response
-    pieces = (
-        len(interaction.frames)
-        if interaction.frames is not None
-        else len(response.chunks)
-        if response is not None
-        else 0
-    )
-    return {
-        "n": index,
-        "boundary": interaction.boundary,
-        "method": interaction.request.method,
-        "host+path": where(interaction.request),
-        "status": status_text(interaction),
-        "model": model_of(interaction),
-        "bytes": len(response.body) if response is not None else 0,
-        "ms": round(interaction.duration * 1000, 1) if interaction.duration is not None else None,
-        "chunks": pieces,
-    }
-
-
-def _cell(value: Any) -> str:
-    return "-" if value is None or value == "" else str(value)
-
-
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def render_plain(rows: list[dict[str, Any]], out: TextIO) -> None:
-    cells = [[_shorten(_cell(r[c]), 60) for c in COLUMNS] for r in rows]
-    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(COLUMNS)]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if c in NUMERIC else v.ljust(w)
-            for c, v, w in zip(COLUMNS, values, widths, strict=True)
-        ).rstrip()
-
-    out.write(line(COLUMNS) + "\n")
-    for values in cells:
-        out.write(line(values) + "\n")
-
-
-def render_rich(rows: list[dict[str, Any]], title: str, out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    for column in COLUMNS:
-        table.add_column(
-            column,
-            justify="right" if column in NUMERIC else "left",
-            no_wrap=column != "host+path",  # a narrow terminal folds the path, not the numbers
-        )
-    for r in rows:
-        table.add_row(*(_cell(r[c]) for c in COLUMNS))
-    Console(file=out).print(table)
-
-
-def _use_rich(out: TextIO) -> bool:
-    if not out.isatty():
-        return False
-    try:
-        import rich  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _describe_header(path: str, header: dict[str, Any], count: int) -> str:
-    created = header.get("created_at")
-    when = created.strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(created, _dt.datetime) else "?"
-    parts = [f"{path}: {counted(count, 'interaction')}, recorded {when}"]
-    parts.append(f"by agenttape {header.get('agenttape_version', '?')}")
-    if header.get("run_id"):
-        parts.append(f"run {str(header['run_id'])[:12]}")
-    git = header.get("git")
-    if isinstance(git, dict) and git.get("commit"):
-        parts.append(f"git {str(git['commit'])[:10]}{' (dirty)' if git.get('dirty') else ''}")
-    if header.get("tags"):
-        parts.append("tags " + json.dumps(jsonable(header["tags"]), sort_keys=True))
-    return ", ".join(parts)
-
-
-def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -> list[str]:
-    kind, value, note = readable_body(headers, body)
-    facts = [f"{len(body)} bytes stored"]
-    if chunks is not None:
-        facts.append(counted(chunks, "chunk"))
-    if note:
-        facts.append(note)
-    lines = [f"{label} ({kind}; {', '.join(facts)})"]
-    if kind == "json":
-        text = json.dumps(value, indent=2, ensure_ascii=False)
-    elif kind == "sse":
-        blocks = []
-        for number, event in enumerate(value):
-            data = event.pop("data")
-            head = " ".join(f"{k}={v}" for k, v in event.items())
-            shown = json.dumps(data, ensure_ascii=False) if not isinstance(data, str) else data
-            blocks.append(f"[{number}] {head + ' ' if head else ''}{shown}")
-        text = "\n".join(blocks)
-    elif kind == "text":
-        text = value
-    elif kind == "binary":
-        text = f"<binary> {value[:48].hex(' ')}{' …' if len(value) > 48 else ''}"
-    else:
-        return lines
-    lines += [f"  {line}" for line in text.splitlines()]
-    return lines
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
-
-
-def detail(index: int, interaction: Interaction) -> str:
-    request, response, error = interaction.request, interaction.response, interaction.error
-    started = (
-        interaction.started.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
-        if interaction.started_at
-        else "-"
-    )
-    lines = [
-        f"#{index} {request.method} {request.url}",
-        f"boundary {interaction.boundary}, started {started}, first byte {_ms(interaction.ttfb)}, "
-        f"total {_ms(interaction.duration)}",
-    ]
-    fields = llm_fields(interaction)
-    if fields:
-        lines.append(
-            "llm "
-            + ", ".join(f"{k} {json.dumps(fields[k])}" for k in LLM_FIELDS if fields[k] is not None)
-        )
-    lines += ["", "Request headers"] + [f"  {k}: {v}" for k, v in request.headers]
-    if request.body:
-        lines += _body_lines("Request body", request.headers, request.body, None)
-    lines.append("")
-    if response is not None:
-        end = body_end(interaction)
-        ending = f" (body {BODY_END_TEXT[end]})" if end is not None and end != "complete" else ""
-        lines.append(
-            f"Response {response.http_version} {response.status} {response.reason}{ending}"
-        )
-        lines += [f"  {k}: {v}" for k, v in response.headers]
-        lines += _body_lines("Response body", response.headers, response.body, len(response.chunks))
-    lines += frames.lines(interaction)
-    if error is not None:
-        lines.append(f"Transport error {error.kind}: {error.type}: {error.message}")
-    return "\n".join(lines) + "\n"
-
-
-def _readable_json(headers: Headers, body: bytes) -> dict[str, Any]:
-    kind, value, note = readable_body(headers, body)
-    if kind == "binary":
-        value = base64.b64encode(value).decode("ascii")
-    out = {"kind": kind, "value": value, "size": len(body)}
-    if note:
-        out["note"] = note
-    return out
-
-
-def _detail_json(index: int, interaction: Interaction) -> dict[str, Any]:
-    return {
-        **row(index, interaction),
-        "url": interaction.request.url,
-        **exchange_json(interaction, _readable_json),
-        "websocket": frames.as_json(interaction),
-    }
-
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    header, interactions = read(args.cassette)
-    with reading(os.path.getsize(args.cassette)):
-        return _show(args, header, interactions, out)
+    from .show import OutOfRange, show
 
-
-def _show(
-    args: argparse.Namespace, header: dict[str, Any], interactions: list[Interaction], out: TextIO
-) -> int:
-    if args.index is not None:
-        index = args.index + len(interactions) if args.index < 0 else args.index
-        if not 0 <= index < len(interactions):
-            raise UsageError(
-                f"-i {args.index} is out of range; {args.cassette} holds "
-                f"{counted(len(interactions), 'interaction')} (0 to {len(interactions) - 1})"
-            )
-        if args.json:
-            json.dump(_detail_json(index, interactions[index]), out, indent=2, ensure_ascii=False)
-            out.write("\n")
-        else:
-            out.write(detail(index, interactions[index]))
-        return 0
-    rows = [row(i, interaction) for i, interaction in enumerate(interactions)]
-    if args.json:
-        document = {"header": jsonable(header), "interactions": rows}
-        json.dump(document, out, indent=2, ensure_ascii=False)
-        out.write("\n")
-        return 0
-    title = _describe_header(args.cassette, header, len(interactions))
-    if _use_rich(out):
-        render_rich(rows, title, out)
-    else:
-        out.write(title + "\n")
-        render_plain(rows, out)
+    try:
+        show(args.cassette, args.index, args.json, out)
+    except OutOfRange as exc:
+        raise UsageError(str(exc)) from None
     return 0
 
 
@@ -462,9 +245,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         command = command[1:]
     if not command:
         raise UsageError("give the command after '--', e.g. agenttape run -- python app.py")
-    mode = args.mode or os.environ.get("AGENTTAPE_MODE") or "none"
-    if mode not in MODES:
-        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    mode = args.mode or _environment_mode() or "none"
     cassette = Path(args.cassette) if args.cassette else run_command.default_cassette(command)
     options = run_command.RunOptions(routes=_routes(args.route))
 
@@ -473,6 +254,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.flush()
 
     return run_command.run(command, cassette, mode, report, options)
+
+
+def _environment_mode() -> Mode | None:
+    try:
+        return environment_mode()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _routes(routes: list[str]) -> dict[Any, Any]:
@@ -492,9 +280,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.print_ca:
         return proxy_command.print_ca(out)
-    mode = args.mode or os.environ.get("AGENTTAPE_MODE") or "none"
-    if mode not in MODES:
-        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    mode = args.mode or _environment_mode() or "none"
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port (0 to 65535; 0 picks a free one)")
     if args.upstream:
@@ -626,7 +412,10 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
     parser.add_argument(
-        "--mode", choices=MODES, help="default: $AGENTTAPE_MODE, else none (replay only)"
+        "--mode",
+        type=mode_argument,
+        metavar=MODE_METAVAR,
+        help="default: $AGENTTAPE_MODE, else none (replay only); record is all",
     )
     parser.add_argument(
         "--route",

@@ -28,7 +28,13 @@ import pytest
 
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError, CassetteNotFoundError
-from .._core.options import MODE_ENVIRONMENT_VARIABLE, MODES, ON_UNUSED
+from .._core.options import (
+    MODE_ENVIRONMENT_VARIABLE,
+    MODE_METAVAR,
+    ON_UNUSED,
+    environment_mode,
+    mode_argument,
+)
 
 _CASSETTE = pytest.StashKey[Cassette]()
 _FAILED = pytest.StashKey[bool]()
@@ -41,9 +47,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agenttape", "agenttape cassettes")
     group.addoption(
         "--agenttape-mode",
-        choices=MODES,
+        type=mode_argument,
+        metavar=MODE_METAVAR,
         default=None,
-        help="mode of @pytest.mark.agenttape cassettes (default: the marker's, else none)",
+        help="mode of @pytest.mark.agenttape cassettes (default: the marker's, else none; "
+        "record is all)",
     )
     group.addoption(
         "--agenttape-record",
@@ -193,7 +201,15 @@ def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
         cassette = Cassette(path, **options)
     except (TypeError, ValueError) as exc:
         pytest.fail(f"@pytest.mark.agenttape: {exc}", pytrace=False)
-    mode = os.environ.get(MODE_ENVIRONMENT_VARIABLE) or cassette.mode
+    try:
+        override = environment_mode()
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        problem = ""
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    mode = override or cassette.mode
     if mode == "none":
         lock: contextlib.AbstractContextManager[bool] = contextlib.nullcontext(True)
     else:

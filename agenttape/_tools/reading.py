@@ -208,10 +208,12 @@ def model_of(interaction: Interaction) -> str:
 
 
 def where(request: Request) -> str:
-    """Host and path of a request, without credentials or query: the column ``show`` lists."""
+    """Host, path and query of a request, without credentials: the column ``show`` lists
+    (requests that differ only in their query must not look the same)."""
     parts = urlsplit(request.url)
     host = parts.netloc.rpartition("@")[2]
-    return f"{host}{parts.path or '/'}"
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{host}{parts.path or '/'}{query}"
 
 
 def status_text(interaction: Interaction) -> str:

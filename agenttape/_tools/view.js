@@ -86,6 +86,10 @@
     if (timed) parts.push("over " + ms(span));
     if (data.started) parts.push("first at " + data.started.replace("T", " ").replace("Z", " UTC"));
     add(left, el("p", "summary", parts.join(" · ")));
+    if (data.interrupted) {
+      add(left, el("p", "alert cutshort", "Recording cut short: " + data.interrupted +
+        ". What the code did after that was never recorded; record it again to the end."));
+    }
 
     var tally = {};
     var ends = { cut: 0, closed_early: 0 };
@@ -201,7 +205,10 @@
     var axis = el("div", "axis");
     var step = niceStep(span);
     for (var t = 0; t <= span + 1e-12; t += step) {
-      var tick = el("span", "tick" + (t === 0 ? " first" : ""), ms(t).replace(".00 ", " ").replace(".0 ", " "));
+      // The first label starts at the axis's left edge and one near its right edge ends at
+      // it, so neither runs into the column beside the axis.
+      var edge = t === 0 ? " first" : percent(t) > 88 ? " last" : "";
+      var tick = el("span", "tick" + edge, ms(t).replace(".00 ", " ").replace(".0 ", " "));
       tick.style.left = percent(t) + "%";
       add(axis, tick);
     }

@@ -33,7 +33,7 @@ from typing import Any
 
 from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction
-from .._core.text import byte_size, counted, iso
+from .._core.text import byte_size, counted, interrupted, iso
 from .._version import __version__
 from . import frames
 from .export import exchange_json, jsonable
@@ -374,7 +374,9 @@ def _replay_kit(header: dict[str, Any]) -> list[list[str]]:
             add(f"tag {name}", value if isinstance(value, str) else jsonable(value))
     else:
         add("tags", tags)
+    add("interrupted", interrupted(header))
     known = {
+        "interrupted",
         "created_at",
         "agenttape_version",
         "run_id",
@@ -401,6 +403,7 @@ def page_data(header: dict[str, Any], interactions: list[Interaction], name: str
         "generator": f"agenttape {__version__}",
         "started": iso(origin) if origin is not None else None,
         "kit": _replay_kit(header),
+        "interrupted": interrupted(header),
         "interactions": [
             _interaction(index, interaction, origin, budget)
             for index, interaction in enumerate(interactions)

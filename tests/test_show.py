@@ -1,0 +1,66 @@
+"""``agenttape show`` as a newcomer reads it: requests that differ in their query look
+different, and a recording cut short says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import agenttape
+from agenttape._tools.cli import main
+from tests.servers import Server, json_reply
+
+
+@pytest.fixture
+def weather(serve: Any) -> Server:
+    server: Server = serve(lambda seen: json_reply({"i": dict(seen.query).get("i")}))
+    return server
+
+
+def _show(capsys: pytest.CaptureFixture[str], *args: str | Path) -> str:
+    assert main(["show", *map(str, args)]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_table_shows_each_query(
+    weather: Server, cassette_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        for i in range(2):
+            httpx.get(f"{weather.url}/weather", params={"i": i})
+        httpx.get(f"{weather.url}/weather")
+    host = weather.url.removeprefix("http://")
+    lines = _show(capsys, cassette_path).splitlines()
+    assert "RECORDING CUT SHORT" not in "\n".join(lines)
+    assert [line.split()[3] for line in lines[2:]] == [
+        f"{host}/weather?i=0",
+        f"{host}/weather?i=1",
+        f"{host}/weather",
+    ]
+    table = json.loads(_show(capsys, cassette_path, "--json"))
+    assert table["interactions"][1]["host+path"] == f"{host}/weather?i=1"
+
+
+def test_a_recording_cut_short_says_so(
+    weather: Server, cassette_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with (
+        pytest.raises(KeyboardInterrupt),
+        agenttape.use_cassette(cassette_path, mode="once"),
+    ):
+        for i in range(20):
+            httpx.get(f"{weather.url}/weather", params={"i": i})
+            if i == 2:
+                raise KeyboardInterrupt
+    text = _show(capsys, cassette_path)
+    assert text.splitlines()[1] == (
+        "RECORDING CUT SHORT: interrupted by KeyboardInterrupt after 3 interactions; what the "
+        "code did after that was never recorded. Record it again to the end."
+    )
+    assert len(text.splitlines()) == 2 + 1 + 3
+    header = json.loads(_show(capsys, cassette_path, "--json"))["header"]
+    assert header["interrupted"] == {"after": 3, "by": "KeyboardInterrupt"}
