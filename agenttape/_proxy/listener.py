@@ -10,7 +10,6 @@ lock, so a TLS socket is never used from two threads at once.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import socket
 import ssl
 import threading
@@ -19,6 +18,7 @@ from collections.abc import Callable
 
 from .adapter import ProxyAdapter
 from .ca import CertificateAuthority
+from .guard import is_loopback
 from .http1 import H1Connection, peek
 from .http2 import H2Connection
 from .upstream import (
@@ -40,12 +40,7 @@ _DISTRUST = (
     "EOF",
 )
 
-
-def is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
+__all__ = ["ProxyServer", "is_loopback"]
 
 
 class ProxyServer:
