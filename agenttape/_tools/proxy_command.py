@@ -46,7 +46,12 @@ def available() -> bool:
 
 
 def certificate_authority() -> CertificateAuthority:
-    from .._proxy.ca import CertificateAuthority, ProxyUnavailableError, config_directory
+    from .._proxy.ca import (
+        CertificateAuthority,
+        ProxyUnavailableError,
+        UnsafeCAError,
+        config_directory,
+    )
 
     if not available():
         raise AgentTapeError(
@@ -55,7 +60,7 @@ def certificate_authority() -> CertificateAuthority:
     alpn = ("h2", "http/1.1") if importlib.util.find_spec("h2") is not None else ("http/1.1",)
     try:
         return CertificateAuthority(config_directory(), alpn=alpn)
-    except ProxyUnavailableError as exc:
+    except (ProxyUnavailableError, UnsafeCAError) as exc:
         raise AgentTapeError(str(exc)) from None
     except OSError as exc:
         raise AgentTapeError(
