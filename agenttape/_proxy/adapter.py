@@ -36,6 +36,7 @@ from .upstream import (
     UpstreamError,
     UpstreamPool,
     Waiter,
+    origin_of,
     request_head,
     reset,
 )
@@ -118,6 +119,20 @@ class ProxyAdapter:
         except UpstreamError as exc:
             self.log(f"{request.method} {request.url}: {exc.kind} ({exc.type_name}: {exc})")
             client.reset()
+
+    def recorded_version(self, origin: Origin) -> str | None:
+        """The HTTP version the server of ``origin`` answered with in the tape (the latest
+        answer), or None when the tape holds no answer from it."""
+        for interaction in reversed(self.tape.interactions):
+            response = interaction.response
+            if response is None or not interaction.request.url.startswith(origin.scheme + ":"):
+                continue
+            try:
+                if origin_of(interaction.request.url) == origin:
+                    return response.http_version
+            except ValueError:
+                continue
+        return None
 
     def handle_websocket(
         self, incoming: ProxyRequest, sock: socket.socket, pool: UpstreamPool, pending: bytes

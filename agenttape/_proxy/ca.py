@@ -132,7 +132,7 @@ class CertificateAuthority:
         self._cert = x509.load_pem_x509_certificate(self.cert_pem)
         self._key = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
         self._leaf_key = ec.generate_private_key(ec.SECP256R1())
-        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._contexts: dict[tuple[str, tuple[str, ...]], ssl.SSLContext] = {}
         self._lock = threading.Lock()
 
     @property
@@ -174,16 +174,18 @@ class CertificateAuthority:
         _write_private(path, text)
         return path
 
-    def context_for(self, host: str) -> ssl.SSLContext:
-        """A server-side context presenting a certificate for ``host`` signed by the CA."""
+    def context_for(self, host: str, alpn: tuple[str, ...] | None = None) -> ssl.SSLContext:
+        """A server-side context presenting a certificate for ``host`` signed by the CA, and
+        offering ``alpn`` (those of ``self.alpn`` it names; all of them when None)."""
         host = host.lower()
+        offered = tuple(p for p in (alpn or self.alpn) if p in self.alpn) or ("http/1.1",)
         with self._lock:
-            context = self._contexts.get(host)
+            context = self._contexts.get((host, offered))
             if context is None:
-                context = self._contexts[host] = self._make_context(host)
+                context = self._contexts[(host, offered)] = self._make_context(host, offered)
             return context
 
-    def _make_context(self, host: str) -> ssl.SSLContext:
+    def _make_context(self, host: str, alpn: tuple[str, ...]) -> ssl.SSLContext:
         _x509, _hashes, serialization, _ec, _eku, _name = _crypto()
         leaf = self._issue(host)
         chain = leaf.public_bytes(serialization.Encoding.PEM) + self.cert_pem
@@ -193,7 +195,7 @@ class CertificateAuthority:
             serialization.NoEncryption(),
         )
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.set_alpn_protocols(list(self.alpn))
+        context.set_alpn_protocols(list(alpn))
         with tempfile.TemporaryDirectory(prefix="agenttape-leaf-") as scratch:
             cert_file, key_file = Path(scratch) / "cert.pem", Path(scratch) / "key.pem"
             cert_file.write_bytes(chain)
