@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import agenttape
+from tests.cli_support import cli
 from tests.proxy_support import (
     CURL,
     NODE,
@@ -231,3 +232,31 @@ def test_each_client_sees_the_same_answers_live_and_replayed(
             "X-Odd-Case: A\r\nx-odd-case: b\r\n" in live["limited"]
         )
         assert '\r\n\r\n10\r\ndata: {"n": 1}\n\n\r\n' in live["sse"]
+
+
+@pytest.mark.skipif(CURL is None, reason="curl is not installed on this machine")
+def test_run_fails_naming_the_cause_when_handshakes_with_the_proxy_failed_while_recording(
+    serve_tls: Callable[..., Server], upstream_ca: tuple[object, Path], tmp_path: Path
+) -> None:
+    """A command that swallows its client's TLS failure (``|| true``) still fails the run
+    while recording: nothing it sent over that connection was recorded."""
+    server = serve_tls(app)
+    script = f"curl -sS --cacert {upstream_ca[1]} {server.url}/v1/json || true"
+    result = cli(
+        "run",
+        "--cassette",
+        tmp_path / "tape.msgpack",
+        "--mode",
+        "all",
+        "--",
+        "sh",
+        "-c",
+        script,
+        env={"SSL_CERT_FILE": str(upstream_ca[1])},
+    )
+    assert result.returncode == 1, result.stderr
+    assert "TLS handshake with the proxy failed, for 127.0.0.1" in result.stderr
+    assert "does not trust the agenttape CA, or checked the certificate against another name" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
