@@ -67,6 +67,11 @@ class Client(Protocol):
         """The exchange failed at the socket: the client sees its connection (or stream) reset."""
         ...
 
+    def close(self) -> None:
+        """The server closed its connection before the answer was complete: so does the proxy,
+        without a reset (HTTP/2: the stream is reset, its only way to say so)."""
+        ...
+
     def hold(self) -> None:
         """Answers nothing until the client gives up and closes."""
         ...
@@ -118,7 +123,7 @@ class ProxyAdapter:
             pass
         except UpstreamError as exc:
             self.log(f"{request.method} {request.url}: {exc.kind} ({exc.type_name}: {exc})")
-            client.reset()
+            _fail(Failure(exc.kind, exc.type_name, str(exc)), client)
 
     def recorded_version(self, origin: Origin) -> str | None:
         """The HTTP version the server of ``origin`` answered with in the tape (the latest
@@ -192,9 +197,14 @@ def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> Non
 
 
 def _fail(error: Failure | None, client: Client) -> None:
+    """The client meets the failure the server caused, the same while recording and on replay:
+    no answer until it gives up (a timeout), the connection closed (a server that closed
+    before its answer was complete), else a reset."""
     assert error is not None
     if error.is_timeout:
         client.hold()
+    elif error.kind in ("protocol_error", "connect_error"):
+        client.close()
     else:
         client.reset()
 

@@ -276,6 +276,15 @@ class _H1Client:
         self.closed = True
         reset(self._sock)
 
+    def close(self) -> None:
+        with contextlib.suppress(ClientGone):
+            self.flush()
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
     def hold(self) -> None:
         with contextlib.suppress(ClientGone):
             self.flush()

@@ -288,6 +288,9 @@ class _H2Client:
                 lambda conn: conn.reset_stream(self._stream.stream_id, ErrorCodes.INTERNAL_ERROR)
             )
 
+    def close(self) -> None:
+        self.reset()
+
     def hold(self) -> None:
         self._stream.gone.wait()
 
