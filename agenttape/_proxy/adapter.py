@@ -68,8 +68,9 @@ class Client(Protocol):
         ...
 
     def close(self) -> None:
-        """The server closed its connection before the answer was complete: so does the proxy,
-        without a reset (HTTP/2: the stream is reset, its only way to say so)."""
+        """The server could not be reached, or closed its connection before the answer was
+        complete: the proxy closes the client's, without a reset (HTTP/2: the stream is reset,
+        its only way to say so)."""
         ...
 
     def hold(self) -> None:
@@ -198,8 +199,10 @@ def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> Non
 
 def _fail(error: Failure | None, client: Client) -> None:
     """The client meets the failure the server caused, the same while recording and on replay:
-    no answer until it gives up (a timeout), the connection closed (a server that closed
-    before its answer was complete), else a reset."""
+    no answer until it gives up (a timeout); its connection closed (a server that could not be
+    reached, or that closed before its answer was complete); else a reset. A reset of a
+    refused connection reached Node's fetch as ``ECONNRESET`` or ``UND_ERR_SOCKET`` depending
+    on timing; a close is the same every time."""
     assert error is not None
     if error.is_timeout:
         client.hold()

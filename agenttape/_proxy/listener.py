@@ -41,8 +41,6 @@ _DISTRUST = (
     "EOF",
 )
 
-__all__ = ["ProxyServer", "is_loopback"]
-
 
 class ProxyServer:
     """Listens on 127.0.0.1 and serves every connection through ``adapter``.
