@@ -336,3 +336,51 @@ def test_a_ca_file_others_could_have_swapped_is_refused(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "ca-cert.pem" in result.stderr and "writable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_base_url_mode_refuses_a_rebound_host_over_http2_too(
+    serve: Callable[..., Server], start_proxy: Callable[..., ProxyProcess], cassette_path: Path
+) -> None:
+    """HTTP/2 with prior knowledge (h2c) in base-URL mode: ``:authority`` is checked as
+    ``Host`` is."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    server = serve(app)
+    proxy = start_proxy("--cassette", cassette_path, "--mode", "all", "--upstream", server.url)
+
+    def ask_h2(authority: str) -> tuple[bytes, bytes]:
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.send_headers(
+            1,
+            [
+                (":method", "GET"),
+                (":path", "/v1/conversation"),
+                (":scheme", "http"),
+                (":authority", authority),
+            ],
+            end_stream=True,
+        )
+        status, body = b"", b""
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+            sock.sendall(conn.data_to_send())
+            ended = False
+            while not ended and (data := sock.recv(65536)):
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.ResponseReceived):
+                        status = dict(event.headers)[b":status"]
+                    elif isinstance(event, h2.events.DataReceived):
+                        body += event.data
+                    elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+                        ended = True
+                sock.sendall(conn.data_to_send())
+        return status, body
+
+    refused = ask_h2(f"attacker.example:{proxy.port}")
+    served = ask_h2(f"127.0.0.1:{proxy.port}")
+    assert proxy.stop() == 0, proxy.stderr
+    assert refused[0] == b"403" and b"secret" not in refused[1]
+    assert served == (b"200", b'{"secret": "yes"}')
+    assert len(agenttape.load(cassette_path).interactions) == 1
