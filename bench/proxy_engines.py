@@ -138,6 +138,7 @@ def _listening(port: int) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mitmdump", help="a mitmdump binary; without it only agenttape runs")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, engines taken in turn")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="agenttape-bench-engines-"))
     ca = trustme.CA()
@@ -147,7 +148,7 @@ def main() -> None:
     ca.issue_cert("127.0.0.1").configure_cert(context)
     servers = {"HTTP": Server(app), "HTTPS": Server(app, tls=context)}
     direct_trust = ssl.create_default_context(cafile=str(upstream_ca))
-    rows: list[tuple[str, str, float, float]] = []
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
 
     def measure(label: str, proxy: str | None, proxy_ca: Path | None) -> None:
         for name, server in servers.items():
@@ -155,20 +156,35 @@ def main() -> None:
             if proxy_ca is not None and name == "HTTPS":
                 trust = ssl.create_default_context(cafile=str(proxy_ca))
             with httpx.Client(proxy=proxy, verify=trust) as client:
-                row = (label, name, per_request(client, server.url + "/x"))
-                rows.append((*row, first_chunk(client, server.url + "/sse")))
-            print(
-                f"{label:>10} {name:<5} GET {rows[-1][2]:.2f} ms, first chunk {rows[-1][3]:.2f} ms"
-            )
+                get = per_request(client, server.url + "/x")
+                first = first_chunk(client, server.url + "/sse")
+            samples.setdefault((label, name), []).append((get, first))
+            print(f"{label:>10} {name:<5} GET {get:.2f} ms, first chunk {first:.2f} ms")
 
-    measure("direct", None, None)
-    with agenttape_proxy(work, upstream_ca) as (url, proxy_ca):
-        measure("agenttape", url, proxy_ca)
-    if args.mitmdump:
-        with mitmdump(args.mitmdump, work, upstream_ca) as (url, proxy_ca):
-            measure("mitmdump", url, proxy_ca)
+    with contextlib.ExitStack() as stack:
+        engines: list[tuple[str, str | None, Path | None]] = [("direct", None, None)]
+        engines.append(("agenttape", *stack.enter_context(agenttape_proxy(work, upstream_ca))))
+        if args.mitmdump:
+            engines.append(
+                ("mitmdump", *stack.enter_context(mitmdump(args.mitmdump, work, upstream_ca)))
+            )
+        # Rounds taken in turn, so a machine that is busier for a while weighs on every engine.
+        for _round in range(args.rounds):
+            for label, proxy, proxy_ca in engines:
+                measure(label, proxy, proxy_ca)
     for server in servers.values():
         server.stop()
+    print(f"\nmedians of {args.rounds} rounds; added = through the proxy minus direct")
+    for (label, name), values in samples.items():
+        get = statistics.median(v[0] for v in values)
+        first = statistics.median(v[1] for v in values)
+        direct = samples[("direct", name)]
+        added_get = get - statistics.median(v[0] for v in direct)
+        added_first = first - statistics.median(v[1] for v in direct)
+        print(
+            f"{label:>10} {name:<5} GET {get:.2f} ms (added {added_get:+.2f}), "
+            f"first chunk {first:.2f} ms (added {added_first:+.2f})"
+        )
 
 
 if __name__ == "__main__":

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from pathlib import Path
+
+import httpx
 
 import agenttape
 from tests.cli_support import (
     GZIP_DOCUMENT,
     cli,
 )
+from tests.servers import Server, json_reply
 
 
 def test_export_json_keeps_every_byte(session: Path) -> None:
@@ -106,3 +110,35 @@ def test_export_har_is_valid_har_1_2(session: Path, tmp_path: Path) -> None:
     assert refused["response"]["status"] == 0 and refused["response"]["_error"].startswith(
         "connect_error"
     )
+
+
+def test_every_export_is_strict_json_even_with_nan_and_infinity(
+    serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    """A NaN in a request body (``temperature``) or a tag is not a JSON number: strict readers
+    (OTLP receivers among them) reject a bare ``NaN``; the exports write it as a string."""
+    server = serve(lambda seen: json_reply({"choices": []}))
+    cassette = tmp_path / "nan.msgpack"
+    body = b'{"model": "gpt-4o-mini", "temperature": NaN, "top_p": Infinity, "messages": []}'
+    with agenttape.use_cassette(
+        cassette, mode="all", tags={"score": float("nan"), "ceiling": float("-inf")}
+    ):
+        httpx.post(f"{server.url}/v1/chat/completions", content=body)
+
+    def strict(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    for form in ("json", "har", "otlp"):
+        result = cli("export", cassette, "--format", form)
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout, parse_constant=strict)
+        assert document
+    otlp = json.loads(cli("export", cassette, "--format", "otlp").stdout)
+    spans = otlp["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    values = {
+        attribute["key"]: attribute["value"] for span in spans for attribute in span["attributes"]
+    }
+    assert values["gen_ai.request.temperature"] == {"doubleValue": "NaN"}
+    assert values["gen_ai.request.top_p"] == {"doubleValue": "Infinity"}
+    assert values["agenttape.tag.score"] == {"doubleValue": "NaN"}
+    assert values["agenttape.tag.ceiling"] == {"doubleValue": "-Infinity"}

@@ -5,6 +5,7 @@ recordings, replay never touches the network, and bad input has a clear outcome.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 import json
 import os
@@ -24,7 +25,9 @@ import pytest
 import requests
 
 import agenttape
-from agenttape._proxy.listener import is_loopback
+from agenttape._core import codec
+from agenttape._core.files import read, write_atomic
+from agenttape._proxy.guard import is_loopback
 from tests.cli_support import cli
 from tests.proxy_support import (
     ProxyProcess,
@@ -127,8 +130,11 @@ def test_records_https_and_http_byte_exact_then_replays_offline(
         assert live[1].endswith(
             b"".join(b"%x\r\n%b\r\n" % (len(e), e) for e in EVENTS) + b"0\r\n\r\n"
         )
-    else:
-        assert b"HTTP/2 429" in live[4] and b"x-odd-case: A\r\nx-odd-case: b\r\n" in live[4]
+    else:  # curl asked for HTTP/2; the server spoke HTTP/1.1, and so does the proxy
+        assert b"\r\n\r\nHTTP/1.1 429 Too Many Requests (slow down)\r\nX-Odd-Case: A" in live[4]
+        assert live[3].endswith(
+            b"".join(b"%x\r\n%b\r\n" % (len(e), e) for e in EVENTS) + b"0\r\n\r\n"
+        )
 
 
 def test_a_proxy_recording_equals_an_in_process_recording(
@@ -275,12 +281,14 @@ def test_run_records_curl_and_replays_it_offline(
     assert (tmp_path / "gz.bin").read_bytes() == gzip.compress(b'{"ok": true}', mtime=0)
 
 
-def test_http2_clients_get_the_same_answers(
+def test_http2_clients_get_the_protocol_the_server_spoke(
     serve_tls: Callable[..., Server],
     start_proxy: Callable[..., ProxyProcess],
     upstream_ca: tuple[object, Path],
     cassette_path: Path,
 ) -> None:
+    """A client offering HTTP/2 gets HTTP/1.1 from a server that speaks it, live and on
+    replay; a recording that holds HTTP/2 answers is replayed over HTTP/2."""
     server = serve_tls(app)
     ca = trusting(agenttape_ca())
 
@@ -300,10 +308,34 @@ def test_http2_clients_get_the_same_answers(
         start_proxy, cassette_path, run, [server], upstream_env(upstream_ca)
     )
     assert replayed == live
-    assert [v for v, *_ in live] == ["HTTP/2", "HTTP/2", "HTTP/2"]
+    assert [v for v, *_ in live] == ["HTTP/1.1", "HTTP/1.1", "HTTP/1.1"]
     assert live[1][2] == b'{"ok": true}'  # httpx undid the gzip the proxy passed through
     assert b"".join(live[2][3]) == b"".join(EVENTS)
-    assert agenttape.load(cassette_path).interactions[0].response.http_version == "HTTP/1.1"  # type: ignore[union-attr]
+
+    # The same answers recorded from a server that spoke HTTP/2 (as httpx records one
+    # in-process): replayed over HTTP/2.
+    header, interactions = read(cassette_path)
+    spoken = [
+        dataclasses.replace(
+            i,
+            response=dataclasses.replace(
+                i.response,
+                http_version="HTTP/2",
+                reason="",
+                headers=[(n.lower(), v) for n, v in i.response.headers],
+            ),
+        )
+        for i in interactions
+        if i.response is not None
+    ]
+    write_atomic(cassette_path, codec.encode_pieces(header, spoken))
+    replaying = start_proxy("--cassette", cassette_path)
+    over_h2 = run(replaying)
+    assert replaying.stop() == 0, replaying.stderr
+    assert [v for v, *_ in over_h2] == ["HTTP/2", "HTTP/2", "HTTP/2"]
+    assert [(status, body, b"".join(raw)) for _v, status, body, raw in over_h2] == [
+        (status, body, b"".join(raw)) for _v, status, body, raw in live
+    ]
 
 
 def test_base_url_mode_records_the_upstream_url(

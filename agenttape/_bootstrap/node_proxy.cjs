@@ -56,8 +56,12 @@
         settle(null, socket);
         return;
       }
-      const servername = net.isIP(options.hostname) ? undefined : options.servername || options.hostname;
-      const tlsSocket = tls.connect({ socket, servername, ALPNProtocols: ['http/1.1'] });
+      // The certificate is checked against `host`: without it Node checks "localhost", and an
+      // IP-literal URL (https://127.0.0.1:8443) fails with ERR_TLS_CERT_ALTNAME_INVALID. SNI
+      // carries names only, never an address.
+      const bare = options.hostname.replace(/^\[|\]$/g, '');
+      const servername = net.isIP(bare) ? undefined : options.servername || bare;
+      const tlsSocket = tls.connect({ socket, host: bare, servername, ALPNProtocols: ['http/1.1'] });
       tlsSocket.once('error', (error) => settle(error));
       tlsSocket.once('secureConnect', () => settle(null, tlsSocket));
     };

@@ -36,6 +36,7 @@ from .upstream import (
     UpstreamError,
     UpstreamPool,
     Waiter,
+    origin_of,
     request_head,
     reset,
 )
@@ -64,6 +65,12 @@ class Client(Protocol):
 
     def reset(self) -> None:
         """The exchange failed at the socket: the client sees its connection (or stream) reset."""
+        ...
+
+    def close(self) -> None:
+        """The server could not be reached, or closed its connection before the answer was
+        complete: the proxy closes the client's, without a reset (HTTP/2: the stream is reset,
+        its only way to say so)."""
         ...
 
     def hold(self) -> None:
@@ -117,7 +124,21 @@ class ProxyAdapter:
             pass
         except UpstreamError as exc:
             self.log(f"{request.method} {request.url}: {exc.kind} ({exc.type_name}: {exc})")
-            client.reset()
+            _fail(Failure(exc.kind, exc.type_name, str(exc)), client)
+
+    def recorded_version(self, origin: Origin) -> str | None:
+        """The HTTP version the server of ``origin`` answered with in the tape (the latest
+        answer), or None when the tape holds no answer from it."""
+        for interaction in reversed(self.tape.interactions):
+            response = interaction.response
+            if response is None or not interaction.request.url.startswith(origin.scheme + ":"):
+                continue
+            try:
+                if origin_of(interaction.request.url) == origin:
+                    return response.http_version
+            except ValueError:
+                continue
+        return None
 
     def handle_websocket(
         self, incoming: ProxyRequest, sock: socket.socket, pool: UpstreamPool, pending: bytes
@@ -177,9 +198,16 @@ def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> Non
 
 
 def _fail(error: Failure | None, client: Client) -> None:
+    """The client meets the failure the server caused, the same while recording and on replay:
+    no answer until it gives up (a timeout); its connection closed (a server that could not be
+    reached, or that closed before its answer was complete); else a reset. A reset of a
+    refused connection reached Node's fetch as ``ECONNRESET`` or ``UND_ERR_SOCKET`` depending
+    on timing; a close is the same every time."""
     assert error is not None
     if error.is_timeout:
         client.hold()
+    elif error.kind in ("protocol_error", "connect_error"):
+        client.close()
     else:
         client.reset()
 

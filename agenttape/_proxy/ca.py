@@ -2,7 +2,8 @@
 the proxy serves, and signing a certificate for each host a program connects to.
 
 The CA lives in the user's configuration directory (``AGENTTAPE_CONFIG_DIR`` overrides it):
-``ca-cert.pem`` is public, ``ca-key.pem`` is created with mode 0600 and never copied anywhere.
+``ca-cert.pem`` and ``ca-key.pem`` are made with mode 0600 whatever the umask (the key never
+leaves the folder), and a folder or file others could write is fixed or refused.
 Host certificates share one key made when the proxy starts and exist only in memory once
 loaded: Python's ``ssl`` reads them from files, so they pass through a private temporary
 directory that is emptied at once.
@@ -30,6 +31,61 @@ CA_NAME = "agenttape recording proxy CA"
 
 class ProxyUnavailableError(RuntimeError):
     """The proxy's extra is not installed."""
+
+
+class UnsafeCAError(RuntimeError):
+    """The CA's folder or files could have been changed by another user of the machine."""
+
+
+_POSIX = hasattr(os, "getuid")
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` atomically, readable and writable by the user alone, whatever
+    the umask (a file made by ``Path.write_bytes`` under umask 000 is 0666)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        temporary.unlink()
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        if _POSIX:
+            os.fchmod(descriptor, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+    os.replace(temporary, path)
+
+
+def _secure_directory(directory: Path) -> None:
+    """The CA's folder is the user's alone: one others may write is made so (when it is the
+    user's), else refused, and a CA file others could have written is refused."""
+    if not _POSIX:
+        return
+    info = directory.stat()
+    if info.st_uid != os.getuid():
+        raise UnsafeCAError(
+            f"the CA folder {directory} belongs to another user: set AGENTTAPE_CONFIG_DIR to a "
+            "folder of your own"
+        )
+    if info.st_mode & 0o077:
+        os.chmod(directory, 0o700)
+    for name in (CA_CERT, CA_KEY, CA_BUNDLE):
+        path = directory / name
+        try:
+            file_info = path.lstat()
+        except FileNotFoundError:
+            continue
+        if path.is_symlink() or file_info.st_uid != os.getuid() or file_info.st_mode & 0o022:
+            raise UnsafeCAError(
+                f"{path} is writable by other users or not yours (mode "
+                f"{oct(file_info.st_mode & 0o777)}): someone could have replaced the CA every "
+                f"program under agenttape run trusts. Delete {directory} to make a new CA"
+            )
+        if file_info.st_mode & 0o077:
+            os.chmod(path, 0o600)
 
 
 def _crypto() -> Any:
@@ -76,7 +132,7 @@ class CertificateAuthority:
         self._cert = x509.load_pem_x509_certificate(self.cert_pem)
         self._key = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
         self._leaf_key = ec.generate_private_key(ec.SECP256R1())
-        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._contexts: dict[tuple[str, tuple[str, ...]], ssl.SSLContext] = {}
         self._lock = threading.Lock()
 
     @property
@@ -92,21 +148,18 @@ class CertificateAuthority:
         first one's files instead of making another CA."""
         from .._core.locking import locked
 
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _secure_directory(self.directory)
         if self.cert_path.exists() and self.key_path.exists():
             return
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         with locked(self.key_path):
             if self.cert_path.exists() and self.key_path.exists():
                 return
             key_pem, cert_pem = _new_ca()
             with contextlib.suppress(FileNotFoundError):
                 self.key_path.unlink()  # a key without its certificate is of no use
-            descriptor = os.open(self.key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(key_pem)
-            temporary = self.cert_path.with_suffix(".tmp")
-            temporary.write_bytes(cert_pem)
-            os.replace(temporary, self.cert_path)
+            _write_private(self.key_path, key_pem)
+            _write_private(self.cert_path, cert_pem)
 
     def bundle(self, base: Path | None = None) -> Path:
         """A CA bundle holding the system's (or ``base``'s) CAs and this one, written beside
@@ -118,21 +171,21 @@ class CertificateAuthority:
         pieces = [_system_bundle(base), self.cert_pem]
         text = b"\n".join(piece.rstrip(b"\n") + b"\n" for piece in pieces if piece)
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_bytes(text)
-        os.replace(temporary, path)
+        _write_private(path, text)
         return path
 
-    def context_for(self, host: str) -> ssl.SSLContext:
-        """A server-side context presenting a certificate for ``host`` signed by the CA."""
+    def context_for(self, host: str, alpn: tuple[str, ...] | None = None) -> ssl.SSLContext:
+        """A server-side context presenting a certificate for ``host`` signed by the CA, and
+        offering ``alpn`` (those of ``self.alpn`` it names; all of them when None)."""
         host = host.lower()
+        offered = tuple(p for p in (alpn or self.alpn) if p in self.alpn) or ("http/1.1",)
         with self._lock:
-            context = self._contexts.get(host)
+            context = self._contexts.get((host, offered))
             if context is None:
-                context = self._contexts[host] = self._make_context(host)
+                context = self._contexts[(host, offered)] = self._make_context(host, offered)
             return context
 
-    def _make_context(self, host: str) -> ssl.SSLContext:
+    def _make_context(self, host: str, alpn: tuple[str, ...]) -> ssl.SSLContext:
         _x509, _hashes, serialization, _ec, _eku, _name = _crypto()
         leaf = self._issue(host)
         chain = leaf.public_bytes(serialization.Encoding.PEM) + self.cert_pem
@@ -142,7 +195,7 @@ class CertificateAuthority:
             serialization.NoEncryption(),
         )
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.set_alpn_protocols(list(self.alpn))
+        context.set_alpn_protocols(list(alpn))
         with tempfile.TemporaryDirectory(prefix="agenttape-leaf-") as scratch:
             cert_file, key_file = Path(scratch) / "cert.pem", Path(scratch) / "key.pem"
             cert_file.write_bytes(chain)

@@ -17,6 +17,7 @@ from .._adapters.header_tables import decode_header_set
 from .._adapters.wire import header, is_chunked
 from .._core.models import Headers, Request, Response
 from .adapter import ProxyRequest
+from .guard import foreign_host, framing_problem, from_web_page
 from .http2 import H2_PREFACE, H2Connection
 from .upstream import (
     READ_SIZE,
@@ -108,6 +109,12 @@ class H1Connection:
             if method == "CONNECT":
                 self._connect(target)
                 return
+            problem = framing_problem(headers)
+            if problem is not None:
+                # Never forwarded nor recorded: a server may read the body as another request.
+                self.server.log(f"refused {method} {target}: ambiguous framing ({problem})")
+                self._refuse(400, f"ambiguous request framing: {problem}")
+                return
             body = []
             while True:
                 part = self._next()
@@ -170,6 +177,11 @@ class H1Connection:
                 return None
             path, url = _path_of(target), target
         elif target.startswith("/") and server.upstream_origin is not None:
+            refused = foreign_host(header(headers, "host")) or from_web_page(headers)
+            if refused is not None:
+                server.log(f"refused {method} {target}: {refused}")
+                self._refuse(403, f"refused: {refused}; the proxy serves programs on this machine")
+                return None
             origin = server.upstream_origin
             base = urlsplit(server.upstream or "")
             path = base.path.rstrip("/") + target
@@ -263,6 +275,15 @@ class _H1Client:
             self.flush()  # a head that arrived before the failure reached the client
         self.closed = True
         reset(self._sock)
+
+    def close(self) -> None:
+        with contextlib.suppress(ClientGone):
+            self.flush()
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
     def hold(self) -> None:
         with contextlib.suppress(ClientGone):

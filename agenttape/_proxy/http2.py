@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from .._adapters.header_tables import decode_header_set
 from .._core.models import Request, Response
 from .adapter import ProxyRequest
+from .guard import foreign_host, from_web_page
 from .upstream import (
     READ_SIZE,
     ClientGone,
@@ -162,6 +163,14 @@ class H2Connection:
         method = dict(stream.headers).get(b":method", b"GET").decode("ascii", "replace")
         client = _H2Client(self, stream, method)
         try:
+            refused = self._refused(stream)
+            if refused is not None:
+                self.server.log(f"refused an HTTP/2 request: {refused}")
+                body = f"agenttape proxy: refused: {refused}\n".encode()
+                client.head(Response(403, "", "HTTP/2", [("content-type", "text/plain")]))
+                client.data(body)
+                client.end()
+                return
             incoming = self._incoming(stream)
             self.server.adapter.handle(incoming, client, self.pool)
         except ClientGone:
@@ -172,6 +181,15 @@ class H2Connection:
         finally:
             with self.lock:
                 self.streams.pop(stream.stream_id, None)
+
+    def _refused(self, stream: _Stream) -> str | None:
+        """In base-URL mode, a request that names another host than this machine (DNS
+        rebinding) or that a web page made."""
+        if not self.base_url:
+            return None
+        headers = decode_header_set(stream.headers)
+        authority = dict(headers).get(":authority") or dict(headers).get("host")
+        return foreign_host(authority) or from_web_page(headers)
 
     def _incoming(self, stream: _Stream) -> ProxyRequest:
         pseudo: dict[bytes, bytes] = {}
@@ -269,6 +287,9 @@ class _H2Client:
             self._call(
                 lambda conn: conn.reset_stream(self._stream.stream_id, ErrorCodes.INTERNAL_ERROR)
             )
+
+    def close(self) -> None:
+        self.reset()
 
     def hold(self) -> None:
         self._stream.gone.wait()

@@ -10,7 +10,6 @@ lock, so a TLS socket is never used from two threads at once.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import socket
 import ssl
 import threading
@@ -19,11 +18,13 @@ from collections.abc import Callable
 
 from .adapter import ProxyAdapter
 from .ca import CertificateAuthority
+from .guard import is_loopback
 from .http1 import H1Connection, peek
 from .http2 import H2Connection
 from .upstream import (
     ClientGone,
     Origin,
+    UpstreamError,
     UpstreamPool,
     origin_of,
     upstream_context,
@@ -41,15 +42,12 @@ _DISTRUST = (
 )
 
 
-def is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
 class ProxyServer:
     """Listens on 127.0.0.1 and serves every connection through ``adapter``.
+
+    ``live`` says the tape may reach servers (it records): a TLS client is then offered the
+    protocol the server agrees to, learnt by connecting to it before the client's handshake is
+    answered.
 
     ``upstream`` (base-URL mode) is where requests that name no host go; ``routes`` sends a
     recorded origin's live traffic elsewhere (a local stand-in) while the cassette keeps the
@@ -65,8 +63,10 @@ class ProxyServer:
         upstream: str | None = None,
         routes: dict[Origin, Origin] | None = None,
         log: Callable[[str], None] = lambda line: None,
+        live: bool = False,
     ) -> None:
         self.adapter = adapter
+        self.live = live
         self.ca = ca
         self.log = log
         self.upstream = upstream.rstrip("/") if upstream else None
@@ -174,12 +174,13 @@ class ProxyServer:
             return
         if pending or self.ca is None:
             return  # a handshake sent before the tunnel was confirmed is not supported
+        origin = Origin("https", host, port)
+        protocols = self._protocols(origin, pool)
         try:
-            secure = self.ca.context_for(host).wrap_socket(sock, server_side=True)
+            secure = self.ca.context_for(host, protocols).wrap_socket(sock, server_side=True)
         except (ssl.SSLError, OSError) as exc:
             self._refused(host, exc)
             return
-        origin = Origin("https", host, port)
         with self._lock:
             self._connections.add(secure)
         try:
@@ -193,6 +194,23 @@ class ProxyServer:
             with contextlib.suppress(OSError):
                 secure.close()
 
+    def _protocols(self, origin: Origin, pool: UpstreamPool) -> tuple[str, ...]:
+        """What to offer a TLS client by ALPN: the client gets the protocol the server spoke.
+        Replaying, the HTTP version the tape recorded for this origin; recording, what the
+        server agrees to (the connection opened to ask it serves the first request)."""
+        recorded = self.adapter.recorded_version(origin)
+        if recorded is not None:
+            return ("h2",) if recorded.upper().startswith("HTTP/2") else ("http/1.1",)
+        target = self.route(origin)
+        if not self.live or target.scheme != "https":
+            return ("http/1.1",)  # a miss answered in HTTP/1.1, or a cleartext stand-in
+        try:
+            connection = pool.connect(target)
+        except UpstreamError:
+            return ("http/1.1",)  # the request inside the tunnel meets the failure again
+        pool.keep(connection)
+        return (connection.protocol,)
+
     def _refused(self, host: str, exc: BaseException) -> None:
         reason = getattr(exc, "reason", None) or type(exc).__name__
         self.distrusted.append((host, str(reason)))
@@ -202,7 +220,8 @@ class ProxyServer:
             assert self.ca is not None
             self.log(
                 f"the client closed the TLS handshake for {host} ({reason}): it does not trust "
-                f"the agenttape CA. Trust {self.ca.cert_path} (agenttape proxy --print-ca "
+                f"the agenttape CA, or it checked the certificate (made for {host}) against "
+                f"another name. Trust {self.ca.cert_path} (agenttape proxy --print-ca "
                 "prints it), or start the program with agenttape run, which sets "
                 "SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE"
             )

@@ -157,6 +157,14 @@ class UpstreamConnection:
                 raise ClientGone()
 
     @property
+    def protocol(self) -> str:
+        """The protocol the server agreed to by ALPN: ``h2`` or ``http/1.1`` (also when it
+        chose none, or the connection is plain)."""
+        sock = self.sock
+        chosen = sock.selected_alpn_protocol() if isinstance(sock, ssl.SSLSocket) else None
+        return chosen or "http/1.1"
+
+    @property
     def reusable(self) -> bool:
         conn = self._conn
         if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
@@ -227,6 +235,14 @@ class UpstreamPool:
                 raise UpstreamError("connect_error", type(exc).__name__, str(exc)) from exc
         sock.settimeout(None)
         return UpstreamConnection(origin, sock)
+
+    def keep(self, connection: UpstreamConnection) -> None:
+        """An idle connection opened ahead of its first request (to learn the server's ALPN)."""
+        with self._lock:
+            if not self._closed:
+                self._idle.setdefault(connection.origin, []).append(connection)
+                return
+        connection.close()
 
     def release(self, connection: UpstreamConnection) -> None:
         if connection.reusable and not self._closed:

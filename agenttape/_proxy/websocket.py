@@ -22,6 +22,7 @@ from collections.abc import Callable
 import h11
 
 from .._adapters.header_tables import decode_headers, decode_text
+from .._core.bodies import READ_LIMIT
 from .._core.errors import UnmatchedInteractionError
 from .._core.models import OPCODES, Direction, Failure, Frame, Headers, Opcode
 from .._core.websocket import (
@@ -57,14 +58,20 @@ class FrameError(Exception):
 class FrameParser:
     """One direction's bytes as frames: the payload unmasked and, when the session
     negotiated permessage-deflate, inflated (a message is compressed when its first frame
-    has RSV1 set)."""
+    has RSV1 set).
 
-    __slots__ = ("_buffer", "_compressed", "_inflater")
+    A message is read up to ``limit`` bytes, inflated or not (the bound the core puts on a
+    decoded body): a compressed message of a megabyte may inflate to gigabytes. Past it,
+    ``feed`` raises FrameError and reads no more."""
 
-    def __init__(self, deflate: bool) -> None:
+    __slots__ = ("_buffer", "_compressed", "_inflater", "_limit", "_message")
+
+    def __init__(self, deflate: bool, limit: int = READ_LIMIT) -> None:
         self._buffer = bytearray()
         self._inflater = zlib.decompressobj(-zlib.MAX_WBITS) if deflate else None
         self._compressed = False
+        self._limit = limit
+        self._message = 0
 
     @property
     def buffered(self) -> int:
@@ -92,6 +99,8 @@ class FrameParser:
             if len(buffer) < 10:
                 return None
             size, start = int.from_bytes(buffer[2:10], "big"), 10
+        if size > self._limit:
+            raise FrameError(f"a frame of {size} bytes is over the {self._limit >> 20} MiB bound")
         mask = b""
         if second & 0x80:
             if len(buffer) < start + 4:
@@ -109,13 +118,28 @@ class FrameParser:
         fin = bool(first & 0x80)
         if opcode in ("text", "binary"):
             self._compressed = bool(first & 0x40) and self._inflater is not None
-        if self._compressed and opcode in ("text", "binary", "continuation"):
-            assert self._inflater is not None
-            try:
-                payload = self._inflater.decompress(payload + (_DEFLATE_TAIL if fin else b""))
-            except zlib.error as exc:
-                raise FrameError(f"a compressed message does not inflate: {exc}") from None
+            self._message = 0
+        if opcode in ("text", "binary", "continuation"):
+            if self._compressed:
+                payload = self._inflate(payload + (_DEFLATE_TAIL if fin else b""))
+            self._message += len(payload)
+            if self._message > self._limit:
+                raise FrameError(f"a message is over the {self._limit >> 20} MiB bound")
         return opcode, payload, fin
+
+    def _inflate(self, data: bytes) -> bytes:
+        """At most what is left of the message's bound, plus one byte to tell it is over."""
+        assert self._inflater is not None
+        room = self._limit - self._message
+        try:
+            out = self._inflater.decompress(data, room + 1)
+        except zlib.error as exc:
+            raise FrameError(f"a compressed message does not inflate: {exc}") from None
+        if len(out) > room or self._inflater.unconsumed_tail:
+            raise FrameError(
+                f"a compressed message inflates past the {self._limit >> 20} MiB bound"
+            )
+        return out
 
 
 def _unmask(payload: bytes, mask: bytes) -> bytes:

@@ -97,7 +97,7 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
-    from .export import to_har, to_json
+    from .export import dumps, to_har, to_json
 
     if args.endpoint and args.format != "otlp":
         raise UsageError("--endpoint goes with --format otlp")
@@ -117,7 +117,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
         url = send(document, args.endpoint)
         sys.stderr.write(f"sent {counted(len(interactions) + 1, 'span')} to {url}\n")
         return 0
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    text = dumps(document, indent=2, ensure_ascii=False) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         sys.stderr.write(f"wrote {args.output}\n")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import json
+import math
 from collections.abc import Callable
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
@@ -27,6 +29,27 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"base64": base64.b64encode(value).decode("ascii")}
     return value
+
+
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float written as the string proto3's JSON mapping
+    (and OTLP/JSON) reads (``"NaN"``, ``"Infinity"``, ``"-Infinity"``): JSON has no such
+    numbers, and a strict reader rejects a bare ``NaN``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _NON_FINITE[repr(value)]
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps(document: Any, **options: Any) -> str:
+    """Strict JSON text of an export: never a bare ``NaN`` or ``Infinity``."""
+    return json.dumps(finite(document), allow_nan=False, **options)
 
 
 def _body(headers: Headers, body: bytes) -> dict[str, Any]:

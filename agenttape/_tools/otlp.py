@@ -21,6 +21,7 @@ from .._core.errors import AgentTapeError
 from .._core.models import Interaction
 from .._core.urls import parse_url
 from .._version import __version__
+from .export import dumps, finite
 from .reading import decode_within_budget, is_sse, parse_json, parse_sse
 
 SEMCONV_VERSION = "1.37.0"
@@ -61,10 +62,10 @@ def _value(value: Any) -> dict[str, Any]:
     if isinstance(value, int) and -(2**63) <= value < 2**63:
         return {"intValue": str(value)}
     if isinstance(value, float):
-        return {"doubleValue": value}
+        return {"doubleValue": finite(value)}  # NaN as "NaN", as proto3's JSON mapping says
     if isinstance(value, str):
         return {"stringValue": value}
-    return {"stringValue": json.dumps(value, default=str, sort_keys=True)}
+    return {"stringValue": json.dumps(finite(value), default=str, sort_keys=True)}
 
 
 def _attributes(pairs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -289,7 +290,7 @@ def send(document: dict[str, Any], endpoint: str) -> str:
         raise AgentTapeError(f"endpoint {endpoint!r} is not an http:// or https:// URL")
     request = urllib.request.Request(
         url,
-        data=json.dumps(document).encode(),
+        data=dumps(document).encode(),
         headers={"Content-Type": "application/json"},
         method="POST",
     )

@@ -46,7 +46,12 @@ def available() -> bool:
 
 
 def certificate_authority() -> CertificateAuthority:
-    from .._proxy.ca import CertificateAuthority, ProxyUnavailableError, config_directory
+    from .._proxy.ca import (
+        CertificateAuthority,
+        ProxyUnavailableError,
+        UnsafeCAError,
+        config_directory,
+    )
 
     if not available():
         raise AgentTapeError(
@@ -55,7 +60,7 @@ def certificate_authority() -> CertificateAuthority:
     alpn = ("h2", "http/1.1") if importlib.util.find_spec("h2") is not None else ("http/1.1",)
     try:
         return CertificateAuthority(config_directory(), alpn=alpn)
-    except ProxyUnavailableError as exc:
+    except (ProxyUnavailableError, UnsafeCAError) as exc:
         raise AgentTapeError(str(exc)) from None
     except OSError as exc:
         raise AgentTapeError(
@@ -97,7 +102,13 @@ class Proxy:
         self.adapter = ProxyAdapter(cassette, log)
         try:
             self.server: ProxyServer = ProxyServer(
-                self.adapter, self.ca, port=port, upstream=upstream, routes=routes, log=log
+                self.adapter,
+                self.ca,
+                port=port,
+                upstream=upstream,
+                routes=routes,
+                log=log,
+                live=cassette.is_recording,
             )
         except OSError as exc:
             raise AgentTapeError(
@@ -171,12 +182,17 @@ def describe_misses(misses: list[UnmatchedInteractionError]) -> str:
 
 
 def describe_distrust(proxy: Proxy) -> str:
+    """What ``agenttape run`` says when TLS handshakes of the command with the proxy failed:
+    the hosts, the first failure's reason, and what to do."""
     hosts = sorted({host for host, _reason in proxy.distrusted})
+    reason = proxy.distrusted[0][1]
     return (
-        f"a client refused the agenttape CA's certificate for {', '.join(hosts)}: trust "
-        f"{proxy.ca.cert_path} (agenttape proxy --print-ca prints it); agenttape run sets "
-        "SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE, which most "
-        "programs read"
+        f"{counted(len(proxy.distrusted), 'TLS handshake')} with the proxy failed, for "
+        f"{', '.join(hosts)} (the first: {reason}), so nothing the command sent over them was "
+        "recorded or replayed: the client does not trust the agenttape CA, or checked the "
+        f"certificate against another name. Trust {proxy.ca.cert_path} (agenttape proxy "
+        "--print-ca prints it); agenttape run sets SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, "
+        "REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE, which most programs read"
     )
 
 

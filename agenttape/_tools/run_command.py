@@ -322,7 +322,8 @@ def run(
     command: list[str], cassette: Path, mode: str, report: Any, options: RunOptions | None = None
 ) -> int:
     """Run ``command`` under ``cassette``; returns the command's exit status (1 when it
-    succeeded but a request through the proxy had no recorded interaction)."""
+    succeeded but a request through the proxy had no recorded interaction, or a TLS
+    handshake with the proxy failed)."""
     from . import proxy_command
 
     options = options or RunOptions()
@@ -371,10 +372,13 @@ def run(
     finally:
         shutil.rmtree(fragments, ignore_errors=True)
     if proxy is not None:
+        failed = bool(proxy.distrusted or proxy.misses)
         if proxy.distrusted:
-            report(proxy_command.describe_distrust(proxy))
+            # Also while recording: what those connections would have sent is not recorded.
+            report(f"error: {proxy_command.describe_distrust(proxy)}")
         if proxy.misses:
             report(f"error: {proxy_command.describe_misses(proxy.misses)}")
+        if failed:
             return status or 1
     return status
 
