@@ -24,12 +24,19 @@ NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Path:
+def now() -> _dt.datetime:
+    """The test's own present, not the module's: a store written relative to it is as old as
+    it says when ``since="30m"`` reads it, however long the suite ran before the test."""
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+
+
+@pytest.fixture
+def store(tmp_path: Path, now: _dt.datetime) -> Path:
     root = tmp_path / "runs"
-    write_run(root, "r_old", NOW - _dt.timedelta(days=3), {"user_id": "u_1", "beta": True})
-    write_run(root, "r_hour", NOW - _dt.timedelta(hours=1), {"user_id": "u_7710", "n": 3}, "raised")
-    write_run(root, "r_now", NOW, {"user_id": "u_7710", "beta": False}, "flagged")
-    write_run(root, "r_flat", NOW - _dt.timedelta(minutes=5), {"user_id": "u_2"}, dated=False)
+    write_run(root, "r_old", now - _dt.timedelta(days=3), {"user_id": "u_1", "beta": True})
+    write_run(root, "r_hour", now - _dt.timedelta(hours=1), {"user_id": "u_7710", "n": 3}, "raised")
+    write_run(root, "r_now", now, {"user_id": "u_7710", "beta": False}, "flagged")
+    write_run(root, "r_flat", now - _dt.timedelta(minutes=5), {"user_id": "u_2"}, dated=False)
     return root
 
 
@@ -37,7 +44,9 @@ def ids(runs: list[Any]) -> list[str]:
     return [info.run_id for info in runs]
 
 
-def test_lists_every_run_newest_first_with_tags_status_and_size(store: Path) -> None:
+def test_lists_every_run_newest_first_with_tags_status_and_size(
+    store: Path, now: _dt.datetime
+) -> None:
     runs = list_runs(store)
     assert ids(runs) == ["r_now", "r_flat", "r_hour", "r_old"]
     by_id = {info.run_id: info for info in runs}
@@ -45,7 +54,7 @@ def test_lists_every_run_newest_first_with_tags_status_and_size(store: Path) -> 
     assert by_id["r_hour"].tags == {"user_id": "u_7710", "n": 3}
     assert by_id["r_old"].size == (store / by_id["r_old"].name).stat().st_size
     assert by_id["r_flat"].name == "r_flat.msgpack"
-    assert by_id["r_now"].created_at == NOW and by_id["r_now"].interactions == 2
+    assert by_id["r_now"].created_at == now and by_id["r_now"].interactions == 2
 
 
 def test_filters_by_tag_as_command_line_text(store: Path) -> None:
@@ -56,8 +65,8 @@ def test_filters_by_tag_as_command_line_text(store: Path) -> None:
     assert ids(list_runs(store, tags={"tenant_id": "t_3"})) == []
 
 
-def test_filters_by_time_and_by_errors(store: Path) -> None:
-    assert ids(list_runs(store, since=NOW - _dt.timedelta(hours=2))) == [
+def test_filters_by_time_and_by_errors(store: Path, now: _dt.datetime) -> None:
+    assert ids(list_runs(store, since=now - _dt.timedelta(hours=2))) == [
         "r_now",
         "r_flat",
         "r_hour",
@@ -132,13 +141,13 @@ def test_since_accepts_durations_dates_and_times() -> None:
         parse_tags(["user_id"])
 
 
-def test_table_and_json_views(store: Path) -> None:
+def test_table_and_json_views(store: Path, now: _dt.datetime) -> None:
     runs = list_runs(store, tags={"user_id": "u_7710"})
     table = format_runs(runs).splitlines()
     assert table[0].split() == ["created", "(UTC)", "run", "id", "status", "n", "size", "tags"]
     assert "r_now" in table[1] and "flagged" in table[1] and "user_id=u_7710 beta=False" in table[1]
     assert format_runs([]) == "no runs"
-    assert runs[0].to_dict()["created_at"] == NOW.isoformat()
+    assert runs[0].to_dict()["created_at"] == now.isoformat()
     assert runs[0].to_dict()["tags"] == {"user_id": "u_7710", "beta": False}
 
 
