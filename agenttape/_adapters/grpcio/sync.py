@@ -69,7 +69,6 @@ def install(channel_module: ModuleType) -> None:
         # A replayed channel never connects: its calls are served from the cassette.
         tape = runtime.active()
         if try_to_connect and tape is not None and _replays_only(tape):
-            subscribe(self, callback, False)
             callback(grpc.ChannelConnectivity.READY)
             return
         subscribe(self, callback, try_to_connect)
