@@ -276,13 +276,17 @@ def _length_delimited(chunk: bytes, depth: int) -> Any:
                 text = chunk.decode("utf-8")
             except UnicodeDecodeError:
                 return nested
-            if not text.isprintable():
+            if not _readable(text):
                 return nested
     try:
         text = chunk.decode("utf-8")
     except UnicodeDecodeError:
-        return chunk.hex()
-    return text
+        return chunk.hex(" ")
+    return text if _readable(text) else chunk.hex(" ")
+
+
+def _readable(text: str) -> bool:
+    return all(character.isprintable() or character in "\t\n\r" for character in text)
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:

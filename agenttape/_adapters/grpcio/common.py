@@ -83,7 +83,7 @@ class Method:
             self.registered = True
             self._register(messages[0])
         payloads = [self.serialize(message) for message in messages]
-        headers = grpc_wire.metadata_headers(metadata)
+        headers = [("content-type", grpc_wire.CONTENT_TYPE), *grpc_wire.metadata_headers(metadata)]
         return Request("POST", self.url, headers, grpc_wire.frames(payloads)), payloads
 
     def _register(self, message: Any) -> None:
