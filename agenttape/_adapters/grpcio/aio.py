@@ -111,8 +111,9 @@ class TapedCall:
         self._request = request
         self._options = options
         self._writes: list[Any] = []
-        self._writing_done = asyncio.Event()
+        self._writing_done: asyncio.Event | None = None
         self._opening: asyncio.Future[_Source] | None = None
+        self._opened: _Source | None = None
         self._callbacks: list[Callable[[Any], None]] = []
         self._finished = False
 
@@ -123,7 +124,7 @@ class TapedCall:
             return [self._request]
         request = self._request
         if request is None:
-            await self._writing_done.wait()
+            await self._written().wait()
             return list(self._writes)
         if hasattr(request, "__aiter__"):
             return [message async for message in request]
@@ -147,9 +148,24 @@ class TapedCall:
         )
 
     async def _source(self) -> _Source:
-        if self._opening is None:
-            self._opening = asyncio.ensure_future(self._open())
-        return await asyncio.shield(self._opening)
+        """The call, opened the first time anything is asked of it; callers asking while it
+        opens wait for the same opening."""
+        opened = self._opened
+        if opened is not None:
+            return opened
+        opening = self._opening
+        if opening is not None:
+            return await asyncio.shield(opening)
+        opening = self._opening = asyncio.get_running_loop().create_future()
+        try:
+            opened = await self._open()
+        except BaseException as exc:
+            opening.set_exception(exc)
+            opening.exception()  # whoever waits gets it; nobody waiting is no error
+            raise
+        self._opened = opened
+        opening.set_result(opened)
+        return opened
 
     def _end(self) -> None:
         if not self._finished:
@@ -199,7 +215,12 @@ class TapedCall:
         self._writes.append(request)
 
     async def done_writing(self) -> None:
-        self._writing_done.set()
+        self._written().set()
+
+    def _written(self) -> asyncio.Event:
+        if self._writing_done is None:
+            self._writing_done = asyncio.Event()
+        return self._writing_done
 
     # -- grpc.aio.Call -------------------------------------------------------------------
 
