@@ -119,11 +119,13 @@ def test_a_changed_request_names_the_protobuf_field(tmp_path: Path) -> None:
         stub = services.VectorsStub(grpc.insecure_channel(server.target))
         with agenttape.use_cassette(path, mode="all"):
             stub.Search(pb.SearchRequest(collection="docs", limit=2))
-    with (
-        agenttape.use_cassette(path, mode="none"),
-        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
-    ):
-        stub.Search(pb.SearchRequest(collection="docs", limit=3))
+        # The server is still up: a call no cassette serves never reaches it.
+        with (
+            agenttape.use_cassette(path, mode="none"),
+            pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        ):
+            stub.Search(pb.SearchRequest(collection="docs", limit=3))
+        assert len(server.servicer.seen) == 1
     message = str(caught.value)
     assert "grpc://" in message and "vectors.v1.Vectors/Search" in message
     assert "body.messages[0].limit: expected 2, got 3" in message
@@ -302,3 +304,59 @@ def test_grpc_aio_every_call_shape(tmp_path: Path) -> None:
             stub.Search(pb.SearchRequest(collection="docs", limit=2)).SerializeToString()
             == recorded[0][0]
         )
+
+
+def test_grpc_retry_policy_waits_take_no_time_on_replay(tmp_path: Path) -> None:
+    """grpc's retryPolicy retries inside grpcio's core: the call is recorded with its final
+    answer, and replays without the backoff waits."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    attempts: list[bytes] = []
+
+    def flaky(request: bytes, context: Any) -> bytes:
+        attempts.append(request)
+        if len(attempts) < 3:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "warming up")
+        return b"ready:" + request
+
+    server = grpc.server(ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "raw.Flaky", {"Call": grpc.unary_unary_rpc_method_handler(flaky)}
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    policy = {
+        "methodConfig": [
+            {
+                "name": [{"service": "raw.Flaky"}],
+                "retryPolicy": {
+                    "maxAttempts": 3,
+                    "initialBackoff": "0.3s",
+                    "maxBackoff": "0.6s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+    channel = grpc.insecure_channel(
+        f"127.0.0.1:{port}",
+        options=[("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(policy))],
+    )
+    call = channel.unary_unary("/raw.Flaky/Call")
+    path = tmp_path / "retries.msgpack"
+    with agenttape.use_cassette(path, mode="all"):
+        assert call(b"x") == b"ready:x"
+    assert len(attempts) == 3
+    server.stop(None).wait()
+    [interaction] = agenttape.load(path).interactions
+    with agenttape.use_cassette(path, mode="none"):
+        started = time.perf_counter()
+        assert call(b"x") == b"ready:x"
+        assert time.perf_counter() - started < 0.1
+    assert interaction.duration is not None
