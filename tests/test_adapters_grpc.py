@@ -360,3 +360,16 @@ def test_grpc_retry_policy_waits_take_no_time_on_replay(tmp_path: Path) -> None:
         assert call(b"x") == b"ready:x"
         assert time.perf_counter() - started < 0.1
     assert interaction.duration is not None
+
+
+def test_internals_it_does_not_know_never_break_the_import() -> None:
+    import types
+
+    from agenttape._adapters.grpcio import aio, sync
+
+    for adapter in (sync, aio):
+        module = types.ModuleType("grpc._channel")
+        module.Channel = type("Channel", (), {"__init__": None})  # type: ignore[attr-defined]
+        module.UnaryUnaryMultiCallable = 42  # type: ignore[attr-defined]
+        with pytest.warns(UserWarning, match="is not supported"):
+            adapter.install(module)

@@ -33,6 +33,7 @@ from .common import (
     record_end,
     record_head,
     record_message,
+    stays_off,
     walk,
 )
 
@@ -53,6 +54,13 @@ def _not_a_transport_failure(exc: BaseException) -> Failure | None:
 
 
 def install(channel_module: ModuleType) -> None:
+    try:
+        _install(channel_module)
+    except Exception as exc:  # never break the user's import
+        stays_off("grpc.aio channels", exc)
+
+
+def _install(channel_module: ModuleType) -> None:
     channel_class = getattr(channel_module, "Channel", None)
     if channel_class is None or _PATCHED in vars(channel_class):
         return

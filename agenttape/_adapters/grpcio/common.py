@@ -3,6 +3,7 @@ what a recorded call ended with, and how a live call's end is written down."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -214,3 +215,14 @@ def bytes_twin(multi_callable: Any) -> Any:
     twin._request_serializer = None
     twin._response_deserializer = None
     return twin
+
+
+def stays_off(channels: str, exc: BaseException) -> None:
+    """grpcio's internals are not the ones this adapter knows: it stays off, saying so once,
+    and the user's import goes on."""
+    version = getattr(grpc, "__version__", "?")
+    warnings.warn(
+        f"agenttape: grpcio {version} is not supported for {channels} ({type(exc).__name__}: "
+        f"{exc}); calls on those channels will not be recorded or replayed",
+        stacklevel=2,
+    )

@@ -24,7 +24,7 @@ from ..._core import runtime
 from ..._core.exchange import Schedule, exchange
 from ..._core.models import Failure, Interaction
 from ..._core.tape import Recording, Tape
-from .common import Method, bytes_twin, record_call_end, record_head, record_message
+from .common import Method, bytes_twin, record_call_end, record_head, record_message, stays_off
 from .replayed import ReplayedCall, ReplayedRpcError, ReplayedStream, unary
 
 _PATCHED = "__agenttape_grpc__"
@@ -48,6 +48,13 @@ def _not_a_transport_failure(exc: BaseException) -> Failure | None:
 
 
 def install(channel_module: ModuleType) -> None:
+    try:
+        _install(channel_module)
+    except Exception as exc:  # never break the user's import
+        stays_off("sync channels", exc)
+
+
+def _install(channel_module: ModuleType) -> None:
     channel_class = getattr(channel_module, "Channel", None)
     if channel_class is None or _PATCHED in vars(channel_class):
         return
