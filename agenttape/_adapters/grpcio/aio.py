@@ -124,6 +124,7 @@ class TapedCall:
         self._opened: _Source | None = None
         self._callbacks: list[Callable[[Any], None]] = []
         self._finished = False
+        self._cancelled = False
 
     # -- opening the call --------------------------------------------------------------
 
@@ -260,7 +261,7 @@ class TapedCall:
         await self._source()
 
     def cancelled(self) -> bool:
-        return False
+        return self._cancelled
 
     def done(self) -> bool:
         return self._finished
@@ -269,8 +270,13 @@ class TapedCall:
         return None
 
     def cancel(self) -> bool:
+        """Ends the call: a live one is cancelled (and recorded so), a replayed one sends
+        nothing more."""
         if self._finished:
             return False
+        if self._opened is not None:
+            self._opened.cancel()
+        self._cancelled = True
         self._end()
         return True
 
@@ -301,6 +307,10 @@ class _Source:
 
     async def initial_metadata(self) -> tuple[tuple[str, Any], ...]:
         raise NotImplementedError
+
+    def cancel(self) -> None:
+        """The caller cancelled the call."""
+        self.outcome = self.outcome or Outcome((), (), grpc.StatusCode.CANCELLED, "Cancelled")
 
     async def drain(self) -> None:
         """Reads to the end, so the status is known."""
@@ -382,6 +392,11 @@ class _Live(_Source):
             record_head(recording, _Initial(metadata))
         record_message(recording, raw)
         return bytes(raw)
+
+    def cancel(self) -> None:
+        if self.outcome is None:
+            self._call.cancel()
+            self._finish(grpc.StatusCode.CANCELLED, "Cancelled", (), ())
 
     def _finish(self, code: Any, details: Any, initial: Any, trailing: Any) -> None:
         if isinstance(trailing, aio.AioRpcError):
