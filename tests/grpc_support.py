@@ -86,9 +86,7 @@ class Servicer:
             context.abort(self._grpc.StatusCode.RESOURCE_EXHAUSTED, "quota exceeded: 10/min ✓")
         if request.collection == "slow":
             time.sleep(0.5)
-        hits = [
-            self.pb.Hit(id=f"p{i}", score=1.0 / (i + 1)) for i in range(max(request.limit, 1))
-        ]
+        hits = [self.pb.Hit(id=f"p{i}", score=1.0 / (i + 1)) for i in range(max(request.limit, 1))]
         context.set_trailing_metadata((("x-cost", "3"),))
         return self.pb.SearchReply(hits=hits, time=0.125)
 
