@@ -560,7 +560,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
             response_body,
             chunks,
             bool(res.get("truncated", False)),
-            trailers or [],
+            trailers or (),
         )
     error = None
     err = raw.get("error")
@@ -722,7 +722,11 @@ def _decode_interaction(raw: Any) -> Interaction:
             body=body,
             chunks=chunks,
             truncated=bool(res.get("truncated", False)),
-            trailers=_headers(res.get("trailers") or [], "response.trailers"),
+            trailers=(
+                _headers(res["trailers"], "response.trailers")
+                if res.get("trailers") is not None
+                else ()
+            ),
         )
     error = None
     if raw.get("error") is not None:

@@ -75,7 +75,7 @@ class Response:
     body: bytes = b""
     chunks: Sequence[tuple[int, float]] = field(default_factory=list)
     truncated: bool = False
-    trailers: Headers = field(default_factory=list)
+    trailers: Headers = ()
     """Header fields sent after the body (HTTP/2 trailers: gRPC's status and trailing
     metadata); empty for almost every response."""
 
