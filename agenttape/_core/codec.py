@@ -560,7 +560,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
             response_body,
             chunks,
             bool(res.get("truncated", False)),
-            trailers or (),
+            () if trailers is None else trailers,
         )
     error = None
     err = raw.get("error")
