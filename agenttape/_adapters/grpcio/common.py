@@ -197,12 +197,6 @@ def record_call_end(recording: Recording, call: Any) -> None:
     )
 
 
-def paced_end(schedule: Schedule, interaction: Interaction) -> None:
-    """With ``realtime``, a call ends (its status is known) when it did when recorded."""
-    if schedule.paced:
-        schedule.wait(interaction.duration)
-
-
 def bytes_twin(multi_callable: Any) -> Any:
     """A copy of grpcio's multi-callable that sends and receives bytes as they are."""
     twin = object.__new__(type(multi_callable))
