@@ -38,6 +38,7 @@ SCENARIOS = {
     10: "bench.s10_aiohttp",
     11: "bench.s11_botocore",
     12: "bench.s12_memory",
+    13: "bench.s13_grpc",
 }
 PEERS = ("agenttape", "cassetter", "vcrpy")
 TIMEOUT = 900

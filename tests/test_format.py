@@ -50,6 +50,7 @@ def sample() -> list[Interaction]:
                 body=b'{"error": {"mess',
                 chunks=[(10, 0.01), (6, 0.02)],
                 truncated=True,
+                trailers=[("grpc-status", "8"), ("x-cost", "3")],
             ),
             started_at=1_700_000_000.5,
             ttfb=0.01,
@@ -169,6 +170,7 @@ FIELDS = [
     ("response", "body"),
     ("response", "chunks"),
     ("response", "truncated"),
+    ("response", "trailers"),
     ("error",),
     ("error", "kind"),
     ("error", "type"),
@@ -208,7 +210,8 @@ def pairs_seen_before() -> _SharedPairs:
     """What the reader has kept after the sample's entries: every header pair they hold."""
     seen = _SharedPairs(1 << 20)
     for interaction in sample():
-        response_headers = interaction.response.headers if interaction.response else []
+        response = interaction.response
+        response_headers = [*response.headers, *response.trailers] if response else []
         for pair in [*interaction.request.headers, *response_headers]:
             seen[pair] = pair
     return seen
@@ -409,3 +412,25 @@ def test_every_field_the_writers_emit_is_documented(
         assert expected in emitted  # the writers above did emit the optional fields
     documented = set(re.findall(r"`([a-z_\[\]\.]+)`", FORMAT_DOC.read_text()))
     assert sorted(emitted - documented) == []
+
+
+def test_trailers_are_written_only_when_a_response_has_them(tmp_path: Path) -> None:
+    """A gRPC call's status travels in ``response.trailers``, an optional field: a file
+    without trailers is byte for byte what earlier versions wrote, and says format 1."""
+    plain = Interaction(Request("GET", "https://api.test/"), Response(200, body=b"ok"))
+    document = msgpack.unpackb(encode({}, [plain]), raw=False)
+    assert document["agenttape"] == 1
+    assert "trailers" not in document["interactions"][0]["response"]
+    call = sample()[0]
+    document = msgpack.unpackb(encode({}, [call]), raw=False)
+    assert document["agenttape"] == 1
+    assert document["interactions"][0]["response"]["trailers"] == [
+        ["grpc-status", "8"],
+        ["x-cost", "3"],
+    ]
+    path = tmp_path / "trailers.msgpack"
+    path.write_bytes(encode({}, [call]))
+    [read] = agenttape.load(path).interactions
+    assert read.response is not None
+    assert read.response.trailers == [("grpc-status", "8"), ("x-cost", "3")]
+    assert "`interactions[].response.trailers`" in FORMAT_DOC.read_text()

@@ -33,6 +33,8 @@ ADAPTERS: dict[str, str] = {
     "websockets.sync.client": "agenttape._adapters.websocket.websockets",
     "websocket._core": "agenttape._adapters.websocket.websocket_client",
     "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
+    "grpc._channel": "agenttape._adapters.grpcio.sync",
+    "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
     "socket": "agenttape._adapters.network_guard",
 }
 

@@ -125,6 +125,8 @@ def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
             "chunks": response.chunks,
             "truncated": response.truncated,
         }
+        if response.trailers:
+            encoded["response"]["trailers"] = response.trailers
     if interaction.error is not None:
         error = interaction.error
         encoded["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
@@ -434,6 +436,11 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
             chunks = _plain_chunks(raw_chunks, len(response_body))
         if chunks is None:
             return None
+        trailers = res.get("trailers")
+        if trailers is not None:
+            trailers = _plain_headers(trailers, seen)
+            if trailers is None:
+                return None
         response = Response(
             status,
             reason,
@@ -442,6 +449,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
             response_body,
             chunks,
             bool(res.get("truncated", False)),
+            () if trailers is None else trailers,
         )
     error = None
     err = raw.get("error")
@@ -603,6 +611,11 @@ def _decode_interaction(raw: Any) -> Interaction:
             body=body,
             chunks=chunks,
             truncated=bool(res.get("truncated", False)),
+            trailers=(
+                _headers(res["trailers"], "response.trailers")
+                if res.get("trailers") is not None
+                else ()
+            ),
         )
     error = None
     if raw.get("error") is not None:

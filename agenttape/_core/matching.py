@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from . import jsonpath
+from . import grpc_wire, jsonpath
 from .models import Interaction, Request
 from .urls import ParsedURL, parse_url
 
@@ -154,7 +154,14 @@ class Matcher:
                     f"headers.{header}: expected {show_value(want_h)}, got {show_value(got_h)}"
                 )
         if self._match_body and self.body_key(recorded.body) != self.body_key(request.body):
-            diffs.extend(self._body_differences(recorded.body, request.body))
+            if grpc_wire.is_grpc(request) and grpc_wire.is_grpc(recorded):
+                diffs.extend(
+                    grpc_wire.message_differences(
+                        request.url, recorded.body, request.body, json_differences
+                    )
+                )
+            else:
+                diffs.extend(self._body_differences(recorded.body, request.body))
         return diffs
 
     def _body_differences(self, want: bytes, got: bytes) -> list[str]:

@@ -24,6 +24,7 @@ TRACKED_DISTRIBUTIONS = (
     "botocore",
     "openai",
     "anthropic",
+    "grpcio",
 )
 
 

@@ -61,7 +61,8 @@ class Request:
 
 @dataclass(slots=True)
 class Response:
-    """A response as it crossed the wire: the body undecoded, with its chunk boundaries.
+    """A response as it crossed the wire: the body undecoded, with its chunk boundaries and,
+    when the server sent any, its trailers.
 
     ``chunks`` holds ``(size, offset)`` per chunk, ``offset`` being seconds since the request
     started, so replay can hand the caller the same pieces at the same moments.
@@ -74,6 +75,9 @@ class Response:
     body: bytes = b""
     chunks: Sequence[tuple[int, float]] = field(default_factory=list)
     truncated: bool = False
+    trailers: Headers = ()
+    """Header fields sent after the body (HTTP/2 trailers: gRPC's status and trailing
+    metadata); empty for almost every response."""
 
     def header(self, name: str) -> str | None:
         return first_header(self.headers, name)

@@ -120,6 +120,14 @@ class Recording:
             self._parts.append(data)
             self._chunks.append((len(data), time.perf_counter() - self._t0))
 
+    def trail(self, trailers: Headers) -> None:
+        """The trailers that followed the body (gRPC's status and trailing metadata), kept
+        with secrets redacted as headers are."""
+        response = self.interaction.response
+        tape = self._tape
+        if response is not None and tape is not None and not self.finished:
+            response.trailers = list(tape.response_headers(trailers))
+
     def frame(self, frame: Frame) -> bool:
         """Appends a WebSocket frame as it passes (its offset set here); False when it was
         not kept, the session being sealed or over its tape's limits."""

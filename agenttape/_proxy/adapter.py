@@ -17,18 +17,21 @@ import json
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 import h11
 
 from .._adapters.header_tables import decode_headers, decode_text
 from .._adapters.wire import header
+from .._core import grpc_wire
 from .._core.errors import UnmatchedInteractionError
 from .._core.exchange import Schedule, exchange
-from .._core.models import Failure, Interaction, Request, Response
+from .._core.models import Failure, Headers, Interaction, Request, Response
 from .._core.tape import Recording, Tape
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session
+from . import grpc_upstream
 from .upstream import (
     ClientGone,
     Origin,
@@ -104,12 +107,20 @@ class ProxyAdapter:
 
     def handle(self, incoming: ProxyRequest, client: Client, pool: UpstreamPool) -> None:
         request = incoming.request
+        grpc = grpc_wire.is_grpc(request)
+        if grpc:  # one form with in-process recordings: grpc://host:port/pkg.Service/Method
+            path = urlsplit(request.url).path
+            url = f"grpc://{grpc_upstream.authority(incoming.origin)}{path}"
+            request = dataclasses.replace(request, url=url)
 
         def replay(interaction: Interaction, schedule: Schedule) -> None:
             _replay(interaction, schedule, client)
 
         def record(recording: Recording) -> None:
-            _record(incoming, recording, client, pool)
+            if grpc:
+                _record_grpc(incoming, recording, client)
+            else:
+                _record(incoming, recording, client, pool)
 
         try:
             exchange(self.tape, request, replay=replay, record=record, failure_of=failure_of)
@@ -193,6 +204,49 @@ def _replay(interaction: Interaction, schedule: Schedule, client: Client) -> Non
         _fail(walk.failure, client)
     elif walk.ending == "held":
         client.hold()  # the client closed this body early when it was recorded
+    elif response.trailers and isinstance(client, Trailing):
+        client.trailers(response.trailers)  # gRPC's status and trailing metadata
+    else:
+        client.end()
+
+
+@runtime_checkable
+class Trailing(Protocol):
+    """A client that can be sent trailers (HTTP/2): they end the response."""
+
+    def trailers(self, headers: Headers) -> None: ...
+
+
+def _record_grpc(incoming: ProxyRequest, recording: Recording, client: Client) -> None:
+    """A gRPC call forwarded over HTTP/2 and recorded as it passes: the head, each DATA
+    frame as a piece, the trailers."""
+    origin = incoming.origin
+
+    def head(status: int, headers: Headers) -> None:
+        recording.respond(status, "", "HTTP/2", headers)
+        client.head(Response(status, "", "HTTP/2", headers))
+
+    def data(piece: bytes) -> None:
+        recording.chunk(piece)
+        client.data(piece)
+
+    def trailers(headers: Headers) -> None:
+        recording.trail(headers)
+        state["trailers"] = headers
+
+    state: dict[str, Headers] = {}
+    try:
+        grpc_upstream.call(origin, incoming.request, incoming.target, head, data, trailers)
+    except ClientGone:
+        recording.finish(truncated=True)
+        raise
+    except UpstreamError as exc:
+        recording.fail(Failure(exc.kind, exc.type_name, str(exc)))
+        raise
+    recording.finish()
+    sent = state.get("trailers")
+    if sent and isinstance(client, Trailing):
+        client.trailers(sent)
     else:
         client.end()
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .._adapters.header_tables import decode_header_set
-from .._core.models import Request, Response
+from .._core.models import Headers, Request, Response
 from .adapter import ProxyRequest
 from .guard import foreign_host, from_web_page
 from .upstream import (
@@ -276,6 +276,15 @@ class _H2Client:
 
     def end(self) -> None:
         self._call(lambda conn: conn.end_stream(self._stream.stream_id))
+
+    def trailers(self, headers: Headers) -> None:
+        """Ends the response with trailers (gRPC's status and trailing metadata)."""
+        fields = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in headers
+            if name.lower() not in H2_DROPPED
+        ]
+        self._call(lambda conn: conn.send_headers(self._stream.stream_id, fields, end_stream=True))
 
     def flush(self) -> None:
         """Everything is sent as it is written."""

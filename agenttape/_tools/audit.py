@@ -223,6 +223,7 @@ def audit_interaction(index: int, interaction: Interaction, scanner: _Scanner) -
     findings += scanner.body(index, "request", request.headers, request.body)
     if response is not None:
         findings += _headers(index, "response", response.headers)
+        findings += _headers(index, "response trailer", response.trailers)
         findings += scanner.body(index, "response", response.headers, response.body)
     for number, frame in enumerate(interaction.frames or ()):
         where = f"websocket frame {number} ({frame.direction})"

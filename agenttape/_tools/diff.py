@@ -8,13 +8,14 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .._core import jsonpath
+from .._core import grpc_wire, jsonpath
 from .._core.matching import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
 from . import frames
 from .reading import (
     body_end,
     decode_within_budget,
+    grpc_messages,
     is_sse,
     parse_json,
     parse_sse,
@@ -41,6 +42,10 @@ def _outcome(interaction: Interaction) -> str:
     event ended as one the server ended, as far as anyone reading it can tell."""
     if interaction.response is not None:
         status = interaction.response.status
+        call = grpc_wire.summary(interaction)
+        if call is not None:
+            _method, code, details = call
+            return f"grpc {grpc_wire.status_name(code)}" + (f" ({details})" if details else "")
         if interaction.error is not None:
             return f"{status}, then {interaction.error.kind} ({interaction.error.type})"
         if body_end(interaction) == "closed_early":
@@ -70,6 +75,11 @@ def _body_differences(a: Response, b: Response, ignore: tuple[str, ...]) -> list
     want, got = decoded_a.data, decoded_b.data
     if want == got:
         return []
+    messages_a, messages_b = grpc_messages(a.headers, want), grpc_messages(b.headers, got)
+    if messages_a is not None and messages_b is not None:
+        found: list[str] = []
+        json_differences("response messages", messages_a, messages_b, found)
+        return found or [_bytes_difference(want, got)]
     if not (parseable(a.body, decoded_a) and parseable(b.body, decoded_b)):
         return [_bytes_difference(want, got)]
     if is_sse(a.headers) and is_sse(b.headers):

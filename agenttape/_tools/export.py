@@ -11,6 +11,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from .._core import grpc_wire
 from .._core.models import Headers, Interaction, first_header
 from .._core.text import counted, iso
 from .._version import __version__
@@ -61,7 +62,7 @@ def _body(headers: Headers, body: bytes) -> dict[str, Any]:
     except UnicodeDecodeError:
         out["base64"] = base64.b64encode(body).decode("ascii")
     kind, value, note = readable_body(headers, body)
-    if kind in ("json", "sse") or (kind == "text" and "text" not in out):
+    if kind in ("json", "sse", "grpc") or (kind == "text" and "text" not in out):
         out["decoded"] = {"kind": kind, "value": value}
     if note:
         out["note"] = note
@@ -94,6 +95,17 @@ def exchange_json(
             "truncated": response.truncated,
             "body_end": body_end(interaction),
         }
+        if response.trailers:
+            out["response"]["trailers"] = [list(pair) for pair in response.trailers]
+        call = grpc_wire.summary(interaction)
+        if call is not None:
+            method, code, details = call
+            out["grpc"] = {
+                "method": method,
+                "status": code,
+                "status_name": grpc_wire.status_name(code),
+                "details": details,
+            }
     if error is not None:
         out["error"] = {"kind": error.kind, "type": error.type, "message": error.message}
     return out
@@ -210,6 +222,8 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
             "headersSize": -1,
             "bodySize": len(response.body),
         }
+        if response.trailers:
+            har_response["_trailers"] = _har_headers(response.trailers)
         if response.truncated:
             har_response["_truncated"] = True
         har_response["_bodyEnd"] = body_end(interaction)

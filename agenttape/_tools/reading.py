@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from .._core import bodies
+from .._core import bodies, grpc_wire
 from .._core.bodies import (
     END_OF_STREAM_EVENTS,
     READ_LIMIT,
@@ -24,7 +24,7 @@ from .._core.bodies import (
     parse_sse,
     reached_end_of_stream,
 )
-from .._core.models import Headers, Interaction, Request
+from .._core.models import Headers, Interaction, Request, first_header
 
 __all__ = [
     "BODY_END_TEXT",
@@ -41,6 +41,7 @@ __all__ = [
     "JsonValue",
     "body_end",
     "decode_within_budget",
+    "grpc_messages",
     "is_sse",
     "llm_fields",
     "model_of",
@@ -168,13 +169,39 @@ def sse_text(events: list[Event]) -> str:
     )
 
 
+def grpc_messages(headers: Headers, body: bytes) -> list[dict[str, Any]] | None:
+    """The messages of a gRPC body (``content-type: application/grpc``) for reading, each
+    ``{"size", "fields"}`` (the protobuf wire format read without a schema: field numbers as
+    keys) or ``{"size", "hex"}``; None for any other body, or one that is not whole
+    messages."""
+    kind = first_header(headers, "content-type") if headers else None
+    if kind is None or not kind.startswith(grpc_wire.CONTENT_TYPE):
+        return None
+    try:
+        messages = grpc_wire.split(body, first_header(headers, "grpc-encoding"))
+    except (ValueError, OSError, EOFError):
+        return None
+    shown: list[dict[str, Any]] = []
+    for message in messages:
+        fields = grpc_wire.decode_raw(message)
+        if fields is None or (message and not fields):
+            shown.append({"size": len(message), "hex": message.hex(" ")})
+        else:
+            shown.append({"size": len(message), "fields": fields})
+    return shown
+
+
 def readable_body(headers: Headers, body: bytes) -> tuple[str, JsonValue, str]:
     """(kind, value, note) for showing a body: kind is ``empty``, ``json``, ``sse``,
-    ``text`` or ``binary``; value is the document, the event dicts, the text or the bytes."""
+    ``grpc``, ``text`` or ``binary``; value is the document, the event dicts, the gRPC
+    messages (``grpc_messages``), the text or the bytes."""
     decoded = decode_within_budget(headers, body)
     data = decoded.data
     if not data:
         return "empty", None, decoded.note
+    messages = grpc_messages(headers, data)
+    if messages is not None:
+        return "grpc", messages, decoded.note
     if parseable(body, decoded):
         if is_sse(headers):
             return "sse", [event.as_dict() for event in parse_sse(data)], decoded.note
@@ -221,6 +248,9 @@ def status_text(interaction: Interaction) -> str:
     response, error = interaction.response, interaction.error
     if response is None:
         return error.kind if error is not None else "?"
+    call = grpc_wire.summary(interaction)
+    if call is not None:
+        return f"grpc {grpc_wire.status_name(call[1])}"
     if interaction.frames is not None:  # a WebSocket session: how it ended
         if error is not None:
             return f"{response.status}, dropped"

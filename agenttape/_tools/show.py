@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from .._core import grpc_wire
 from .._core.files import read
 from .._core.models import Headers, Interaction
 from .._core.text import counted, interrupted
@@ -194,6 +195,16 @@ def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -
             shown = json.dumps(data, ensure_ascii=False) if not isinstance(data, str) else data
             blocks.append(f"[{number}] {head + ' ' if head else ''}{shown}")
         text = "\n".join(blocks)
+    elif kind == "grpc":
+        blocks = []
+        for number, message in enumerate(value):
+            shown = (
+                json.dumps(message["fields"], indent=2, ensure_ascii=False)
+                if "fields" in message
+                else f"<binary> {message['hex']}"
+            )
+            blocks.append(f"[{number}] message, {message['size']} bytes\n{shown}")
+        text = "\n".join(blocks)
     elif kind == "text":
         text = value
     elif kind == "binary":
@@ -238,6 +249,15 @@ def detail(index: int, interaction: Interaction) -> str:
         )
         lines += [f"  {k}: {v}" for k, v in response.headers]
         lines += _body_lines("Response body", response.headers, response.body, len(response.chunks))
+        if response.trailers:
+            lines += ["Response trailers"] + [f"  {k}: {v}" for k, v in response.trailers]
+        call = grpc_wire.summary(interaction)
+        if call is not None:
+            method, code, details = call
+            lines.append(
+                f"gRPC {method}: status {grpc_wire.status_name(code)} ({code})"
+                + (f": {details}" if details else "")
+            )
     lines += frames.lines(interaction)
     if error is not None:
         lines.append(f"Transport error {error.kind}: {error.type}: {error.message}")

@@ -379,6 +379,13 @@
       add(response, el("p", "bodyinfo", head));
       add(response, headerTable(item.response.headers));
       add(response, bodyBlock(boundary ? (item.error ? "Exception" : "Return value") : "Response body", item.response.body));
+      if (item.response.trailers) {
+        add(response, el("p", "bodyinfo", "Trailers"));
+        add(response, headerTable(item.response.trailers));
+      }
+      if (item.grpc) {
+        add(response, el("p", "bodyinfo", "gRPC status " + item.grpc.status_name + " (" + item.grpc.status + ")" + (item.grpc.details ? ": " + item.grpc.details : "")));
+      }
     } else {
       add(response, el("h3", "", "Response"));
       add(response, el("p", "bodyinfo", "no response: the transport failed first"));

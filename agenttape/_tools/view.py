@@ -31,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._core import grpc_wire
 from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction
 from .._core.text import byte_size, counted, interrupted, iso
@@ -42,6 +43,7 @@ from .reading import (
     Event,
     body_end,
     decode_within_budget,
+    grpc_messages,
     is_sse,
     parse_json,
     parse_sse,
@@ -205,7 +207,23 @@ def body_view(
         view.update(kind="empty", text="", notes=notes)
         return view
     events: list[dict[str, Any]] = []
-    if is_sse(headers):
+    messages = grpc_messages(headers, data) if not decoded.cut else None
+    if messages is not None:
+        view["kind"] = "grpc"
+        view["count"] = len(messages)
+        text, note = _bounded(
+            "\n".join(
+                f"[{number}] {message['size']} bytes\n"
+                + (
+                    json.dumps(message["fields"], indent=2, ensure_ascii=False)
+                    if "fields" in message
+                    else message["hex"]
+                )
+                for number, message in enumerate(messages)
+            ),
+            "the messages",
+        )
+    elif is_sse(headers):
         # Arrival moments are positions in the stored bytes: only an unencoded stream has them.
         events, parsed = _events(data, chunks if not encodings else None)
         if len(parsed) > len(events):
@@ -250,6 +268,10 @@ def body_view(
     return view
 
 
+_CALLER_CODES = frozenset((3, 5, 6, 7, 9, 11, 12, 16))
+"""gRPC codes that say the call was wrong (INVALID_ARGUMENT, NOT_FOUND, …), as 4xx do."""
+
+
 def status_class(interaction: Interaction) -> str:
     """The colour of an interaction on the waterfall: ``ok``, ``redirect``, ``client``,
     ``rate`` (429), ``server``, ``error`` (a transport error, no response), ``boundary`` (a
@@ -259,6 +281,9 @@ def status_class(interaction: Interaction) -> str:
         return "raised" if interaction.error is not None else "boundary"
     if response is None:
         return "error"
+    call = grpc_wire.summary(interaction)
+    if call is not None and call[1] != 0:  # a gRPC status: quota, caller, or server trouble
+        return "rate" if call[1] == 8 else "client" if call[1] in _CALLER_CODES else "server"
     status = response.status
     if status == 429:
         return "rate"

@@ -1,0 +1,421 @@
+"""grpcio's ``grpc.aio`` channels: intercepted where a channel makes its multi-callables,
+as the sync channels are.
+
+The wrapper's call object is what the stub's caller awaits or iterates. It opens the call
+the first time it is asked anything (``exchange_async``): replayed from the cassette, or run
+for real through a multi-callable of the same method that sends and receives bytes. A
+``grpc.aio`` channel's own interceptors run inside its multi-callables, so they run while
+recording and not on replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Callable, Generator
+from types import ModuleType
+from typing import Any
+
+import grpc
+from grpc import aio
+
+from ..._core import grpc_wire, runtime
+from ..._core.exchange import Schedule, exchange_async
+from ..._core.models import Failure, Interaction
+from ..._core.tape import Recording, Tape
+from .common import (
+    DeadlinePassed,
+    Method,
+    Outcome,
+    as_metadata,
+    bytes_twin,
+    encoding,
+    record_end,
+    record_head,
+    record_message,
+    stays_off,
+    walk,
+)
+
+_PATCHED = "__agenttape_grpc_aio__"
+# grpc.aio's multi-callable class -> (whether requests stream, whether answers stream).
+# Patched on the class, so a stub made before the cassette opened is served too.
+_CLASSES = {
+    "UnaryUnaryMultiCallable": (False, False),
+    "UnaryStreamMultiCallable": (False, True),
+    "StreamUnaryMultiCallable": (True, False),
+    "StreamStreamMultiCallable": (True, True),
+}
+_methods: weakref.WeakKeyDictionary[Any, Method] = weakref.WeakKeyDictionary()
+
+
+def _not_a_transport_failure(exc: BaseException) -> Failure | None:
+    return None
+
+
+def install(channel_module: ModuleType) -> None:
+    try:
+        _install(channel_module)
+    except Exception as exc:  # never break the user's import
+        stays_off("grpc.aio channels", exc)
+
+
+def _install(channel_module: ModuleType) -> None:
+    channel_class = getattr(channel_module, "Channel", None)
+    if channel_class is None or _PATCHED in vars(channel_class):
+        return
+    setattr(channel_class, _PATCHED, True)
+    for name, streams in _CLASSES.items():
+        multi_callable = getattr(channel_module, name, None)
+        if multi_callable is not None and "__call__" in vars(multi_callable):
+            multi_callable.__call__ = _entry(multi_callable.__call__, *streams)
+
+
+def _entry(original: Any, stream_request: bool, stream_response: bool) -> Any:
+    def call(self: Any, request: Any = None, **options: Any) -> Any:
+        tape = runtime.active()
+        if tape is None:
+            return original(self, request, **options)
+        method = _methods.get(self)
+        if method is None:
+            target = getattr(self._channel, "target", None) or b"localhost"
+            method = _methods[self] = Method.of(
+                target.decode("utf-8", "replace") if isinstance(target, bytes) else str(target),
+                self._method,
+                self._request_serializer,
+                self._response_deserializer,
+            )
+        spec = _Spec(self, method, stream_request, stream_response)
+        return TapedCall(spec, tape, request, options)
+
+    call.__doc__ = original.__doc__
+    return call
+
+
+class _Spec:
+    """One multi-callable's method, its shape, and its twin that sends bytes."""
+
+    def __init__(
+        self, multi_callable: Any, method: Method, stream_request: bool, stream_response: bool
+    ) -> None:
+        self._multi_callable = multi_callable
+        self.method = method
+        self.stream_request = stream_request
+        self.stream_response = stream_response
+
+    def live(self) -> Any:
+        return bytes_twin(self._multi_callable)
+
+
+class TapedCall:
+    """One call on a ``grpc.aio`` channel while a cassette is active: awaitable (unary
+    answers), async-iterable and ``read()`` (streamed answers), ``write()`` and
+    ``done_writing()`` (streamed requests without an iterator), and the call's metadata
+    and status."""
+
+    def __init__(self, callable_: _Spec, tape: Tape, request: Any, options: dict[str, Any]) -> None:
+        self._callable = callable_
+        self._tape = tape
+        self._request = request
+        self._options = options
+        self._writes: list[Any] = []
+        self._writing_done: asyncio.Event | None = None
+        self._opening: asyncio.Future[_Source] | None = None
+        self._opened: _Source | None = None
+        self._callbacks: list[Callable[[Any], None]] = []
+        self._finished = False
+        self._cancelled = False
+
+    # -- opening the call --------------------------------------------------------------
+
+    async def _messages(self) -> list[Any]:
+        if not self._callable.stream_request:
+            return [self._request]
+        request = self._request
+        if request is None:
+            await self._written().wait()
+            return list(self._writes)
+        if hasattr(request, "__aiter__"):
+            return [message async for message in request]
+        return list(request)
+
+    async def _open(self) -> _Source:
+        method = self._callable.method
+        metadata = self._options.get("metadata")
+        timeout = self._options.get("timeout")
+        model, payloads = method.request(await self._messages(), metadata)
+
+        async def replay(interaction: Interaction, schedule: Schedule) -> _Source:
+            return _Replayed(interaction, schedule, timeout)
+
+        async def record(recording: Recording) -> _Source:
+            argument = iter(payloads) if self._callable.stream_request else payloads[0]
+            return _Live(self._callable.live()(argument, **self._options), recording)
+
+        return await exchange_async(
+            self._tape, model, replay=replay, record=record, failure_of=_not_a_transport_failure
+        )
+
+    async def _source(self) -> _Source:
+        """The call, opened the first time anything is asked of it; callers asking while it
+        opens wait for the same opening."""
+        opened = self._opened
+        if opened is not None:
+            return opened
+        opening = self._opening
+        if opening is not None:
+            return await asyncio.shield(opening)
+        opening = self._opening = asyncio.get_running_loop().create_future()
+        try:
+            opened = await self._open()
+        except BaseException as exc:
+            opening.set_exception(exc)
+            opening.exception()  # whoever waits gets it; nobody waiting is no error
+            raise
+        self._opened = opened
+        opening.set_result(opened)
+        return opened
+
+    def _end(self) -> None:
+        if not self._finished:
+            self._finished = True
+            callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:
+                callback(self)
+
+    async def _next(self) -> Any:
+        """The next response (deserialized), or ``aio.EOF`` after the last one; raises the
+        recorded status when it is not OK."""
+        source = await self._source()
+        raw = await source.next()
+        if raw is None:
+            self._end()
+            outcome = source.outcome
+            assert outcome is not None
+            if outcome.code is not grpc.StatusCode.OK:
+                raise _error(outcome)
+            return aio.EOF
+        return self._callable.method.deserialize(raw)
+
+    # -- the answer ----------------------------------------------------------------------
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._unary().__await__()
+
+    async def _unary(self) -> Any:
+        response = await self._next()
+        if response is aio.EOF:
+            raise _error(Outcome((), (), grpc.StatusCode.INTERNAL, "no response message"))
+        while await self._next() is not aio.EOF:
+            pass
+        return response
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Any]:
+        while (response := await self._next()) is not aio.EOF:
+            yield response
+
+    async def read(self) -> Any:
+        return await self._next()
+
+    async def write(self, request: Any) -> None:
+        self._writes.append(request)
+
+    async def done_writing(self) -> None:
+        self._written().set()
+
+    def _written(self) -> asyncio.Event:
+        if self._writing_done is None:
+            self._writing_done = asyncio.Event()
+        return self._writing_done
+
+    # -- grpc.aio.Call -------------------------------------------------------------------
+
+    async def initial_metadata(self) -> aio.Metadata:
+        source = await self._source()
+        return aio.Metadata(*await source.initial_metadata())
+
+    async def _outcome(self) -> Outcome:
+        source = await self._source()
+        await source.drain()
+        self._end()
+        assert source.outcome is not None
+        return source.outcome
+
+    async def trailing_metadata(self) -> aio.Metadata:
+        return aio.Metadata(*(await self._outcome()).trailing)
+
+    async def code(self) -> grpc.StatusCode:
+        return (await self._outcome()).code
+
+    async def details(self) -> str:
+        return (await self._outcome()).details
+
+    async def debug_error_string(self) -> str:
+        outcome = await self._outcome()
+        return f"replayed or recorded by agenttape: {outcome.code} {outcome.details!r}"
+
+    async def wait_for_connection(self) -> None:
+        await self._source()
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def done(self) -> bool:
+        return self._finished
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def cancel(self) -> bool:
+        """Ends the call: a live one is cancelled (and recorded so), a replayed one sends
+        nothing more."""
+        if self._finished:
+            return False
+        if self._opened is not None:
+            self._opened.cancel()
+        self._cancelled = True
+        self._end()
+        return True
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        if self._finished:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+
+def _error(outcome: Outcome) -> aio.AioRpcError:
+    return aio.AioRpcError(
+        outcome.code,
+        aio.Metadata(*outcome.initial),
+        aio.Metadata(*outcome.trailing),
+        outcome.details,
+        f"replayed by agenttape: {outcome.code}",
+    )
+
+
+class _Source:
+    """Where a call's answer comes from: message bytes, then its ``outcome``."""
+
+    outcome: Outcome | None = None
+
+    async def next(self) -> bytes | None:
+        raise NotImplementedError
+
+    async def initial_metadata(self) -> tuple[tuple[str, Any], ...]:
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        """The caller cancelled the call."""
+        self.outcome = self.outcome or Outcome((), (), grpc.StatusCode.CANCELLED, "Cancelled")
+
+    async def drain(self) -> None:
+        """Reads to the end, so the status is known."""
+        while await self.next() is not None:
+            pass
+
+
+class _Replayed(_Source):
+    def __init__(self, interaction: Interaction, schedule: Schedule, timeout: Any) -> None:
+        self._interaction = interaction
+        self._schedule = schedule
+        self._timeout = timeout
+        self._recorded = Outcome.of(interaction)
+        self._pieces = walk(interaction, schedule, timeout).__aiter__()
+        self._reader = grpc_wire.MessageReader(encoding(interaction))
+        self._ready: list[bytes] = []
+
+    async def initial_metadata(self) -> tuple[tuple[str, Any], ...]:
+        return self._recorded.initial
+
+    async def next(self) -> bytes | None:
+        while not self._ready:
+            if self.outcome is not None:
+                return None
+            try:
+                piece = await self._pieces.__anext__()
+            except StopAsyncIteration:
+                schedule = self._schedule
+                on_time = not schedule.paced or await schedule.wait_async(
+                    self._interaction.duration, self._timeout
+                )
+                self.outcome = self._recorded if on_time else Outcome.deadline()
+                return None
+            except DeadlinePassed:
+                self.outcome = Outcome.deadline()
+                return None
+            self._ready.extend(self._reader.feed(piece))
+        return self._ready.pop(0)
+
+
+class _Live(_Source):
+    """A live call sending and receiving bytes, recorded as it is read."""
+
+    def __init__(self, call: Any, recording: Recording) -> None:
+        self._call = call
+        self._recording = recording
+        self._unary = not hasattr(call, "read")
+        self._answered = False
+
+    async def initial_metadata(self) -> tuple[tuple[str, Any], ...]:
+        try:
+            return tuple(await self._call.initial_metadata())
+        except aio.AioRpcError as error:
+            return tuple(error.initial_metadata() or ())
+
+    async def next(self) -> bytes | None:
+        if self.outcome is not None:
+            return None
+        recording = self._recording
+        try:
+            if self._unary:
+                if self._answered:
+                    raw: Any = aio.EOF
+                else:
+                    self._answered = True
+                    raw = await self._call
+            else:
+                raw = await self._call.read()
+        except aio.AioRpcError as error:
+            self._finish(error.code(), error.details(), error.initial_metadata(), error)
+            raise
+        if raw is aio.EOF:
+            initial = await self._call.initial_metadata()
+            code, details = await self._call.code(), await self._call.details()
+            self._finish(code, details, initial, await self._call.trailing_metadata())
+            return None
+        if recording.interaction.response is None:
+            metadata = await self._call.initial_metadata()
+            record_head(recording, _Initial(metadata))
+        record_message(recording, raw)
+        return bytes(raw)
+
+    def cancel(self) -> None:
+        if self.outcome is None:
+            self._call.cancel()
+            self._finish(grpc.StatusCode.CANCELLED, "Cancelled", (), ())
+
+    def _finish(self, code: Any, details: Any, initial: Any, trailing: Any) -> None:
+        if isinstance(trailing, aio.AioRpcError):
+            trailing = trailing.trailing_metadata()
+        self.outcome = Outcome(
+            as_metadata(tuple(initial or ())),
+            as_metadata(tuple(trailing or ())),
+            code,
+            details or "",
+        )
+        record_head(self._recording, _Initial(initial))
+        record_end(self._recording, code, details, trailing)
+
+
+class _Initial:
+    """Initial metadata already read, in the shape ``record_head`` asks it of a call."""
+
+    def __init__(self, metadata: Any) -> None:
+        self._metadata = tuple(metadata or ())
+
+    def initial_metadata(self) -> Any:
+        return self._metadata

@@ -1,0 +1,375 @@
+"""grpcio calls recorded against a real grpcio server on 127.0.0.1, the server stopped, then
+replayed: every call shape byte-exact, metadata, status and errors, strict matching."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+grpc = pytest.importorskip("grpc")
+pytest.importorskip("grpc_tools")
+
+import agenttape  # noqa: E402
+from agenttape._core import grpc_wire  # noqa: E402
+from tests.grpc_support import GrpcServer, stubs  # noqa: E402
+
+pb, services = stubs()
+
+
+def _calls(stub: Any) -> list[Any]:
+    """One call of each shape and an error, as comparable values (messages as bytes)."""
+    out: list[Any] = []
+    reply, call = stub.Search.with_call(
+        pb.SearchRequest(collection="docs", vector=[0.25, 0.5], limit=2),
+        metadata=[("authorization", "Bearer sk-live-123"), ("x-trace-bin", b"\x01\x02\xff")],
+    )
+    out.append(
+        (
+            reply.SerializeToString(),
+            tuple(call.initial_metadata()),
+            tuple(call.trailing_metadata()),
+            call.code(),
+            call.details(),
+        )
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.Search(pb.SearchRequest(collection="full"))
+    error = caught.value
+    out.append((error.code(), error.details(), tuple(error.trailing_metadata())))
+    stream = stub.Scroll(pb.ScrollRequest(collection="k", count=3))
+    out.append([point.SerializeToString() for point in stream])
+    out.append((stream.code(), tuple(stream.trailing_metadata())))
+    out.append(stub.Upsert(iter([pb.Point(id="a", vector=[1]), pb.Point(id="b")])).stored)
+    chat = stub.Chat(iter([pb.ChatMessage(text="hi", turn=1), pb.ChatMessage(text="yo", turn=2)]))
+    out.append([message.SerializeToString() for message in chat])
+    with pytest.raises(grpc.RpcError) as broken:
+        list(stub.Chat(iter([pb.ChatMessage(text="boom")])))
+    out.append((broken.value.code(), broken.value.details()))
+    return out
+
+
+def test_every_call_shape_replays_byte_exact_with_the_server_stopped(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.msgpack"
+    server = GrpcServer()
+    stub = services.VectorsStub(grpc.insecure_channel(server.target))  # made before the cassette
+    with agenttape.use_cassette(path, mode="all"):
+        recorded = _calls(stub)
+    seen = list(server.servicer.seen)
+    server.stop()
+    with agenttape.use_cassette(path, mode="none") as tape:
+        replayed = _calls(stub)
+        assert tape.all_played
+    assert replayed == recorded
+    assert recorded[1][0] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert recorded[1][1] == "quota exceeded: 10/min ✓"
+    assert ("quota-bin", b"\x00\x01\xfe") in recorded[1][2]
+    assert recorded[6][0] is grpc.StatusCode.INVALID_ARGUMENT
+
+    interactions = agenttape.load(path).interactions
+    assert [i.request.url.rsplit("/", 1)[-1] for i in interactions] == [
+        "Search",
+        "Search",
+        "Scroll",
+        "Upsert",
+        "Chat",
+        "Chat",
+    ]
+    search = interactions[0]
+    assert search.request.url == f"grpc://{server.target}/vectors.v1.Vectors/Search"
+    assert search.request.method == "POST"
+    # The request body is the messages as sent, each with gRPC's five-byte prefix.
+    assert search.request.body == grpc_wire.frame(seen[0][1].SerializeToString())
+    assert search.response is not None
+    assert search.response.body == grpc_wire.frame(recorded[0][0])
+    assert ("grpc-status", "0") in search.response.trailers
+    scroll = interactions[2]
+    assert scroll.response is not None
+    assert len(scroll.response.chunks) == 3  # one chunk per message, with its offset
+    assert grpc_wire.split(scroll.response.body) == recorded[2]
+    upsert = interactions[3]
+    assert grpc_wire.split(upsert.request.body) == [p.SerializeToString() for p in seen[3][1]]
+
+
+def test_metadata_secrets_never_reach_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "secrets.msgpack"
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with agenttape.use_cassette(path, mode="all"):
+            stub.Search(
+                pb.SearchRequest(collection="docs"),
+                metadata=[("x-api-key", "qd-secret-key-1"), ("authorization", "Bearer abc123")],
+            )
+    data = path.read_bytes()
+    assert b"qd-secret-key-1" not in data and b"abc123" not in data
+    headers = agenttape.load(path).interactions[0].request.headers
+    assert ("x-api-key", "<redacted>") in headers
+    # Replay with another key matches: the key is redacted before matching too.
+    stub = services.VectorsStub(grpc.insecure_channel(server.target))
+    with agenttape.use_cassette(path, mode="none"):
+        stub.Search(pb.SearchRequest(collection="docs"), metadata=[("x-api-key", "other")])
+
+
+def test_a_changed_request_names_the_protobuf_field(tmp_path: Path) -> None:
+    path = tmp_path / "miss.msgpack"
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with agenttape.use_cassette(path, mode="all"):
+            stub.Search(pb.SearchRequest(collection="docs", limit=2))
+        # The server is still up: a call no cassette serves never reaches it.
+        with (
+            agenttape.use_cassette(path, mode="none"),
+            pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+        ):
+            stub.Search(pb.SearchRequest(collection="docs", limit=3))
+        assert len(server.servicer.seen) == 1
+    message = str(caught.value)
+    assert "grpc://" in message and "vectors.v1.Vectors/Search" in message
+    assert "body.messages[0].limit: expected 2, got 3" in message
+
+
+def test_a_message_that_is_not_protobuf_shows_the_differing_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "raw.msgpack"
+    server = grpc.server(__import__("concurrent.futures").futures.ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "raw.Echo",
+                {"Call": grpc.unary_unary_rpc_method_handler(lambda request, _c: request[::-1])},
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    echo = channel.unary_unary("/raw.Echo/Call")
+    with agenttape.use_cassette(path, mode="all"):
+        assert echo(b"\xff\xfe\x00abc") == b"cba\x00\xfe\xff"
+    server.stop(None).wait()
+    with agenttape.use_cassette(path, mode="none"):
+        assert echo(b"\xff\xfe\x00abc") == b"cba\x00\xfe\xff"
+        with pytest.raises(agenttape.UnmatchedInteractionError) as caught:
+            echo(b"\xff\xfe\x00abd")
+    assert (
+        "body.messages[0]: expected 6 bytes ff fe 00 61 62 63, got 6 bytes ff fe 00 61 62 64"
+        in (str(caught.value))
+    )
+
+
+def test_a_recorded_deadline_replays_as_deadline_exceeded(tmp_path: Path) -> None:
+    path = tmp_path / "deadline.msgpack"
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with (
+            agenttape.use_cassette(path, mode="all"),
+            pytest.raises(grpc.RpcError) as live,
+        ):
+            stub.Search(pb.SearchRequest(collection="slow"), timeout=0.1)
+    assert live.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    with agenttape.use_cassette(path, mode="none"), pytest.raises(grpc.RpcError) as replayed:
+        stub.Search(pb.SearchRequest(collection="slow"), timeout=0.1)
+    assert replayed.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert replayed.value.details() == live.value.details()
+
+
+def test_realtime_paces_streamed_messages_at_their_offsets(tmp_path: Path) -> None:
+    path = tmp_path / "paced.msgpack"
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with agenttape.use_cassette(path, mode="all"):
+            assert (
+                len(list(stub.Scroll(pb.ScrollRequest(collection="p", count=3, pause_ms=150)))) == 3
+            )
+
+    def arrivals(**options: Any) -> list[float]:
+        with agenttape.use_cassette(path, mode="none", **options):
+            started = time.perf_counter()
+            return [
+                time.perf_counter() - started
+                for _ in stub.Scroll(pb.ScrollRequest(collection="p", count=3, pause_ms=150))
+            ]
+
+    paced = arrivals(realtime=True)
+    assert paced[0] >= 0.12 and paced[2] >= 0.40
+    assert arrivals()[2] < 0.1
+
+
+def test_intercepted_channels_futures_and_threads(tmp_path: Path) -> None:
+    path = tmp_path / "intercepted.msgpack"
+
+    class AddsTenant(grpc.UnaryUnaryClientInterceptor):
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            metadata = [*(details.metadata or ()), ("x-tenant", "t_3")]
+            return continuation(details._replace(metadata=metadata), request)
+
+    import collections
+
+    Details = collections.namedtuple(
+        "Details", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+    )
+    del Details
+
+    def run(target: str) -> list[Any]:
+        channel = grpc.intercept_channel(grpc.insecure_channel(target), AddsTenant())
+        stub = services.VectorsStub(channel)
+        future = stub.Search.future(pb.SearchRequest(collection="f", limit=1))
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            threaded = pool.submit(stub.Search, pb.SearchRequest(collection="t", limit=3)).result()
+        return [future.result().SerializeToString(), threaded.SerializeToString()]
+
+    with GrpcServer() as server:
+        with agenttape.use_cassette(path, mode="all"):
+            recorded = run(server.target)
+        assert all(seen[2].get("x-tenant") == "t_3" for seen in server.servicer.seen)
+    with agenttape.use_cassette(
+        path, mode="none", match_on=("method", "url", "body", "headers:x-tenant")
+    ):
+        assert run(server.target) == recorded
+        # A replayed channel reports itself ready without connecting.
+        grpc.channel_ready_future(grpc.insecure_channel(server.target)).result(timeout=2)
+
+
+def test_no_cassette_leaves_grpc_alone() -> None:
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        assert stub.Search(pb.SearchRequest(collection="x", limit=1)).hits[0].id == "p0"
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.Search(pb.SearchRequest(collection="full"))
+        assert type(caught.value).__module__ == "grpc._channel"
+
+
+async def _aio_calls(target: str) -> list[Any]:
+    out: list[Any] = []
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = services.VectorsStub(channel)
+        call = stub.Search(
+            pb.SearchRequest(collection="docs", limit=2), metadata=[("x-api-key", "k1")]
+        )
+        reply = await call
+        out.append(
+            (
+                reply.SerializeToString(),
+                tuple(await call.initial_metadata()),
+                tuple(await call.trailing_metadata()),
+                await call.code(),
+            )
+        )
+        try:
+            await stub.Search(pb.SearchRequest(collection="full"))
+        except grpc.aio.AioRpcError as error:
+            out.append((error.code(), error.details(), tuple(error.trailing_metadata())))
+        out.append(
+            [
+                p.SerializeToString()
+                async for p in stub.Scroll(pb.ScrollRequest(collection="a", count=2))
+            ]
+        )
+
+        async def points() -> Any:
+            for name in ("x", "y", "z"):
+                yield pb.Point(id=name)
+
+        out.append((await stub.Upsert(points())).stored)
+        chat = stub.Chat()
+        await chat.write(pb.ChatMessage(text="one", turn=1))
+        await chat.write(pb.ChatMessage(text="two", turn=2))
+        await chat.done_writing()
+        out.append([m.SerializeToString() async for m in chat])
+    return out
+
+
+def test_grpc_aio_every_call_shape(tmp_path: Path) -> None:
+    path = tmp_path / "aio.msgpack"
+    server = GrpcServer()
+    with agenttape.use_cassette(path, mode="all"):
+        recorded = asyncio.run(_aio_calls(server.target))
+    server.stop()
+    with agenttape.use_cassette(path, mode="none"):
+        replayed = asyncio.run(_aio_calls(server.target))
+    assert replayed == recorded
+    assert recorded[1][0] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert recorded[4] == [
+        pb.ChatMessage(text="ONE", turn=2).SerializeToString(),
+        pb.ChatMessage(text="TWO", turn=3).SerializeToString(),
+    ]
+    # In-process sync and asyncio channels write one form: the sync stub replays it too.
+    stub = services.VectorsStub(grpc.insecure_channel(server.target))
+    with agenttape.use_cassette(path, mode="none"):
+        assert (
+            stub.Search(pb.SearchRequest(collection="docs", limit=2)).SerializeToString()
+            == recorded[0][0]
+        )
+
+
+def test_grpc_retry_policy_waits_take_no_time_on_replay(tmp_path: Path) -> None:
+    """grpc's retryPolicy retries inside grpcio's core: the call is recorded with its final
+    answer, and replays without the backoff waits."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    attempts: list[bytes] = []
+
+    def flaky(request: bytes, context: Any) -> bytes:
+        attempts.append(request)
+        if len(attempts) < 3:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "warming up")
+        return b"ready:" + request
+
+    server = grpc.server(ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "raw.Flaky", {"Call": grpc.unary_unary_rpc_method_handler(flaky)}
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    policy = {
+        "methodConfig": [
+            {
+                "name": [{"service": "raw.Flaky"}],
+                "retryPolicy": {
+                    "maxAttempts": 3,
+                    "initialBackoff": "0.3s",
+                    "maxBackoff": "0.6s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+    channel = grpc.insecure_channel(
+        f"127.0.0.1:{port}",
+        options=[("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(policy))],
+    )
+    call = channel.unary_unary("/raw.Flaky/Call")
+    path = tmp_path / "retries.msgpack"
+    with agenttape.use_cassette(path, mode="all"):
+        assert call(b"x") == b"ready:x"
+    assert len(attempts) == 3
+    server.stop(None).wait()
+    [interaction] = agenttape.load(path).interactions
+    with agenttape.use_cassette(path, mode="none"):
+        started = time.perf_counter()
+        assert call(b"x") == b"ready:x"
+        assert time.perf_counter() - started < 0.1
+    assert interaction.duration is not None
+
+
+def test_internals_it_does_not_know_never_break_the_import() -> None:
+    import types
+
+    from agenttape._adapters.grpcio import aio, sync
+
+    for adapter in (sync, aio):
+        module = types.ModuleType("grpc._channel")
+        module.Channel = type("Channel", (), {"__init__": None})  # type: ignore[attr-defined]
+        module.UnaryUnaryMultiCallable = 42  # type: ignore[attr-defined]
+        with pytest.warns(UserWarning, match="is not supported"):
+            adapter.install(module)
