@@ -22,7 +22,7 @@ from typing import Any
 from .._adapters.network_guard import allowed
 from .._core import codec, files, provider_keys, runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
-from .._core.matching import Matcher
+from .._core.matching import Matcher, multipart_parts
 from .._core.models import Headers, Interaction, Request
 from .._core.redaction import Redactor
 from .._core.replay_queue import Precedents, ReplayQueue, miss_error
@@ -59,6 +59,21 @@ def _keyed_matchers() -> dict[VcrMatcher, str]:
         matchers.query: "query",
         matchers.uri: "uri",
     }
+
+
+def _parts_or(body_matcher: VcrMatcher) -> VcrMatcher:
+    """vcrpy's ``body`` matcher, but two multipart bodies compare by their parts: the
+    boundary a client draws at random per request is no difference."""
+
+    def body(incoming: Any, stored: Any) -> Any:
+        mine, theirs = incoming.body, stored.body
+        if isinstance(mine, bytes) and isinstance(theirs, bytes):
+            parts, recorded = multipart_parts(mine), multipart_parts(theirs)
+            if parts is not None and recorded is not None:
+                return parts == recorded
+        return body_matcher(incoming, stored)
+
+    return body
 
 
 def _matches(matcher: VcrMatcher, incoming: Any, stored: Any) -> bool:
@@ -127,7 +142,11 @@ class VcrTape:
         keyed = _keyed_matchers()
         match_on = tuple(cassette._match_on)
         self._key_of = tuple(_attribute_key(keyed[m]) for m in match_on if m in keyed)
-        self._checks = tuple(m for m in match_on if m not in keyed)
+        from vcr import matchers
+
+        self._checks = tuple(
+            _parts_or(m) if m is matchers.body else m for m in match_on if m not in keyed
+        )
         self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
 
     @property
