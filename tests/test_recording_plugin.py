@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,7 +52,7 @@ def deserialize(cassette_string):
     return data
 '''
 
-CONFTEST = '''
+CONFTEST = """
 import json
 
 import pytest
@@ -91,9 +91,9 @@ def vcr_config():
         "before_record_request": scrub,
         "match_on": ["method", "host", "port", "path", "model"],
     }
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import json
 import os
 
@@ -152,7 +152,7 @@ class TestTurns:
 def test_shared_cassette(vcr):
     assert ask("shared", email="grace@example.com").json()["answer"] == "shared"
     assert vcr._path.endswith("shared.parsed")
-'''
+"""
 
 
 def app(seen: Seen) -> Reply:
@@ -200,9 +200,7 @@ def suite(pytester: pytest.Pytester, server: Server) -> pytest.Pytester:
     return pytester
 
 
-def run(
-    pytester: pytest.Pytester, server: Server, *args: str, **env: str
-) -> pytest.RunResult:
+def run(pytester: pytest.Pytester, server: Server, *args: str, **env: str) -> pytest.RunResult:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("API", server.url)
         patch.delenv("AGENTTAPE_MODE", raising=False)
@@ -246,7 +244,7 @@ def test_requests_changed_since_recording_are_named_field_by_field(
     assert "test_agent.py::test_chat: its requests changed since" in summary
     assert "cassettes/test_agent/test_chat.parsed was recorded" in summary
     assert "body.n: expected 1, got 2" in summary
-    assert "body.tool_choice: not recorded, got {\"type\": \"auto\"}" in summary
+    assert 'body.tool_choice: not recorded, got {"type": "auto"}' in summary
     assert "TestTurns::test_two_models" in summary and "test_shared_cassette" in summary
     assert "test_upload" not in summary  # a new multipart boundary is no change
     assert "test_stream" not in summary

@@ -22,6 +22,7 @@ import pytest
 
 from .drift import DRIFT_MODES, DriftReport, drift_text
 from .network_block import NetworkBlock
+from .vcr_cache import deserialize_cached
 from .vcr_tape import VcrTape, msgpack_path
 
 NAME = "agenttape.recording"
@@ -275,9 +276,8 @@ def open_tape(
 
 def combined_persister(extra_paths: list[str]) -> Any:
     """pytest-recording's persister: the test's cassette and the extra ones a marker names
-    (``@pytest.mark.vcr("shared.yaml")``) read as one."""
+    (``@pytest.mark.vcr("shared.yaml")``) read as one, each parsed once (``vcr_cache``)."""
     from vcr.persisters.filesystem import CassetteNotFoundError, FilesystemPersister
-    from vcr.serialize import deserialize
 
     class CombinedPersister(FilesystemPersister):  # type: ignore[misc]
         @classmethod
@@ -290,7 +290,7 @@ def combined_persister(extra_paths: list[str]) -> Any:
                         content = handle.read()
                 except OSError:
                     continue
-                loaded = deserialize(content, serializer)
+                loaded = deserialize_cached(content, serializer)
                 requests.extend(loaded[0])
                 responses.extend(loaded[1])
             if not requests:

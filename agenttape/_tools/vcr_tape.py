@@ -45,12 +45,13 @@ def _attribute_key(name: str) -> Callable[[Any], Hashable]:
     return lambda request: getattr(request, name)
 
 
-def _keyed_matchers() -> dict[VcrMatcher, str]:
-    """vcrpy's matchers that compare one attribute for equality: requests are bucketed by
-    those attributes, and only the other matchers run against each candidate."""
+def _keyed_matchers() -> tuple[dict[VcrMatcher, str], VcrMatcher]:
+    """vcrpy's matchers that compare one attribute for equality (requests are bucketed by
+    those attributes, and only the other matchers run against each candidate), and its
+    ``body`` matcher."""
     from vcr import matchers
 
-    return {
+    keyed = {
         matchers.method: "method",
         matchers.scheme: "scheme",
         matchers.host: "host",
@@ -59,6 +60,7 @@ def _keyed_matchers() -> dict[VcrMatcher, str]:
         matchers.query: "query",
         matchers.uri: "uri",
     }
+    return keyed, matchers.body
 
 
 def _parts_or(body_matcher: VcrMatcher) -> VcrMatcher:
@@ -139,14 +141,10 @@ class VcrTape:
         self._dirty = False
         self._pending: dict[Recording, Any] = {}  # a recording and vcrpy's request for it
         self._ignored: set[Recording] = set()
-        keyed = _keyed_matchers()
+        keyed, body = _keyed_matchers()
         match_on = tuple(cassette._match_on)
         self._key_of = tuple(_attribute_key(keyed[m]) for m in match_on if m in keyed)
-        from vcr import matchers
-
-        self._checks = tuple(
-            _parts_or(m) if m is matchers.body else m for m in match_on if m not in keyed
-        )
+        self._checks = tuple(_parts_or(m) if m is body else m for m in match_on if m not in keyed)
         self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
 
     @property
