@@ -226,6 +226,7 @@ def main() -> None:
                 elapsed, cpu = run(root, RUNNERS[name], root / ".cache")
                 walls[name].append(elapsed)
                 cpus[name].append(cpu)
+                print(f"  {name}: {elapsed:.2f} s wall, {cpu:.2f} s CPU", flush=True)
         for name in names:
             print(
                 f"{name:26} wall best {min(walls[name]):6.2f} s  median "

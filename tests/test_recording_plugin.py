@@ -310,6 +310,7 @@ def test_block_network_and_the_vcr_fixture_without_a_marker(
     pytester: pytest.Pytester, server: Server
 ) -> None:
     served = len(server.seen)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(
         test_network=textwrap.dedent(
             """
