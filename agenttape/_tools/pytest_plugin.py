@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -54,7 +55,13 @@ def _recording_active(pluginmanager: pytest.PytestPluginManager) -> bool:
         return True
     if not names or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         return False
-    return any(entry.name in names for entry in importlib.metadata.entry_points(group="pytest11"))
+    return any(name in _installed_plugins() for name in names)
+
+
+@functools.cache
+def _installed_plugins() -> frozenset[str]:
+    """The names of the installed pytest plugins (a walk over every distribution: once)."""
+    return frozenset(entry.name for entry in importlib.metadata.entry_points(group="pytest11"))
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
