@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 import agenttape
 from agenttape._core.matching import Matcher
 from agenttape._core.urls import _parse_general, _parse_simple
+from tests.servers import Server, json_reply
 
 
 def echo(request: httpx.Request) -> httpx.Response:
@@ -262,3 +264,30 @@ def test_keys_with_one_url_part_or_none() -> None:
     assert Matcher(["path"]).key(request) == ("/a",)
     assert Matcher(["method", "query"]).key(request) == ("GET", (("x", "1"),))
     assert Matcher(["method"]).key(request) == ("GET",)
+
+
+def test_multipart_bodies_compare_by_parts_not_by_their_random_boundary(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    import requests
+
+    server = serve(lambda seen: json_reply({"size": len(seen.body)}))
+    path = tmp_path / "upload.msgpack"
+    form = {"purpose": "assistants"}
+
+    def upload(content: bytes, via: str = "httpx") -> Any:
+        files = {"file": ("notes.txt", content, "text/plain")}
+        if via == "requests":
+            return requests.post(f"{server.url}/files", files=files, data=form, timeout=5).json()
+        return httpx.post(f"{server.url}/files", files=files, data=form).json()
+
+    with agenttape.use_cassette(path, mode="once"):
+        recorded = [upload(b"hello"), upload(b"hello", via="requests")]
+    (first, second) = agenttape.load(path).interactions
+    assert first.request.body != second.request.body  # each drew its own boundary
+    with agenttape.use_cassette(path):
+        assert [upload(b"hello"), upload(b"hello", via="requests")] == recorded
+    with agenttape.use_cassette(path), pytest.raises(agenttape.UnmatchedInteractionError) as miss:
+        upload(b"bye")
+    assert "body.part[1](file): expected 5 bytes b'hello', got 3 bytes b'bye'" in str(miss.value)
+    assert len(server.seen) == 2

@@ -31,6 +31,41 @@ def _looks_like_json(body: bytes) -> bool:
     return body.lstrip()[:1] in (b"{", b"[")
 
 
+Part = tuple[bytes, bytes]
+"""A multipart body's part: its header block and its content."""
+
+
+def multipart_parts(body: bytes) -> tuple[Part, ...] | None:
+    """The parts of a multipart body, or None when it is not one. The boundary is read from
+    the body's first line: a client draws it at random per request, so two uploads of the
+    same parts differ in it alone, and it is no part of what the request says."""
+    if body[:2] != b"--":
+        return None
+    line_end = body.find(b"\r\n")
+    boundary = body[2:line_end]
+    if not 0 < len(boundary) <= 200 or not body.rstrip(b"\r\n").endswith(b"--" + boundary + b"--"):
+        return None
+    delimiter = b"\r\n--" + boundary
+    pieces = (b"\r\n" + body).split(delimiter)
+    parts = []
+    for piece in pieces[1:-1]:  # before the first delimiter: nothing; after the last: "--"
+        head, separator, content = piece.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        if not separator:
+            return None
+        parts.append((head, content))
+    return tuple(parts)
+
+
+def _part_name(head: bytes) -> str:
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-disposition:"):
+            for field in line.split(b";")[1:]:
+                key, _, value = field.strip().partition(b"=")
+                if key.lower() == b"name":
+                    return value.strip(b'"').decode("latin-1")
+    return ""
+
+
 @dataclass(slots=True)
 class Candidate:
     """A recorded interaction close to a request that missed, and how it differs."""
@@ -105,6 +140,13 @@ class Matcher:
                 key = ("json", self._canonical_json(json.loads(body)))
             except (ValueError, RecursionError):
                 key = body
+        else:
+            parts = multipart_parts(body)
+            if parts is not None:
+                key = (
+                    "multipart",
+                    tuple((head, self.body_key(content)) for head, content in parts),
+                )
         if remember:
             self._body_keys[body] = key
         return key
@@ -164,16 +206,40 @@ class Matcher:
                 diffs.extend(self._body_differences(recorded.body, request.body))
         return diffs
 
-    def _body_differences(self, want: bytes, got: bytes) -> list[str]:
+    def _body_differences(self, want: bytes, got: bytes, path: str = "body") -> list[str]:
+        want_parts, got_parts = multipart_parts(want), multipart_parts(got)
+        if want_parts is not None and got_parts is not None:
+            return self._part_differences(want_parts, got_parts, path)
         try:
             want_doc, got_doc = json.loads(want), json.loads(got)
         except (ValueError, RecursionError):
-            return [f"body: expected {_show_bytes(want)}, got {_show_bytes(got)}"]
+            return [f"{path}: expected {_show_bytes(want)}, got {_show_bytes(got)}"]
         for path in self.ignore_json_fields:
             jsonpath.delete(want_doc, path)
             jsonpath.delete(got_doc, path)
         diffs: list[str] = []
-        json_differences("body", want_doc, got_doc, diffs)
+        json_differences(path, want_doc, got_doc, diffs)
+        return diffs
+
+    def _part_differences(
+        self, want: tuple[Part, ...], got: tuple[Part, ...], path: str
+    ) -> list[str]:
+        """Part by part, each named by its form field: ``body.part[1](file)...``."""
+        diffs: list[str] = []
+        for index in range(max(len(want), len(got))):
+            name = _part_name((want[index] if index < len(want) else got[index])[0])
+            where = f"{path}.part[{index}]" + (f"({name})" if name else "")
+            if index >= len(got):
+                diffs.append(f"{where}: expected, missing")
+            elif index >= len(want):
+                diffs.append(f"{where}: not recorded, got {_show_bytes(got[index][1])}")
+            elif want[index][0] != got[index][0]:
+                diffs.append(
+                    f"{where}.headers: expected {_show_bytes(want[index][0])}, "
+                    f"got {_show_bytes(got[index][0])}"
+                )
+            elif self.body_key(want[index][1]) != self.body_key(got[index][1]):
+                diffs.extend(self._body_differences(want[index][1], got[index][1], where))
         return diffs
 
 

@@ -128,9 +128,10 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
     from .._core import meta
-    from .vcr import read_vcr
+    from .vcr import load_serializer, read_vcr
 
-    interactions, decoded = read_vcr(args.source)
+    serializer = load_serializer(args.serializer) if args.serializer else None
+    interactions, decoded = read_vcr(args.source, serializer)
     target = Path(args.output)
     if target.exists() and not args.force:
         raise UsageError(f"{target} exists; pass --force to overwrite it")
@@ -488,6 +489,11 @@ def build_parser() -> argparse.ArgumentParser:
     vcr.add_argument("source", metavar="VCR.yaml")
     vcr.add_argument("output", metavar="OUT.msgpack")
     vcr.add_argument("--force", action="store_true", help="overwrite OUT.msgpack if it exists")
+    vcr.add_argument(
+        "--serializer",
+        metavar="MODULE:ATTRIBUTE",
+        help="the project's own vcrpy serializer (the one its conftest registers)",
+    )
     vcr.set_defaults(handler=cmd_import_vcr)
 
     redact = commands.add_parser(

@@ -5,6 +5,9 @@ Options: ``--agenttape-mode`` (default ``none``: replay only, CI never records u
 A test that fails because a request had no recording shows the request and the nearest
 recorded candidates with their differences, not a traceback through HTTP library internals.
 
+Where pytest-recording is not active, ``recording_plugin`` serves its interface, so a suite
+written for it runs unchanged.
+
 Under pytest-xdist every test runs in one worker and, by default, has a cassette of its own;
 tests that name the same cassette take an exclusive lock on it while they record, so two
 workers never read-modify-write one file at the same time.
@@ -14,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
+import importlib.metadata
 import os
 import re
 import stat
@@ -43,7 +48,40 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
 _MAX_NAME = 120
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+_RECORDING_PLUGINS = ("recording", "cassetter")
+"""Plugins that serve pytest-recording's interface themselves: pytest-recording, and
+cassetter, which replaces it."""
+
+
+def _recording_active(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether another plugin serves pytest-recording's markers and fixtures in this run (it
+    may not be registered yet: entry points load in no set order)."""
+    names = [name for name in _RECORDING_PLUGINS if not pluginmanager.is_blocked(name)]
+    if any(pluginmanager.has_plugin(name) for name in names):
+        return True
+    if not names or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return any(name in _installed_plugins() for name in names)
+
+
+@functools.cache
+def _installed_plugins() -> frozenset[str]:
+    """The names of the installed pytest plugins (a walk over every distribution: once)."""
+    return frozenset(entry.name for entry in importlib.metadata.entry_points(group="pytest11"))
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    if not _recording_active(pluginmanager):
+        from . import recording_hooks
+
+        pluginmanager.add_hookspecs(recording_hooks)
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if not _recording_active(pluginmanager):
+        from . import recording_plugin
+
+        recording_plugin.add_options(parser)
     group = parser.getgroup("agenttape", "agenttape cassettes")
     group.addoption(
         "--agenttape-mode",
@@ -69,6 +107,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN_ID] = uuid.uuid4().hex
+    if not _recording_active(config.pluginmanager):
+        from . import recording_plugin
+
+        config.pluginmanager.register(recording_plugin, recording_plugin.NAME)
     config.addinivalue_line(
         "markers",
         "agenttape(path=None, **options): run the test under a cassette "

@@ -141,10 +141,95 @@ def _drop_encoding(headers: Headers, body: bytes) -> Headers:
     return fixed
 
 
-def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
-    """Interactions of a vcrpy cassette (YAML, or JSON when the name ends in .json), and how
-    many response bodies vcrpy had stored already decompressed (their Content-Encoding is
-    dropped). The default redaction runs over them, as over anything agenttape writes."""
+def load_serializer(spec: str) -> Any:
+    """A project's own vcrpy serializer named ``module:attribute`` (an object or module with
+    ``serialize`` and ``deserialize``), imported as the project's conftest would."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise VcrImportError(f"--serializer takes module:attribute, got {spec!r}")
+    import importlib
+    import sys
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the project's own modules, as pytest finds them
+    try:
+        serializer: Any = importlib.import_module(module_name)
+        for name in attribute.split("."):
+            serializer = getattr(serializer, name)
+    except (ImportError, AttributeError) as exc:
+        raise VcrImportError(f"cannot import the serializer {spec}: {exc}") from None
+    if not callable(getattr(serializer, "deserialize", None)):
+        raise VcrImportError(f"{spec} has no deserialize(); it is not a vcrpy serializer")
+    return serializer
+
+
+def interaction_of(
+    vcr_request: Any, vcr_response: Any, redactor: Redactor
+) -> tuple[Interaction, bool]:
+    """One interaction from vcrpy's request and response dict, the bytes as vcrpy stored
+    them; True beside it when the body was stored already decompressed (its
+    Content-Encoding is then dropped)."""
+    status = vcr_response["status"]
+    body_field = vcr_response.get("body") or {}
+    body = _bytes(body_field.get("string", vcr_response.get("content")))
+    headers = _headers(vcr_response.get("headers"))
+    decoded = _already_decoded(headers, body)
+    if decoded:
+        headers = _drop_encoding(headers, body)
+    response = Response(
+        status=int(status["code"]),
+        reason=str(status.get("message") or ""),
+        headers=redactor.response_headers(headers),
+        body=body,
+        chunks=[(len(body), 0.0)] if body else [],
+    )
+    return Interaction(
+        request=redactor.request(request_of(vcr_request)), response=response
+    ), decoded
+
+
+def request_of(vcr_request: Any) -> Request:
+    """vcrpy's request in agenttape's model."""
+    return Request(
+        method=str(vcr_request.method).upper(),
+        url=str(vcr_request.uri),
+        headers=_headers(vcr_request.headers),
+        body=_bytes(vcr_request.body),
+    )
+
+
+def vcr_request_of(request: Request) -> Any:
+    """agenttape's request as vcrpy's, as vcrpy's stubs build it: the body as bytes, the
+    headers one value per name (repeated ones joined by a comma, as httpx gives them)."""
+    from vcr.request import Request as VcrRequest
+
+    headers: dict[str, str] = {}
+    for name, value in request.headers:
+        known = headers.get(name)
+        headers[name] = value if known is None else f"{known}, {value}"
+    return VcrRequest(request.method, request.url, request.body, headers)
+
+
+def vcr_response_of(interaction: Interaction) -> dict[str, Any]:
+    """An interaction's response as vcrpy's dict: what ``vcr.responses`` holds."""
+    response = interaction.response
+    if response is None:  # a transport error: vcrpy has no word for one
+        return {"status": {"code": 0, "message": ""}, "headers": {}, "body": {"string": b""}}
+    headers: dict[str, list[str]] = {}
+    for name, value in response.headers:
+        headers.setdefault(name, []).append(value)
+    return {
+        "status": {"code": response.status, "message": response.reason},
+        "headers": headers,
+        "body": {"string": response.body},
+    }
+
+
+def read_vcr(path: str | os.PathLike[str], serializer: Any = None) -> tuple[list[Interaction], int]:
+    """Interactions of a vcrpy cassette (YAML, or JSON when the name ends in .json, or
+    through ``serializer``, a project's own), and how many response bodies vcrpy had stored
+    already decompressed (their Content-Encoding is dropped). The default redaction runs
+    over them, as over anything agenttape writes."""
     try:
         from vcr.serialize import deserialize
         from vcr.serializers import jsonserializer, yamlserializer
@@ -159,40 +244,26 @@ def read_vcr(path: str | os.PathLike[str]) -> tuple[list[Interaction], int]:
         raise VcrImportError(f"vcrpy cassette {name} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise VcrImportError(f"{name}: cannot be read as a vcrpy cassette ({exc})") from None
-    serializer = jsonserializer if name.endswith(".json") else yamlserializer
+    if serializer is None:
+        serializer = jsonserializer if name.endswith(".json") else yamlserializer
     if serializer is yamlserializer:
         _check_aliases(text, name)
     try:
         requests, responses = deserialize(text, serializer)[:2]
     except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise VcrImportError(f"{name}: not a vcrpy cassette ({reason})") from None
+        hint = ""
+        if serializer in (jsonserializer, yamlserializer):
+            hint = "; a project that registers its own serializer names it with --serializer"
+        raise VcrImportError(f"{name}: not a vcrpy cassette ({reason}){hint}") from None
     redactor = Redactor()
     interactions = []
     decoded = 0
     for index, (vcr_request, vcr_response) in enumerate(zip(requests, responses, strict=True)):
         try:
-            status = vcr_response["status"]
-            body_field = vcr_response.get("body") or {}
-            body = _bytes(body_field.get("string", vcr_response.get("content")))
-            headers = _headers(vcr_response.get("headers"))
-            if _already_decoded(headers, body):
-                headers = _drop_encoding(headers, body)
-                decoded += 1
-            response = Response(
-                status=int(status["code"]),
-                reason=str(status.get("message") or ""),
-                headers=redactor.response_headers(headers),
-                body=body,
-                chunks=[(len(body), 0.0)] if body else [],
-            )
-            request = Request(
-                method=str(vcr_request.method).upper(),
-                url=str(vcr_request.uri),
-                headers=_headers(vcr_request.headers),
-                body=_bytes(vcr_request.body),
-            )
+            interaction, was_decoded = interaction_of(vcr_request, vcr_response, redactor)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise VcrImportError(f"{name}: interaction {index} is malformed ({exc!r})") from None
-        interactions.append(Interaction(request=redactor.request(request), response=response))
+        interactions.append(interaction)
+        decoded += was_decoded
     return interactions, decoded

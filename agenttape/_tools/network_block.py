@@ -1,0 +1,79 @@
+"""``block_network`` for a test with no cassette: every request through an adapter, and
+every connection past them, is refused unless its host is allowed."""
+
+from __future__ import annotations
+
+from contextvars import Token
+from pathlib import Path
+from types import TracebackType
+
+from .._adapters.network_guard import allowed
+from .._core import runtime
+from .._core.errors import NetworkBlockedError
+from .._core.models import Headers, Interaction, Request
+from .._core.replay_queue import Precedents
+from .._core.tape import Recording, Tape
+from .._core.urls import parse_url
+
+
+class NetworkBlock:
+    """A ``Tape`` that replays nothing and records nothing: an allowed host is reached
+    live, any other raises ``NetworkBlockedError``. ``path`` is the test file, for the
+    error's words."""
+
+    mode = "none"
+    realtime = False
+    fast_retries = False
+    block_network = True
+
+    def __init__(self, path: Path, allowed_hosts: tuple[str, ...]) -> None:
+        self.path = path
+        self.allowed_hosts = allowed_hosts
+        self.is_active = False
+        self._token: Token[Tape | None] | None = None
+
+    def __enter__(self) -> NetworkBlock:
+        self.is_active = True
+        self._token = runtime.activate(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.is_active = False
+        assert self._token is not None
+        runtime.deactivate(self, self._token)
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        return []
+
+    def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
+        url = parse_url(request.url)
+        if not allowed(url.host, self.allowed_hosts):
+            raise NetworkBlockedError(
+                f"Network is disabled for host {url.host!r}: {self.path.name} blocks the "
+                "network (block_network); allow it with allowed_hosts",
+                host=url.host,
+                port=url.port,
+                cassette_path=str(self.path),
+            )
+        return Recording(self, request, boundary)
+
+    def precedents(self, interaction: Interaction) -> Precedents | None:
+        return None
+
+    def response_headers(self, headers: Headers) -> Headers:
+        return headers
+
+    def client_frame(self, payload: bytes) -> bytes:
+        return payload
+
+    def responded(self, recording: Recording) -> None:
+        """Nothing is kept: the request ran live."""
+
+    def sealed(self, recording: Recording) -> None:
+        """Nothing is kept: the request ran live."""

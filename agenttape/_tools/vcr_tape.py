@@ -1,0 +1,369 @@
+"""A vcrpy cassette served by agenttape: read where and as pytest-recording reads it (through
+vcrpy's own ``Cassette``, persister and serializer, so a project's registered ones are
+honoured), matched as vcrpy matches, replayed by agenttape's adapters byte for byte.
+
+vcrpy's default matching ignores the body: a test whose request changed since recording
+still gets the old answer. Each replayed request is therefore also compared with the
+recorded one as agenttape compares them (method, URL, body as canonical JSON or multipart
+parts), and what differs is kept as ``drifts`` for the session's summary.
+
+What is recorded anew goes to an agenttape cassette beside the old file (same stem,
+``.msgpack``); where that exists it is read instead of the old one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from contextvars import Token
+from pathlib import Path
+from typing import Any
+
+from .._adapters.network_guard import allowed
+from .._core import codec, files, provider_keys, runtime
+from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
+from .._core.matching import Matcher, multipart_parts
+from .._core.models import Headers, Interaction, Request
+from .._core.redaction import Redactor
+from .._core.replay_queue import Precedents, ReplayQueue, miss_error
+from .._core.tape import Recording, Tape
+from .._core.urls import parse_url
+from .drift import Drift
+from .vcr import interaction_of, request_of, vcr_request_of, vcr_response_of
+
+RERECORD = (
+    "To record what is missing: pytest --record-mode=new_episodes (or once for a cassette "
+    "that does not exist yet); --record-mode=rewrite records the test's cassette anew."
+)
+
+VcrMatcher = Callable[[Any, Any], Any]
+
+
+def _attribute_key(name: str) -> Callable[[Any], Hashable]:
+    if name == "query":
+        return lambda request: tuple(request.query)
+    return lambda request: getattr(request, name)
+
+
+def _keyed_matchers() -> tuple[dict[VcrMatcher, str], VcrMatcher]:
+    """vcrpy's matchers that compare one attribute for equality (requests are bucketed by
+    those attributes, and only the other matchers run against each candidate), and its
+    ``body`` matcher."""
+    from vcr import matchers
+
+    keyed = {
+        matchers.method: "method",
+        matchers.scheme: "scheme",
+        matchers.host: "host",
+        matchers.port: "port",
+        matchers.path: "path",
+        matchers.query: "query",
+        matchers.uri: "uri",
+    }
+    return keyed, matchers.body
+
+
+def _parts_or(body_matcher: VcrMatcher) -> VcrMatcher:
+    """vcrpy's ``body`` matcher, but two multipart bodies compare by their parts: the
+    boundary a client draws at random per request is no difference."""
+
+    def body(incoming: Any, stored: Any) -> Any:
+        mine, theirs = incoming.body, stored.body
+        if isinstance(mine, bytes) and isinstance(theirs, bytes):
+            parts, recorded = multipart_parts(mine), multipart_parts(theirs)
+            if parts is not None and recorded is not None:
+                return parts == recorded
+        return body_matcher(incoming, stored)
+
+    return body
+
+
+def _matches(matcher: VcrMatcher, incoming: Any, stored: Any) -> bool:
+    """One vcrpy matcher as vcrpy evaluates it: None or True match, False or an
+    AssertionError do not."""
+    try:
+        result = matcher(incoming, stored)
+    except AssertionError:
+        return False
+    return result is None or bool(result)
+
+
+def msgpack_path(vcr_path: Path, suffix: str) -> Path:
+    """Where a vcrpy cassette's agenttape successor lives: same folder, same stem."""
+    name = vcr_path.name
+    if suffix and name.endswith(suffix):
+        name = name[: -len(suffix)]
+    return vcr_path.with_name(f"{name}.msgpack")
+
+
+class VcrTape:
+    """A ``Tape`` over vcrpy's ``Cassette`` (``vcr``, what the ``vcr`` fixture yields): play
+    counts and newly recorded interactions are kept there too, so it answers as vcrpy's.
+
+    ``record_mode`` is vcrpy's: ``none`` replays only; ``once`` records when no cassette
+    exists, else replays only; ``new_episodes`` replays what matches and records the rest;
+    ``all`` records everything.
+    """
+
+    realtime = False
+    fast_retries = True
+
+    def __init__(
+        self,
+        cassette: Any,
+        *,
+        suffix: str,
+        record_mode: str,
+        drift: bool = True,
+        block_network: bool = False,
+        allowed_hosts: tuple[str, ...] = (),
+    ) -> None:
+        self.vcr = cassette
+        self.vcr_path = Path(cassette._path)
+        self.path = msgpack_path(self.vcr_path, suffix)
+        self.mode = record_mode
+        self.mode_label = f"vcr record_mode {record_mode!r}"
+        self.block_network = block_network
+        self.allowed_hosts = allowed_hosts
+        self.check_drift = drift
+        self.is_active = False
+        self.drifts: list[Drift] = []
+        self.misses: list[UnmatchedInteractionError] = []
+        self.metadata: dict[str, Any] = {}
+        self._interactions: list[Interaction] = []  # in step with ``vcr.data``
+        self._loaded = 0
+        self._redactor = Redactor()
+        self._strict = Matcher()
+        self._lock = threading.Lock()
+        self._token: Token[Tape | None] | None = None
+        self._replays = False
+        self._records = False
+        self._dirty = False
+        self._pending: dict[Recording, Any] = {}  # a recording and vcrpy's request for it
+        self._ignored: set[Recording] = set()
+        keyed, body = _keyed_matchers()
+        match_on = tuple(cassette._match_on)
+        self._key_of = tuple(_attribute_key(keyed[m]) for m in match_on if m in keyed)
+        self._checks = tuple(_parts_or(m) if m is body else m for m in match_on if m not in keyed)
+        self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        return self._interactions
+
+    # -- activation ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Read the cassette (the msgpack successor first, else the old file through vcrpy)
+        and serve every request from here on."""
+        existed = self._load()
+        mode = self.mode
+        self._records = mode in ("new_episodes", "all") or (mode == "once" and not existed)
+        self._replays = mode in ("none", "new_episodes") or (mode == "once" and existed)
+        if not self._records:
+            provider_keys.acquire()
+        self.is_active = True
+        self._token = runtime.activate(self)
+
+    def _load(self) -> bool:
+        """Fills ``vcr.data`` and the interactions in step; True when a cassette existed."""
+        cassette = self.vcr
+        if self.path.exists():
+            self.metadata, interactions = files.read(self.path)
+            for interaction in interactions:
+                cassette.data.append(
+                    (vcr_request_of(interaction.request), vcr_response_of(interaction))
+                )
+            cassette._loaded_count = len(cassette.data)
+            cassette._old_interactions = list(cassette.data)
+            cassette.rewound = True
+            self._interactions = list(interactions)
+        else:
+            cassette._load()  # the project's persister and serializer, as vcrpy reads it
+            self._interactions = [
+                interaction_of(request, response, self._redactor)[0]
+                for request, response in cassette.data
+            ]
+        self._loaded = len(self._interactions)
+        return bool(cassette.rewound)
+
+    def stop(self) -> None:
+        """Deactivate, and write what was recorded into the msgpack successor."""
+        if not self.is_active:
+            return
+        self.is_active = False
+        assert self._token is not None
+        runtime.deactivate(self, self._token)
+        self._token = None
+        if not self._records:
+            provider_keys.release()
+        for recording in list(self._pending):
+            recording.finish(truncated=True)
+        if self._dirty:
+            self.save()
+
+    def save(self) -> None:
+        with self._lock:
+            interactions = self._kept()
+        if not self.metadata or self.mode == "all":
+            from .._core.meta import new_header
+
+            self.metadata = new_header()
+            self.metadata["imported_from"] = {"format": "vcrpy", "path": self.vcr_path.name}
+        files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
+        self._dirty = False
+
+    def _kept(self) -> list[Interaction]:
+        """What the cassette holds once saved: in mode ``all``, as vcrpy keeps it, the loaded
+        interactions no new recording matches, then the new recordings."""
+        if self.mode != "all":
+            return list(self._interactions)
+        data = self.vcr.data
+        recorded = [request for request, _response in data[self._loaded :]]
+        match_on = self.vcr._match_on
+        kept = [
+            self._interactions[index]
+            for index in range(self._loaded)
+            if not any(
+                all(_matches(m, request, data[index][0]) for m in match_on) for request in recorded
+            )
+        ]
+        return kept + self._interactions[self._loaded :]
+
+    # -- the decision per request ----------------------------------------------------------
+
+    def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
+        incoming = vcr_request_of(request)
+        filtered = self.vcr._before_record_request(incoming)
+        if not filtered:  # ignore_hosts, ignore_localhost, or a hook that said None
+            return self._passthrough(request, boundary)
+        if self._replays:
+            with self._lock:
+                index = self._find(filtered)
+            if index is not None:
+                interaction = self._interactions[index]
+                if self.check_drift:
+                    self._check_drift(index, interaction, filtered)
+                return interaction
+        if not self._records:
+            raise self._miss(request, boundary)
+        recording = Recording(self, self._redactor.request(request), boundary)
+        with self._lock:
+            self._pending[recording] = incoming
+        return recording
+
+    def _passthrough(self, request: Request, boundary: str) -> Recording:
+        """A request vcrpy would let through unrecorded: it runs live and is not kept."""
+        if self.block_network and not self._allowed(request):
+            raise NetworkBlockedError(
+                f"agenttape blocked {request.method} {request.url}: the network is blocked "
+                "for this test (block_network) and no cassette serves it",
+                host=parse_url(request.url).host,
+                port=parse_url(request.url).port,
+                cassette_path=str(self.vcr_path),
+            )
+        recording = Recording(self, request, boundary)
+        with self._lock:
+            self._ignored.add(recording)
+        return recording
+
+    def _allowed(self, request: Request) -> bool:
+        return allowed(parse_url(request.url).host, self.allowed_hosts)
+
+    def _find(self, filtered: Any) -> int | None:
+        """The first recorded interaction vcrpy's matchers accept that is not played yet
+        (or any, with ``allow_playback_repeats``); counted as played."""
+        buckets = self._buckets
+        if buckets is None:
+            buckets = self._buckets = {}
+            for index in range(self._loaded):
+                stored = self.vcr.data[index][0]
+                buckets.setdefault(tuple(key(stored) for key in self._key_of), []).append(index)
+        cassette = self.vcr
+        counts = cassette.play_counts
+        repeats = cassette.allow_playback_repeats
+        for index in buckets.get(tuple(key(filtered) for key in self._key_of), ()):
+            if counts[index] and not repeats:
+                continue
+            stored = cassette.data[index][0]
+            if all(_matches(check, filtered, stored) for check in self._checks):
+                if counts[index] == 0:
+                    cassette._played_interactions.append(cassette.data[index])
+                counts[index] += 1
+                return index
+        return None
+
+    def _check_drift(self, index: int, interaction: Interaction, filtered: Any) -> None:
+        recorded = interaction.request
+        sent = self._redactor.request(request_of(filtered))
+        if self._strict.key(recorded) == self._strict.key(sent):
+            return
+        differences = self._strict.differences(recorded, sent)
+        if differences:
+            with self._lock:
+                self.drifts.append(Drift(index, sent.method, sent.url, differences))
+
+    def _miss(self, request: Request, boundary: str) -> UnmatchedInteractionError:
+        queue = ReplayQueue(self._strict)
+        counts = self.vcr.play_counts
+        for index, interaction in enumerate(self._interactions):
+            queue.add(interaction, played=bool(counts[index]))
+        error = miss_error(
+            request,
+            boundary=boundary,
+            candidates=queue.nearest(request, 3, boundary),
+            path=str(self.vcr_path if not self.path.exists() else self.path),
+            mode=self.mode,
+            mode_label=self.mode_label,
+            rerecord=RERECORD,
+            count=len(self._interactions),
+        )
+        with self._lock:
+            self.misses.append(error)
+        return error
+
+    # -- the Tape protocol, for recordings ---------------------------------------------------
+
+    def precedents(self, interaction: Interaction) -> Precedents | None:
+        return None
+
+    def response_headers(self, headers: Headers) -> Headers:
+        return self._redactor.response_headers(headers)
+
+    def client_frame(self, payload: bytes) -> bytes:
+        return self._redactor.frame(payload)
+
+    def responded(self, recording: Recording) -> None:
+        """Nothing to do at the head: a recording joins the cassette once sealed, when
+        vcrpy's ``before_record_response`` can see its whole body."""
+
+    def sealed(self, recording: Recording) -> None:
+        with self._lock:
+            if recording in self._ignored:
+                self._ignored.discard(recording)
+                return
+            incoming = self._pending.pop(recording, None)
+            interaction = recording.interaction
+            if incoming is None or interaction.response is None:
+                return  # a transport failure: vcrpy keeps none
+            self._append(incoming, interaction)
+
+    def _append(self, incoming: Any, interaction: Interaction) -> None:
+        """The recording through vcrpy's ``append`` (its request and response filters run
+        there, as vcrpy's own stubs run them), then as the filters left it."""
+        cassette = self.vcr
+        before = len(cassette.data)
+        response = vcr_response_of(interaction)
+        cassette.append(incoming, response)
+        if len(cassette.data) == before:
+            return  # a filter dropped it
+        stored_request, stored_response = cassette.data[-1]
+        interaction.request = self._redactor.request(request_of(stored_request))
+        if stored_response != response:
+            rebuilt, _ = interaction_of(stored_request, stored_response, self._redactor)
+            assert rebuilt.response is not None and interaction.response is not None
+            if rebuilt.response.body == interaction.response.body:
+                rebuilt.response.chunks = interaction.response.chunks
+            interaction.response = rebuilt.response
+        self._interactions.append(interaction)
+        self._dirty = True
