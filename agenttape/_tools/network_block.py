@@ -9,8 +9,9 @@ from types import TracebackType
 
 from .._adapters.network_guard import allowed
 from .._core import runtime
-from .._core.errors import NetworkBlockedError
+from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
 from .._core.models import Headers, Interaction, Request
+from .._core.options import Mode
 from .._core.replay_queue import Precedents
 from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
@@ -21,7 +22,8 @@ class NetworkBlock:
     live, any other raises ``NetworkBlockedError``. ``path`` is the test file, for the
     error's words."""
 
-    mode = "none"
+    mode: Mode = "none"
+    ignore_json_fields: tuple[str, ...] = ()
     realtime = False
     fast_retries = False
     block_network = True
@@ -71,6 +73,9 @@ class NetworkBlock:
 
     def client_frame(self, payload: bytes) -> bytes:
         return payload
+
+    def missed(self, error: UnmatchedInteractionError) -> None:
+        """Nothing is replayed, so nothing misses."""
 
     def responded(self, recording: Recording) -> None:
         """Nothing is kept: the request ran live."""

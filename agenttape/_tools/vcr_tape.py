@@ -24,6 +24,7 @@ from .._core import codec, files, provider_keys, runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
 from .._core.matching import Matcher, multipart_parts
 from .._core.models import Headers, Interaction, Request
+from .._core.options import Mode
 from .._core.redaction import Redactor
 from .._core.replay_queue import Precedents, ReplayQueue, miss_error
 from .._core.tape import Recording, Tape
@@ -96,6 +97,10 @@ def msgpack_path(vcr_path: Path, suffix: str) -> Path:
     return vcr_path.with_name(f"{name}.msgpack")
 
 
+VCR_MODES: dict[str, Mode] = {mode: mode for mode in ("none", "once", "new_episodes", "all")}
+"""vcrpy's record modes that are agenttape's too (``rewrite`` is resolved before a tape)."""
+
+
 class VcrTape:
     """A ``Tape`` over vcrpy's ``Cassette`` (``vcr``, what the ``vcr`` fixture yields): play
     counts and newly recorded interactions are kept there too, so it answers as vcrpy's.
@@ -107,6 +112,8 @@ class VcrTape:
 
     realtime = False
     fast_retries = True
+
+    ignore_json_fields: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -121,7 +128,7 @@ class VcrTape:
         self.vcr = cassette
         self.vcr_path = Path(cassette._path)
         self.path = msgpack_path(self.vcr_path, suffix)
-        self.mode = record_mode
+        self.mode: Mode = VCR_MODES[record_mode]
         self.mode_label = f"vcr record_mode {record_mode!r}"
         self.block_network = block_network
         self.allowed_hosts = allowed_hosts
@@ -318,9 +325,13 @@ class VcrTape:
             rerecord=RERECORD,
             count=len(self._interactions),
         )
+        self.missed(error)
+        return error
+
+    def missed(self, error: UnmatchedInteractionError) -> None:
+        """Keeps a miss, so a test that swallows the exception cannot hide it."""
         with self._lock:
             self.misses.append(error)
-        return error
 
     # -- the Tape protocol, for recordings ---------------------------------------------------
 
