@@ -256,6 +256,9 @@ def test_run_fails_naming_the_cause_when_handshakes_with_the_proxy_failed_while_
     )
     assert result.returncode == 1, result.stderr
     assert "TLS handshake with the proxy failed, for 127.0.0.1" in result.stderr
+    assert "nothing was recorded: the command's TLS handshakes with the proxy failed" in (
+        result.stderr
+    )
     assert "does not trust the agenttape CA, or checked the certificate against another name" in (
         result.stderr
     )

@@ -368,7 +368,7 @@ def run(
             if proxy is not None:
                 proxy.close()
         if each != "replay":
-            _save(cassette, each, fragments, report)
+            _save(cassette, each, fragments, report, bool(proxy and proxy.distrusted))
     finally:
         shutil.rmtree(fragments, ignore_errors=True)
     if proxy is not None:
@@ -398,7 +398,9 @@ def _start_proxy(
         raise
 
 
-def _save(cassette: Path, each: str, fragments: Path, report: Any) -> None:
+def _save(
+    cassette: Path, each: str, fragments: Path, report: Any, handshakes_failed: bool = False
+) -> None:
     """Merges what every process and the proxy recorded into the cassette."""
     header, recorded, processes, proxied = _merge(fragments)
     if each == "new_episodes":
@@ -408,11 +410,13 @@ def _save(cassette: Path, each: str, fragments: Path, report: Any) -> None:
         report(f"added {counted(len(recorded), 'interaction')} to {cassette}")
     elif not recorded:
         kept = "left as it was" if cassette.exists() else "not written"
-        report(
-            "nothing was recorded: the command made no HTTP request (did it fail before "
-            f"sending one, for a missing API key say?); {cassette} was {kept}, so the "
-            "next run records again"
+        why = (
+            "the command's TLS handshakes with the proxy failed (below)"
+            if handshakes_failed
+            else "the command made no HTTP request (did it fail before sending one, for a "
+            "missing API key say?)"
         )
+        report(f"nothing was recorded: {why}; {cassette} was {kept}, so the next run records again")
     else:
         write_atomic(cassette, codec.encode_pieces(header or meta.new_header(), recorded))
         report(
