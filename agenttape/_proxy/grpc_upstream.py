@@ -9,7 +9,6 @@ frame by frame: the head, each DATA frame as a body piece, then the trailers.
 
 from __future__ import annotations
 
-import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 
 from .._adapters.header_tables import decode_headers
 from .._core.models import Headers, Request
-from .upstream import CONNECT_TIMEOUT, READ_SIZE, Origin, UpstreamError
+from .upstream import READ_SIZE, Origin, UpstreamError, open_socket
 
 _DROPPED = frozenset(
     ("host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade")
@@ -56,7 +55,7 @@ def call(
     import h2.events
     import h2.exceptions
 
-    sock = _connect(origin)
+    sock = open_socket(origin, _tls)
     try:
         conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=True, header_encoding=None)
@@ -139,21 +138,3 @@ def _on(
     elif isinstance(event, events.ConnectionTerminated):
         raise UpstreamError("read_error", "ConnectionTerminated", "the server ended the connection")
     return False
-
-
-def _connect(origin: Origin) -> socket.socket:
-    try:
-        sock = socket.create_connection((origin.host, origin.port), timeout=CONNECT_TIMEOUT)
-    except TimeoutError as exc:
-        raise UpstreamError("connect_timeout", "ConnectTimeout", str(exc)) from exc
-    except OSError as exc:
-        raise UpstreamError("connect_error", type(exc).__name__, str(exc)) from exc
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if origin.scheme == "https":
-        try:
-            sock = _tls().wrap_socket(sock, server_hostname=origin.host)
-        except (OSError, ssl.CertificateError) as exc:
-            sock.close()
-            raise UpstreamError("connect_error", type(exc).__name__, str(exc)) from exc
-    sock.settimeout(None)
-    return sock

@@ -196,6 +196,29 @@ def _framing(headers: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[byte
     return kept
 
 
+def open_socket(origin: Origin, tls: Callable[[], ssl.SSLContext]) -> socket.socket:
+    """A connection to ``origin`` (TLS from ``tls()`` for https), its failures as the
+    ``UpstreamError`` the client is answered with."""
+    try:
+        sock = socket.create_connection((origin.host, origin.port), timeout=CONNECT_TIMEOUT)
+    except TimeoutError as exc:
+        raise UpstreamError("connect_timeout", "ConnectTimeout", str(exc)) from exc
+    except OSError as exc:
+        raise UpstreamError("connect_error", type(exc).__name__, str(exc)) from exc
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if origin.scheme == "https":
+        try:
+            sock = tls().wrap_socket(sock, server_hostname=origin.host)
+        except TimeoutError as exc:
+            sock.close()
+            raise UpstreamError("connect_timeout", "ConnectTimeout", str(exc)) from exc
+        except (OSError, ssl.CertificateError) as exc:
+            sock.close()
+            raise UpstreamError("connect_error", type(exc).__name__, str(exc)) from exc
+    sock.settimeout(None)
+    return sock
+
+
 class UpstreamPool:
     """Idle upstream connections of one client connection, by origin."""
 
@@ -217,24 +240,7 @@ class UpstreamPool:
         return self.connect(origin)
 
     def connect(self, origin: Origin) -> UpstreamConnection:
-        try:
-            sock = socket.create_connection((origin.host, origin.port), timeout=CONNECT_TIMEOUT)
-        except TimeoutError as exc:
-            raise UpstreamError("connect_timeout", "ConnectTimeout", str(exc)) from exc
-        except OSError as exc:
-            raise UpstreamError("connect_error", type(exc).__name__, str(exc)) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if origin.scheme == "https":
-            try:
-                sock = self._tls().wrap_socket(sock, server_hostname=origin.host)
-            except TimeoutError as exc:
-                sock.close()
-                raise UpstreamError("connect_timeout", "ConnectTimeout", str(exc)) from exc
-            except (OSError, ssl.CertificateError) as exc:
-                sock.close()
-                raise UpstreamError("connect_error", type(exc).__name__, str(exc)) from exc
-        sock.settimeout(None)
-        return UpstreamConnection(origin, sock)
+        return UpstreamConnection(origin, open_socket(origin, self._tls))
 
     def keep(self, connection: UpstreamConnection) -> None:
         """An idle connection opened ahead of its first request (to learn the server's ALPN)."""

@@ -21,7 +21,7 @@ from grpc import aio
 
 from ..._core import grpc_wire, runtime
 from ..._core.exchange import Schedule, exchange_async
-from ..._core.models import Failure, Interaction
+from ..._core.models import Interaction
 from ..._core.tape import Recording, Tape
 from .common import (
     DeadlinePassed,
@@ -29,11 +29,13 @@ from .common import (
     Outcome,
     as_metadata,
     bytes_twin,
+    claim_channel,
     encoding,
+    guarded_install,
+    not_a_transport_failure,
     record_end,
     record_head,
     record_message,
-    stays_off,
     walk,
 )
 
@@ -49,26 +51,17 @@ _CLASSES = {
 _methods: weakref.WeakKeyDictionary[Any, Method] = weakref.WeakKeyDictionary()
 
 
-def _not_a_transport_failure(exc: BaseException) -> Failure | None:
-    return None
-
-
-def install(channel_module: ModuleType) -> None:
-    try:
-        _install(channel_module)
-    except Exception as exc:  # never break the user's import
-        stays_off("grpc.aio channels", exc)
-
-
 def _install(channel_module: ModuleType) -> None:
-    channel_class = getattr(channel_module, "Channel", None)
-    if channel_class is None or _PATCHED in vars(channel_class):
+    channel_class = claim_channel(channel_module, _PATCHED)
+    if channel_class is None:
         return
-    setattr(channel_class, _PATCHED, True)
     for name, streams in _CLASSES.items():
         multi_callable = getattr(channel_module, name, None)
         if multi_callable is not None and "__call__" in vars(multi_callable):
             multi_callable.__call__ = _entry(multi_callable.__call__, *streams)
+
+
+install = guarded_install("grpc.aio channels", _install)
 
 
 def _entry(original: Any, stream_request: bool, stream_response: bool) -> Any:
@@ -153,7 +146,7 @@ class TapedCall:
             return _Live(self._callable.live()(argument, **self._options), recording)
 
         return await exchange_async(
-            self._tape, model, replay=replay, record=record, failure_of=_not_a_transport_failure
+            self._tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
         )
 
     async def _source(self) -> _Source:

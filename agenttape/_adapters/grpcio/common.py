@@ -6,13 +6,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import grpc
 
 from ..._core import grpc_wire
 from ..._core.exchange import Schedule
-from ..._core.models import Interaction, Request
+from ..._core.models import Failure, Interaction, Request
 from ..._core.tape import Recording
 from ..._core.walk import Walk
 
@@ -220,3 +221,33 @@ def stays_off(channels: str, exc: BaseException) -> None:
         f"{exc}); calls on those channels will not be recorded or replayed",
         stacklevel=2,
     )
+
+
+def not_a_transport_failure(exc: BaseException) -> Failure | None:
+    """A gRPC call ends with a status, written down as trailers by the adapter itself."""
+    return None
+
+
+def guarded_install(
+    channels: str, install: Callable[[ModuleType], None]
+) -> Callable[[ModuleType], None]:
+    """``install`` that never breaks the user's import: on internals it does not know, the
+    adapter stays off and says so (``stays_off``)."""
+
+    def guarded(channel_module: ModuleType) -> None:
+        try:
+            install(channel_module)
+        except Exception as exc:
+            stays_off(channels, exc)
+
+    return guarded
+
+
+def claim_channel(channel_module: ModuleType, marker: str) -> Any:
+    """The module's ``Channel`` class, marked as patched; None when there is none or it was
+    patched already."""
+    channel_class = getattr(channel_module, "Channel", None)
+    if channel_class is None or marker in vars(channel_class):
+        return None
+    setattr(channel_class, marker, True)
+    return channel_class

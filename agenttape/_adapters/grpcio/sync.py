@@ -22,9 +22,18 @@ import grpc
 
 from ..._core import runtime
 from ..._core.exchange import Schedule, exchange
-from ..._core.models import Failure, Interaction
+from ..._core.models import Interaction
 from ..._core.tape import Recording, Tape
-from .common import Method, bytes_twin, record_call_end, record_head, record_message, stays_off
+from .common import (
+    Method,
+    bytes_twin,
+    claim_channel,
+    guarded_install,
+    not_a_transport_failure,
+    record_call_end,
+    record_head,
+    record_message,
+)
 from .replayed import ReplayedCall, ReplayedRpcError, ReplayedStream, unary
 
 _PATCHED = "__agenttape_grpc__"
@@ -42,23 +51,10 @@ _CLASSES: dict[str, tuple[bool, bool, tuple[str, ...]]] = {
 _taped: weakref.WeakKeyDictionary[Any, _Taped] = weakref.WeakKeyDictionary()
 
 
-def _not_a_transport_failure(exc: BaseException) -> Failure | None:
-    """A gRPC call ends with a status, written down as trailers by the adapter itself."""
-    return None
-
-
-def install(channel_module: ModuleType) -> None:
-    try:
-        _install(channel_module)
-    except Exception as exc:  # never break the user's import
-        stays_off("sync channels", exc)
-
-
 def _install(channel_module: ModuleType) -> None:
-    channel_class = getattr(channel_module, "Channel", None)
-    if channel_class is None or _PATCHED in vars(channel_class):
+    channel_class = claim_channel(channel_module, _PATCHED)
+    if channel_class is None:
         return
-    setattr(channel_class, _PATCHED, True)
     for name, (stream_request, stream_response, entries) in _CLASSES.items():
         multi_callable = getattr(channel_module, name, None)
         if multi_callable is None:
@@ -81,6 +77,9 @@ def _install(channel_module: ModuleType) -> None:
         subscribe(self, callback, try_to_connect)
 
     channel_class.subscribe = guarded_subscribe
+
+
+install = guarded_install("sync channels", _install)
 
 
 def _replays_only(tape: Tape) -> bool:
@@ -169,7 +168,7 @@ class _Taped:
             return method.deserialize(raw), call
 
         return exchange(
-            tape, model, replay=replay, record=record, failure_of=_not_a_transport_failure
+            tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
         )
 
     def future(
@@ -194,7 +193,7 @@ class _Taped:
             return _DeserializingFuture(future, method)
 
         return exchange(
-            tape, model, replay=replay, record=record, failure_of=_not_a_transport_failure
+            tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
         )
 
     def stream(
@@ -211,7 +210,7 @@ class _Taped:
             return _RecordingStream(rendezvous, recording, method)
 
         return exchange(
-            tape, model, replay=replay, record=record, failure_of=_not_a_transport_failure
+            tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
         )
 
 
