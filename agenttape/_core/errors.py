@@ -12,6 +12,11 @@ class AgentTapeError(Exception):
     """Base of every error agenttape raises on purpose."""
 
 
+class AgentTapeWarning(UserWarning):
+    """What agenttape warns about: a library it cannot intercept at the installed version,
+    connections no adapter accounted for, a recording that holds nothing."""
+
+
 class CassetteNotFoundError(AgentTapeError, FileNotFoundError):
     """Replay was asked for a cassette that is not on disk."""
 
