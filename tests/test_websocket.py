@@ -144,7 +144,7 @@ async def closed_by_server(url: str) -> tuple[list[Any], int | None, str | None]
         await ws.send("bye")
         with pytest.raises(ConnectionClosedError):
             await ws.recv()
-        return got, ws.close_code, ws.close_reason
+        return got, ws.protocol.close_code, ws.protocol.close_reason
 
 
 def test_server_close_code_and_reason_replay(
@@ -171,7 +171,7 @@ async def dropped(url: str) -> tuple[str, int | None]:
         await ws.send("drop")
         with pytest.raises(ConnectionClosedError) as caught:
             await ws.recv()
-    return type(caught.value).__name__, ws.close_code
+    return type(caught.value).__name__, ws.protocol.close_code
 
 
 def test_a_connection_dropped_mid_frame_is_recorded_and_replayed(
@@ -198,7 +198,7 @@ def test_a_frame_over_the_clients_limit_closes_as_live_and_keeps_what_came_befor
             await ws.send("big")
             with pytest.raises(ConnectionClosedError):
                 await ws.recv()
-        return ws.close_code
+        return ws.protocol.close_code
 
     with agenttape.use_cassette(cassette_path, mode="all"):
         # The client sent close 1009 and stopped reading: no closing handshake completed.
@@ -253,7 +253,7 @@ def test_a_session_recorded_while_open_stays_open_until_the_client_gives_up(
             first = await ws.recv()
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(ws.recv(), 0.2)  # the client's own timeout
-        return first, ws.close_code == 1000
+        return first, ws.protocol.close_code == 1000
 
     with agenttape.use_cassette(cassette_path):
         assert asyncio.run(replay()) == (b'{"type": "session.created"}'.decode(), True)
@@ -366,13 +366,13 @@ def test_sync_client_misses_closes_and_drops_replay_as_live(
             ws.send("bye")
             with pytest.raises(ConnectionClosedError):
                 ws.recv()
-            outcomes.append((ws.close_code, ws.close_reason))
+            outcomes.append((ws.protocol.close_code, ws.protocol.close_reason))
         with connect_sync(ws_server.url) as ws:
             ws.recv()
             ws.send("drop")
             with pytest.raises(ConnectionClosedError):
                 ws.recv()
-            outcomes.append(ws.close_code)
+            outcomes.append(ws.protocol.close_code)
         return outcomes
 
     with agenttape.use_cassette(cassette_path, mode="all"):
@@ -541,7 +541,7 @@ def test_sync_replay_of_a_session_left_open_waits_for_the_client(
         assert ws.recv() == '{"type": "session.created"}'
         with pytest.raises(TimeoutError):
             ws.recv(timeout=0.2)  # the client's own timeout: nothing was recorded after
-    assert (ws.close_code, ws.close_reason) == (1000, "")
+    assert (ws.protocol.close_code, ws.protocol.close_reason) == (1000, "")
 
 
 def test_the_adapter_patches_websockets_imported_after_the_cassette_opened(
