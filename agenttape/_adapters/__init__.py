@@ -33,6 +33,7 @@ ADAPTERS: dict[str, str] = {
     "aiohttp": "agenttape._adapters.aiohttp",
     "websockets.asyncio.client": "agenttape._adapters.websocket.websockets",
     "websockets.sync.client": "agenttape._adapters.websocket.websockets",
+    "websockets.legacy.client": "agenttape._adapters.websocket.websockets_legacy",
     "websocket._core": "agenttape._adapters.websocket.websocket_client",
     "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
     "socket": "agenttape._adapters.network_guard",

@@ -62,16 +62,17 @@ def install(module: ModuleType) -> None:
     before anything is changed and the library is left whole."""
     client = module.ClientProtocol
     protocol = next(base for base in client.__mro__ if base.__name__ == "Protocol")
-    for owner, name in _PROTOCOL_NAMES:
-        getattr(client if owner == "client" else protocol, name)
+    for side, attribute in _PROTOCOL_NAMES:
+        getattr(client if side == "client" else protocol, attribute)
     errors = sys.modules["websockets.exceptions"]
     version = _major(sys.modules["websockets.version"].version)
     sync = "sync" in module.__name__.split(".")
+    owner: Any
+    make: Callable[..., Any]
     if sync and hasattr(module, "reconnect"):  # 17: a reconnecting opener class
         owner, name, make = module.reconnect, "open_connection", _make_open_sync
     elif sync:  # 12-16: a function that opens and hands back the connection
         owner, name, make = module, "connect", _make_connect_sync
-        _SHAPE.update(sync_tls="ssl_context" if version < 13 else "ssl")
         module.parse_uri, module.enable_client_permessage_deflate, module.USER_AGENT  # noqa: B018
     elif hasattr(module.connect, "open_tcp_connection"):  # 17
         owner, name, make = module.connect, "open_tcp_connection", _make_open_async
@@ -79,16 +80,19 @@ def install(module: ModuleType) -> None:
         owner, name, make = module.connect, "create_connection", _make_create_connection
         module.parse_uri  # noqa: B018
     original = getattr(owner, name)
-    if owner is module and original.__closure__ is not None:
+    function = owner is module
+    if function and original.__closure__ is not None:
         raise TypeError(f"{module.__name__}.{name} is not a plain function")
-    _SHAPE.update(replace_user_agent=version < 15)
+    _SHAPE.update(
+        replace_user_agent=version < 15, sync_tls="ssl_context" if version < 13 else "ssl"
+    )
     _tap_protocol(client, protocol, errors)
     if getattr(original, _PATCHED, False):
         return
-    if owner is module:
+    if function:
         _redirect(original, make(_copy(original), module))
     else:
-        patched = make(original)
+        patched = make(original, module)
         setattr(patched, _PATCHED, True)
         setattr(owner, name, patched)
 
@@ -287,7 +291,7 @@ def _make_receive_eof(original: Callable[[Any], None]) -> Callable[[Any], None]:
     return receive_eof
 
 
-def _upgrade_request(ws_uri: Any, wire: Any) -> Request:
+def upgrade_request(ws_uri: Any, headers: Any) -> Request:
     """The upgrade request in the model: the URL as the client addressed it."""
     netloc = ws_uri.host if ":" not in ws_uri.host else f"[{ws_uri.host}]"
     default = 443 if ws_uri.secure else 80
@@ -295,7 +299,7 @@ def _upgrade_request(ws_uri: Any, wire: Any) -> Request:
         netloc = f"{netloc}:{ws_uri.port}"
     path, _, query = ws_uri.resource_name.partition("?")
     url = urlunsplit(("wss" if ws_uri.secure else "ws", netloc, path, query, ""))
-    return Request("GET", url, list(wire.headers.raw_items()), b"")
+    return Request("GET", url, list(headers.raw_items()), b"")
 
 
 def _prepared(protocol: Any, additional_headers: Any, user_agent: str | None) -> Any:
@@ -314,14 +318,14 @@ def _prepared(protocol: Any, additional_headers: Any, user_agent: str | None) ->
 # -- asyncio -----------------------------------------------------------------------------
 
 
-def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _make_open_async(original: Callable[[Any], Any], module: ModuleType) -> Callable[[Any], Any]:
     async def open_tcp_connection(self: Any) -> Any:
         tape = runtime.active()
         if tape is None:
             return await original(self)
         connection = self.factory(self.ws_uri)
         wire = _prepared(connection.protocol, self.additional_headers, self.user_agent_header)
-        request = _upgrade_request(self.ws_uri, wire)
+        request = upgrade_request(self.ws_uri, wire.headers)
 
         async def record(session: SessionRecording) -> Any:
             setattr(connection.protocol, _SESSION, _recording(session))
@@ -346,7 +350,9 @@ def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return open_tcp_connection
 
 
-def _make_create_connection(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _make_create_connection(
+    original: Callable[[Any], Any], module: ModuleType
+) -> Callable[[Any], Any]:
     """13-16: ``connect.create_connection`` opens the socket for a connection that
     ``protocol_factory`` makes; ``__await_impl__`` then runs the handshake on it."""
 
@@ -354,7 +360,7 @@ def _make_create_connection(original: Callable[[Any], Any]) -> Callable[[Any], A
         tape = runtime.active()
         if tape is None or self.connection_kwargs.get("unix"):
             return await original(self)
-        ws_uri = sys.modules[type(self).__module__].parse_uri(self.uri)
+        ws_uri = module.parse_uri(self.uri)
         connection = self.protocol_factory(ws_uri)
         if hasattr(self, "handshake_args"):  # 13-14
             additional_headers, user_agent = self.handshake_args
@@ -363,7 +369,7 @@ def _make_create_connection(original: Callable[[Any], Any]) -> Callable[[Any], A
         if _SHAPE["replace_user_agent"] and not user_agent:
             user_agent = None
         wire = _prepared(connection.protocol, additional_headers, user_agent)
-        request = _upgrade_request(ws_uri, wire)
+        request = upgrade_request(ws_uri, wire.headers)
 
         async def record(session: SessionRecording) -> Any:
             setattr(connection.protocol, _SESSION, _recording(session))
@@ -391,7 +397,9 @@ def _make_create_connection(original: Callable[[Any], Any]) -> Callable[[Any], A
 # -- sync --------------------------------------------------------------------------------
 
 
-def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+def _make_open_sync(
+    original: Callable[[Any, Any], Any], module: ModuleType
+) -> Callable[[Any, Any], Any]:
     def open_connection(self: Any, deadline: Any) -> Any:
         tape = runtime.active()
         if tape is None:
@@ -400,7 +408,7 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
             self.ws_uri, **self.protocol_kwargs
         )
         wire = _prepared(preview, self.additional_headers, self.user_agent_header)
-        request = _upgrade_request(self.ws_uri, wire)
+        request = upgrade_request(self.ws_uri, wire.headers)
 
         def record(session: SessionRecording) -> Any:
             with _taking(preview.key, _recording(session)):
@@ -447,7 +455,7 @@ def _make_connect_sync(original: Callable[..., Any], module: ModuleType) -> Call
         )
         user_agent = kwargs.get("user_agent_header", module.USER_AGENT)
         wire = _prepared(preview, kwargs.get("additional_headers"), user_agent)
-        request = _upgrade_request(ws_uri, wire)
+        request = upgrade_request(ws_uri, wire.headers)
 
         def record(session: SessionRecording) -> Any:
             with _taking(preview.key, _recording(session)):
