@@ -52,14 +52,29 @@ def test_replay_blocks_a_raw_socket_and_names_the_host(serve: Serve, empty_casse
 
 
 def test_replay_blocks_a_library_without_an_adapter(serve: Serve, empty_cassette: Path) -> None:
+    import smtplib
+
     server = serve(lambda seen: json_reply({}))
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     with (
         agenttape.use_cassette(empty_cassette),
         pytest.raises(agenttape.NetworkBlockedError) as caught,
     ):
-        connection.request("GET", "/")
+        smtplib.SMTP("127.0.0.1", server.port, timeout=5)
     assert caught.value.host == "127.0.0.1"
+    assert not server.seen
+
+
+def test_http_client_is_served_by_the_cassette_never_the_network(
+    serve: Serve, empty_cassette: Path
+) -> None:
+    server = serve(lambda seen: json_reply({}))
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    with (
+        agenttape.use_cassette(empty_cassette),
+        pytest.raises(agenttape.UnmatchedInteractionError),
+    ):
+        connection.request("GET", "/")
+        connection.getresponse()
     assert not server.seen
 
 

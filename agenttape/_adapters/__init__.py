@@ -36,6 +36,7 @@ ADAPTERS: dict[str, str] = {
     "websockets.legacy.client": "agenttape._adapters.websocket.websockets_legacy",
     "websocket._core": "agenttape._adapters.websocket.websocket_client",
     "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
+    "http.client": "agenttape._adapters.http_client",
     "socket": "agenttape._adapters.network_guard",
 }
 
