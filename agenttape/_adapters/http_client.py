@@ -18,6 +18,8 @@ these classes too) is never seen here: no tape is active inside an adapter.
 from __future__ import annotations
 
 import http.client
+import socket
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -117,6 +119,8 @@ def _make_send(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], Non
                 kept += piece
         if _complete(kept):
             _begin(self, original)
+        elif self.sock is None and _awaits_continue(kept):
+            self.sock = _Continue.answering()
 
     return send
 
@@ -152,6 +156,9 @@ def _begin(connection: Any, send: Callable[[Any, Any], None]) -> None:
     recording opens the connection and sends the request here, so an error connecting or
     sending is raised where it is live (``urlopen`` turns it into ``URLError``)."""
     raw = bytes(vars(connection).pop(_KEPT))
+    if isinstance(connection.sock, _Continue):
+        connection.sock.close()
+        connection.sock = None
     tape = runtime.active()
     if tape is None:
         if connection.sock is None:
@@ -165,7 +172,7 @@ def _begin(connection: Any, send: Callable[[Any, Any], None]) -> None:
     if isinstance(plan, Interaction):
         error = plan.error
         if plan.response is None and error is not None and error.kind in _SENDING_FAILURES:
-            raise _exception_for(error)  # it failed connecting or sending, as here live
+            raise _exception_for(error, connection)  # it failed connecting or sending, as live
         vars(connection)[_BEGUN] = _Begun(tape, request, plan)
         return
     vars(connection)[_BEGUN] = _Begun(tape, request, plan)
@@ -179,6 +186,27 @@ def _begin(connection: Any, send: Callable[[Any, Any], None]) -> None:
 
 
 _SENDING_FAILURES = frozenset(("connect_error", "connect_timeout", "write_error", "write_timeout"))
+
+
+class _Continue(socket.socket):
+    """What a client that waits for ``100 Continue`` before sending its body (botocore's
+    connection) reads while its connection is put off: that answer, at once, from a local
+    socket pair. The connection opens, if the request is recorded, once the body is sent."""
+
+    @classmethod
+    def answering(cls) -> _Continue:
+        ours, theirs = socket.socketpair()
+        theirs.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        theirs.close()
+        return cls(fileno=ours.detach())
+
+
+def _awaits_continue(kept: bytearray) -> bool:
+    split = kept.find(b"\r\n\r\n")
+    if split < 0:
+        return False
+    expect = wire.header(wire.parse_head(bytes(kept[:split]))[3], "expect")
+    return expect is not None and expect.strip().lower() == "100-continue"
 
 
 def _never(interaction: Interaction, schedule: Schedule) -> None:
@@ -262,10 +290,14 @@ def _url_of(connection: Any, target: str) -> str:
     return f"{scheme}://{netloc}{target}"
 
 
-def _exception_for(error: Failure | None) -> Exception:
-    """What ``http.client`` or its socket raised live, by kind."""
+def _exception_for(error: Failure | None, connection: Any = None) -> Exception:
+    """What ``http.client`` or its socket raised live, by kind; urllib3 1.x's own connection
+    errors as themselves (its retry logic tells them apart)."""
     assert error is not None
     message = error.message
+    own = getattr(sys.modules.get("urllib3.exceptions"), error.type, None)
+    if error.type in ("NewConnectionError", "ConnectTimeoutError") and own is not None:
+        return own(connection, message)  # type: ignore[no-any-return]
     kind = KIND_BY_EXCEPTION.get(error.type, error.kind)
     if kind == "connect_error":
         if error.type == "ConnectionRefusedError" or "refused" in message.lower():
