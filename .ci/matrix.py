@@ -74,12 +74,16 @@ LIBRARIES = (
         "httpx",
         ("0.23.3", "0.26.0", "0.28.1"),
         ("tests/test_adapters_httpx.py",),
+        companions={version: ("httpx2", "respx") for version in ("0.23.3", "0.26.0", "0.28.1")},
         replaces="httpx",
     ),
     Library(
         "aiohttp",
         ("3.8.6", "3.10.11", "3.14.5"),
         ("tests/test_adapters_aiohttp.py",),
+        companions={
+            version: ("requests", "httpx-aiohttp") for version in ("3.8.6", "3.10.11", "3.14.5")
+        },
     ),
     Library(
         "websocket-client",
@@ -103,11 +107,21 @@ class Result:
     log: Path
 
 
+CELL_TIMEOUT = 300  # seconds a cell's tests may take before they count as failed
+
+
 def run(command: list[str], log: Path, **options: object) -> int:
     with log.open("a") as out:
         out.write(f"$ {' '.join(command)}\n")
         out.flush()
-        return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, **options).returncode  # type: ignore[call-overload, no-any-return]
+        try:
+            completed = subprocess.run(  # type: ignore[call-overload]
+                command, stdout=out, stderr=subprocess.STDOUT, timeout=CELL_TIMEOUT, **options
+            )
+        except subprocess.TimeoutExpired:
+            out.write(f"\ntimed out after {CELL_TIMEOUT} s\n")
+            return 124
+        return int(completed.returncode)
 
 
 def cell(uv: str, library: Library, version: str) -> Result:
@@ -123,7 +137,7 @@ def cell(uv: str, library: Library, version: str) -> Result:
         return Result(library.name, version, "environment failed", time.monotonic() - started, log)
     if run([uv, "pip", "install", "-q", "--python", str(python), *wanted], log):
         return Result(library.name, version, "install failed", time.monotonic() - started, log)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = dict(os.environ)
     env.pop("AGENTTAPE_MODE", None)
     status = run(
         [str(python), "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:randomly", *library.tests],
@@ -131,7 +145,9 @@ def cell(uv: str, library: Library, version: str) -> Result:
         cwd=ROOT,
         env=env,
     )
-    outcome = {0: "passed", 5: "no tests"}.get(status, f"failed (pytest exit {status})")
+    outcome = {0: "passed", 5: "no tests", 124: "timed out"}.get(
+        status, f"failed (pytest exit {status})"
+    )
     if status == 0:
         tail = log.read_text().strip().splitlines()[-1]
         outcome = f"passed ({tail.strip('= ').split(' in ')[0]})"

@@ -390,4 +390,7 @@ async def test_replayed_responses_keep_the_connection_alive_as_live(
 
     server = serve(app)
     live, replayed = await record_then_replay_async(cassette_path, server, run)
-    assert replayed == live == [True, True, False, True]
+    assert replayed == live
+    assert live[2] is False  # the server closed it
+    if tuple(int(part) for part in aiohttp.__version__.split(".")[:2]) >= (3, 11):
+        assert live == [True, True, False, True]  # 3.10 and older do not keep it on the response

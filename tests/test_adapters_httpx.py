@@ -114,7 +114,16 @@ def test_sse_lines_replay(hx: ModuleType, serve: Any, cassette_path: Path) -> No
             return list(response.iter_lines())
 
     live, replayed = record_then_replay(cassette_path, server, exchange)
-    assert replayed == live == ["event: a", "data: 1", "", "event: b", "data: 2", ""]
+    assert replayed == live
+    # httpx before 0.24 keeps each line's ending
+    assert [line.rstrip("\r\n") for line in live] == [
+        "event: a",
+        "data: 1",
+        "",
+        "event: b",
+        "data: 2",
+        "",
+    ]
 
 
 async def test_async_client_and_async_stream(
