@@ -267,3 +267,30 @@ def test_a_recording_cassette_leaves_children_free(serve: Serve, cassette_path: 
         )
     assert child.returncode == 0, child.stderr
     assert len(server.seen) == 1
+
+
+def test_a_recording_names_connections_no_adapter_made(serve: Serve, cassette_path: Path) -> None:
+    """Nothing is bypassed in silence: a connection opened outside every adapter while
+    recording is named when the cassette stops (host, port, the code that opened it), and
+    "nothing was recorded" is not said when connections were made."""
+    server = serve(lambda seen: json_reply({}))
+    with (
+        pytest.warns(agenttape.AgentTapeWarning) as caught,
+        agenttape.use_cassette(cassette_path, mode="all"),
+    ):
+        connect("127.0.0.1", server.port)
+    [message] = [str(w.message) for w in caught if "opened connections" in str(w.message)]
+    assert f"127.0.0.1:{server.port} (tests)" in message
+    assert not any("made no HTTP request" in str(w.message) for w in caught)
+
+
+def test_connections_made_by_adapters_are_not_named(serve: Serve, cassette_path: Path) -> None:
+    import warnings
+
+    server = serve(lambda seen: json_reply({}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with agenttape.use_cassette(cassette_path, mode="all"):
+            requests.get(f"{server.url}/x", timeout=5)
+            http.client.HTTPConnection("127.0.0.1", server.port, timeout=5).request("GET", "/")
+    assert not [w for w in caught if "opened connections" in str(w.message)]
