@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gzip
-import importlib
 import threading
 import time
 from pathlib import Path
@@ -29,7 +28,9 @@ from tests.servers import (
 
 @pytest.fixture(params=["httpx", "httpx2"])
 def hx(request: pytest.FixtureRequest) -> ModuleType:
-    return importlib.import_module(request.param)
+    # httpx2 cannot be installed beside the oldest httpx (the version matrix's 0.23 cell)
+    module: ModuleType = pytest.importorskip(request.param)
+    return module
 
 
 def test_gzip_body_stays_compressed_and_headers_keep_order_case_duplicates(
