@@ -7,6 +7,7 @@ from ._core.boundary import boundary
 from ._core.cassette import Cassette, load, use_cassette
 from ._core.errors import (
     AgentTapeError,
+    AgentTapeWarning,
     CassetteFormatError,
     CassetteNotFoundError,
     CassetteWriteError,
@@ -25,6 +26,7 @@ _enable_adapters()
 
 __all__ = [
     "AgentTapeError",
+    "AgentTapeWarning",
     "Candidate",
     "Cassette",
     "CassetteFormatError",

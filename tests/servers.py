@@ -546,9 +546,12 @@ class WebSocketServer:
         self, compression: str | None = "deflate", tls: ssl.SSLContext | None = None
     ) -> None:
         from websockets.sync.server import serve as ws_serve
+        from websockets.version import version
 
+        # websockets 12 names the TLS context ssl_context
+        tls_option = {"ssl_context" if version.startswith("12.") else "ssl": tls}
         self._server = ws_serve(
-            self._handle, "127.0.0.1", 0, compression=compression, max_size=None, ssl=tls
+            self._handle, "127.0.0.1", 0, compression=compression, max_size=None, **tls_option
         )
         self.port: int = self._server.socket.getsockname()[1]
         scheme = "wss" if tls is not None else "ws"

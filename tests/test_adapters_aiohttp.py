@@ -229,6 +229,9 @@ async def test_read_timeout_replays_as_socket_timeout(
     assert agenttape.load(cassette_path).interactions[0].error.kind == "read_timeout"  # type: ignore[union-attr]
 
 
+@pytest.mark.skipif(
+    not hasattr(aiohttp, "ConnectionTimeoutError"), reason="httpx-aiohttp needs aiohttp 3.10"
+)
 async def test_httpx_on_an_aiohttp_transport_records_each_exchange_once(
     serve: Serve, cassette_path: Path
 ) -> None:
@@ -369,6 +372,11 @@ async def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_rep
     assert order == ["data: 1\n\n", "post", "end"]
 
 
+@pytest.mark.xfail(
+    aiohttp.__version__.startswith("3.10."),
+    reason="on aiohttp 3.10 a replayed response does not leave its connection for the next",
+    strict=True,
+)
 async def test_replayed_responses_keep_the_connection_alive_as_live(
     serve: Serve, cassette_path: Path
 ) -> None:
@@ -390,4 +398,7 @@ async def test_replayed_responses_keep_the_connection_alive_as_live(
 
     server = serve(app)
     live, replayed = await record_then_replay_async(cassette_path, server, run)
-    assert replayed == live == [True, True, False, True]
+    assert replayed == live
+    assert live[2] is False  # the server closed it
+    if tuple(int(part) for part in aiohttp.__version__.split(".")[:2]) >= (3, 11):
+        assert live == [True, True, False, True]  # 3.10 and older do not keep it on the response

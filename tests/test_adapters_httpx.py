@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gzip
-import importlib
 import threading
 import time
 from pathlib import Path
@@ -29,7 +28,9 @@ from tests.servers import (
 
 @pytest.fixture(params=["httpx", "httpx2"])
 def hx(request: pytest.FixtureRequest) -> ModuleType:
-    return importlib.import_module(request.param)
+    # httpx2 cannot be installed beside the oldest httpx (the version matrix's 0.23 cell)
+    module: ModuleType = pytest.importorskip(request.param)
+    return module
 
 
 def test_gzip_body_stays_compressed_and_headers_keep_order_case_duplicates(
@@ -114,7 +115,16 @@ def test_sse_lines_replay(hx: ModuleType, serve: Any, cassette_path: Path) -> No
             return list(response.iter_lines())
 
     live, replayed = record_then_replay(cassette_path, server, exchange)
-    assert replayed == live == ["event: a", "data: 1", "", "event: b", "data: 2", ""]
+    assert replayed == live
+    # httpx before 0.24 keeps each line's ending
+    assert [line.rstrip("\r\n") for line in live] == [
+        "event: a",
+        "data: 1",
+        "",
+        "event: b",
+        "data: 2",
+        "",
+    ]
 
 
 async def test_async_client_and_async_stream(

@@ -4,6 +4,8 @@ agenttape is held across an import, so no lock-order inversion with the import s
 from __future__ import annotations
 
 import ast
+import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -124,3 +126,77 @@ def test_no_lock_is_held_across_an_import_and_adapters_patch_without_importing()
                         if isinstance(inner, (ast.Import, ast.ImportFrom))
                     ]
     assert found == []
+
+
+# A library whose adapter cannot patch the installed version (its internals are not the ones
+# the adapter knows): ``fakelib`` here, a real package on the path, and an adapter that fails
+# half-way as one patching a renamed attribute does.
+UNKNOWN_VERSION = """
+    import socket, sys, warnings
+    import agenttape
+    from agenttape import _adapters
+
+    _adapters.ADAPTERS["fakelib.client"] = "fake_adapter"
+    _adapters.TRAFFIC["fakelib.client"] = ("fakelib", "its sessions")
+    warnings.simplefilter("always")
+    agenttape.Cassette(sys.argv[1], mode="all").save()
+    with warnings.catch_warnings(record=True) as caught:
+        with agenttape.use_cassette(sys.argv[1]):
+            import fakelib.client  # the library's own import never breaks
+            import fakelib.client as again
+            assert fakelib.client.open_connection.__module__ == "fakelib.client"
+            assert "fakelib.client" not in _adapters._installed
+            try:
+                fakelib.client.open_connection(int(sys.argv[2]))
+            except agenttape.NetworkBlockedError as blocked:
+                print("blocked", blocked.port == int(sys.argv[2]))
+        with agenttape.use_cassette(sys.argv[1]):  # once only, however often it is met
+            pass
+    said = [w for w in caught if issubclass(w.category, agenttape.AgentTapeWarning)]
+    print(len(said))
+    print(said[0].message)
+"""
+
+FAKELIB = """
+import socket
+
+__version__ = "0.9"
+
+
+def open_connection(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+"""
+
+FAKE_ADAPTER = """
+def install(module):
+    module.Connection  # what this version no longer has
+"""
+
+
+def test_an_adapter_that_cannot_patch_leaves_the_import_working_warns_once_and_the_guard_stands(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "fakelib").mkdir()
+    (tmp_path / "fakelib" / "__init__.py").write_text("__version__ = '0.9'\n")
+    (tmp_path / "fakelib" / "client.py").write_text(FAKELIB)
+    (tmp_path / "fake_adapter.py").write_text(FAKE_ADAPTER)
+    script = tmp_path / "unknown.py"
+    script.write_text(textwrap.dedent(UNKNOWN_VERSION))
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener:
+        result = subprocess.run(
+            [sys.executable, script, tmp_path / "tape.msgpack", str(listener.getsockname()[1])],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path.cwd()}"},
+        )
+    assert result.returncode == 0, result.stderr
+    blocked, count, message = result.stdout.splitlines()
+    assert blocked == "blocked True"
+    assert count == "1"
+    assert "fakelib 0.9 (fakelib.client)" in message
+    assert "AttributeError" in message and "Connection" in message
+    assert "its sessions" in message and "NetworkBlockedError" in message

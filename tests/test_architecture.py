@@ -15,6 +15,7 @@ PACKAGE = Path(agenttape.__file__).parent
 
 DOCUMENTED = {
     "AgentTapeError",
+    "AgentTapeWarning",
     "Candidate",
     "Cassette",
     "CassetteFormatError",

@@ -52,14 +52,29 @@ def test_replay_blocks_a_raw_socket_and_names_the_host(serve: Serve, empty_casse
 
 
 def test_replay_blocks_a_library_without_an_adapter(serve: Serve, empty_cassette: Path) -> None:
+    import smtplib
+
     server = serve(lambda seen: json_reply({}))
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     with (
         agenttape.use_cassette(empty_cassette),
         pytest.raises(agenttape.NetworkBlockedError) as caught,
     ):
-        connection.request("GET", "/")
+        smtplib.SMTP("127.0.0.1", server.port, timeout=5)
     assert caught.value.host == "127.0.0.1"
+    assert not server.seen
+
+
+def test_http_client_is_served_by_the_cassette_never_the_network(
+    serve: Serve, empty_cassette: Path
+) -> None:
+    server = serve(lambda seen: json_reply({}))
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    with (
+        agenttape.use_cassette(empty_cassette),
+        pytest.raises(agenttape.UnmatchedInteractionError),
+    ):
+        connection.request("GET", "/")
+        connection.getresponse()
     assert not server.seen
 
 
@@ -252,3 +267,30 @@ def test_a_recording_cassette_leaves_children_free(serve: Serve, cassette_path: 
         )
     assert child.returncode == 0, child.stderr
     assert len(server.seen) == 1
+
+
+def test_a_recording_names_connections_no_adapter_made(serve: Serve, cassette_path: Path) -> None:
+    """Nothing is bypassed in silence: a connection opened outside every adapter while
+    recording is named when the cassette stops (host, port, the code that opened it), and
+    "nothing was recorded" is not said when connections were made."""
+    server = serve(lambda seen: json_reply({}))
+    with (
+        pytest.warns(agenttape.AgentTapeWarning) as caught,
+        agenttape.use_cassette(cassette_path, mode="all"),
+    ):
+        connect("127.0.0.1", server.port)
+    [message] = [str(w.message) for w in caught if "opened connections" in str(w.message)]
+    assert f"127.0.0.1:{server.port} (tests)" in message
+    assert not any("made no HTTP request" in str(w.message) for w in caught)
+
+
+def test_connections_made_by_adapters_are_not_named(serve: Serve, cassette_path: Path) -> None:
+    import warnings
+
+    server = serve(lambda seen: json_reply({}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with agenttape.use_cassette(cassette_path, mode="all"):
+            requests.get(f"{server.url}/x", timeout=5)
+            http.client.HTTPConnection("127.0.0.1", server.port, timeout=5).request("GET", "/")
+    assert not [w for w in caught if "opened connections" in str(w.message)]

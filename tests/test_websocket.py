@@ -13,7 +13,11 @@ from typing import Any
 
 import msgpack
 import pytest
-from websockets.asyncio.client import connect
+
+try:
+    from websockets.asyncio.client import connect
+except ImportError:  # websockets 12: the asyncio client there is the legacy one
+    from websockets.legacy.client import connect  # type: ignore[assignment]
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect as connect_sync
 
@@ -23,6 +27,13 @@ from agenttape._core.models import Frame
 from tests.cli_support import cli
 from tests.servers import WebSocketServer
 from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
+
+
+def closing(ws: Any) -> tuple[int | None, str | None]:
+    """How the connection closed: the Sans-I/O protocol's code and reason (the legacy
+    client keeps them on itself)."""
+    protocol = getattr(ws, "protocol", ws)
+    return protocol.close_code, protocol.close_reason
 
 
 async def talk(url: str, update: dict[str, Any] = UPDATE) -> list[Any]:
@@ -144,7 +155,7 @@ async def closed_by_server(url: str) -> tuple[list[Any], int | None, str | None]
         await ws.send("bye")
         with pytest.raises(ConnectionClosedError):
             await ws.recv()
-        return got, ws.close_code, ws.close_reason
+        return got, *closing(ws)
 
 
 def test_server_close_code_and_reason_replay(
@@ -171,7 +182,7 @@ async def dropped(url: str) -> tuple[str, int | None]:
         await ws.send("drop")
         with pytest.raises(ConnectionClosedError) as caught:
             await ws.recv()
-    return type(caught.value).__name__, ws.close_code
+    return type(caught.value).__name__, closing(ws)[0]
 
 
 def test_a_connection_dropped_mid_frame_is_recorded_and_replayed(
@@ -198,7 +209,7 @@ def test_a_frame_over_the_clients_limit_closes_as_live_and_keeps_what_came_befor
             await ws.send("big")
             with pytest.raises(ConnectionClosedError):
                 await ws.recv()
-        return ws.close_code
+        return closing(ws)[0]
 
     with agenttape.use_cassette(cassette_path, mode="all"):
         # The client sent close 1009 and stopped reading: no closing handshake completed.
@@ -253,7 +264,7 @@ def test_a_session_recorded_while_open_stays_open_until_the_client_gives_up(
             first = await ws.recv()
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(ws.recv(), 0.2)  # the client's own timeout
-        return first, ws.close_code == 1000
+        return first, closing(ws)[0] == 1000
 
     with agenttape.use_cassette(cassette_path):
         assert asyncio.run(replay()) == (b'{"type": "session.created"}'.decode(), True)
@@ -366,13 +377,13 @@ def test_sync_client_misses_closes_and_drops_replay_as_live(
             ws.send("bye")
             with pytest.raises(ConnectionClosedError):
                 ws.recv()
-            outcomes.append((ws.close_code, ws.close_reason))
+            outcomes.append(closing(ws))
         with connect_sync(ws_server.url) as ws:
             ws.recv()
             ws.send("drop")
             with pytest.raises(ConnectionClosedError):
                 ws.recv()
-            outcomes.append(ws.close_code)
+            outcomes.append(closing(ws)[0])
         return outcomes
 
     with agenttape.use_cassette(cassette_path, mode="all"):
@@ -541,7 +552,7 @@ def test_sync_replay_of_a_session_left_open_waits_for_the_client(
         assert ws.recv() == '{"type": "session.created"}'
         with pytest.raises(TimeoutError):
             ws.recv(timeout=0.2)  # the client's own timeout: nothing was recorded after
-    assert (ws.close_code, ws.close_reason) == (1000, "")
+    assert closing(ws) == (1000, "")
 
 
 def test_the_adapter_patches_websockets_imported_after_the_cassette_opened(
@@ -560,3 +571,34 @@ with agenttape.use_cassette({str(cassette_path)!r}, mode="all"):
     )
     assert result.returncode == 0, result.stderr
     assert frames_of(cassette_path)[0] == ("server", "text", b'{"type": "session.created"}')
+
+
+def test_the_legacy_client_records_and_replays(
+    ws_server: WebSocketServer, cassette_path: Path
+) -> None:
+    """``websockets.legacy.client``, what ``websockets.connect`` was up to 13 (still shipped
+    later, deprecated): the same session, recorded and replayed with the server gone."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        legacy = pytest.importorskip("websockets.legacy.client")
+
+    async def talk_legacy(url: str) -> list[Any]:
+        async with legacy.connect(url) as ws:
+            got: list[Any] = [await ws.recv()]
+            await ws.send(json.dumps(UPDATE))
+            got += [await ws.recv(), await ws.recv()]
+            await ws.send(AUDIO)
+            got.append(await ws.recv())
+        return got
+
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        live = asyncio.run(talk_legacy(ws_server.url))
+    ws_server.stop()
+    assert frames_of(cassette_path) == expected_frames()
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert asyncio.run(talk_legacy(ws_server.url)) == live
+    assert tape.all_played
+    with agenttape.use_cassette(cassette_path), pytest.raises(agenttape.UnmatchedInteractionError):
+        asyncio.run(talk(ws_server.url, {**UPDATE, "session": {"voice": "echo"}}))

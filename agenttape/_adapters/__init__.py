@@ -11,11 +11,13 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.errors import AgentTapeWarning
 from . import children
 
 # library module -> adapter module; an adapter exposes ``install(library_module)``.
@@ -31,14 +33,41 @@ ADAPTERS: dict[str, str] = {
     "aiohttp": "agenttape._adapters.aiohttp",
     "websockets.asyncio.client": "agenttape._adapters.websocket.websockets",
     "websockets.sync.client": "agenttape._adapters.websocket.websockets",
+    "websockets.legacy.client": "agenttape._adapters.websocket.websockets_legacy",
     "websocket._core": "agenttape._adapters.websocket.websocket_client",
     "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
     "grpc._channel": "agenttape._adapters.grpcio.sync",
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
+    "http.client": "agenttape._adapters.http_client",
     "socket": "agenttape._adapters.network_guard",
 }
 
+# library module -> (its distribution, what is not recorded while its adapter is off)
+TRAFFIC: dict[str, tuple[str, str]] = {
+    "httpx": ("httpx", "its requests"),
+    "httpx2": ("httpx2", "its requests (the openai and anthropic SDKs' included)"),
+    "openai._base_client": ("openai", "nothing, but its retry waits are not skipped"),
+    "anthropic._base_client": ("anthropic", "nothing, but its retry waits are not skipped"),
+    "urllib3": ("urllib3", "requests through urllib3, requests and botocore"),
+    "requests.adapters": ("requests", "nothing, but its replays take urllib3's longer path"),
+    "botocore.endpoint": ("botocore", "nothing, but its retry waits are not skipped"),
+    "botocore.httpsession": ("botocore", "nothing, but its replays take urllib3's longer path"),
+    "aiohttp": ("aiohttp", "its requests and ws_connect sessions"),
+    "websockets.asyncio.client": ("websockets", "sessions of its asyncio client"),
+    "websockets.sync.client": ("websockets", "sessions of its sync client"),
+    "websockets.legacy.client": ("websockets", "sessions of its legacy client"),
+    "websocket._core": ("websocket-client", "its sessions"),
+    "httpx_ws._api": ("httpx-ws", "its sessions"),
+    "grpc._channel": ("grpcio", "calls on its sync channels"),
+    "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
+    "http.client": ("Python", "requests through http.client and urllib.request"),
+    "socket": ("Python", "nothing, but no connection is blocked"),
+}
+
 _installed: set[str] = set()
+_off: set[str] = set()
+"""Libraries whose adapter could not patch them (a version whose internals it does not
+know): left as they are, said once; the network guard still stands in front of them."""
 _lock = threading.RLock()
 _hook: _ImportHook | None = None
 
@@ -51,14 +80,55 @@ def _install(library: str, module: ModuleType) -> None:
     while it waited on a module lock (importing the adapter, or a library another thread is
     still importing) would wait for it forever. So the adapter is imported first, and the
     lock guards only the patching, which imports nothing."""
-    if library in _installed:
+    if library in _installed or library in _off:
         return
-    adapter = importlib.import_module(ADAPTERS[library])
+    failure: Exception
+    try:
+        adapter = importlib.import_module(ADAPTERS[library])
+    except Exception as exc:  # never break the library's own import
+        failure = exc
+    else:
+        with _lock:
+            if library in _installed or library in _off:
+                return
+            try:
+                adapter.install(module)
+            except Exception as exc:
+                failure = exc
+            else:
+                _installed.add(library)  # only once the patch is in place
+                return
     with _lock:
-        if library in _installed:
+        if library in _off:
             return
-        adapter.install(module)
-        _installed.add(library)
+        _off.add(library)
+    _warn_off(library, failure)
+
+
+def _warn_off(library: str, failure: Exception) -> None:
+    """Says once that ``library`` is not intercepted: which version, why, what that means."""
+    distribution, what = TRAFFIC.get(library, (library.partition(".")[0], "its traffic"))
+    version = _version_of(distribution, library)
+    warnings.warn(
+        f"agenttape cannot intercept {distribution} {version} ({library}): "
+        f"{type(failure).__name__}: {failure}. Not recorded or replayed: {what}. "
+        "While a cassette that blocks the network is active, a connection it opens raises "
+        "NetworkBlockedError; see the supported versions in agenttape's docs/libraries.md.",
+        AgentTapeWarning,
+        stacklevel=2,
+    )
+
+
+def _version_of(distribution: str, library: str) -> str:
+    if distribution == "Python":
+        return sys.version.split()[0]
+    try:
+        from importlib import metadata
+
+        return metadata.version(distribution)
+    except Exception:
+        top = sys.modules.get(library.partition(".")[0])
+        return str(getattr(top, "__version__", "(version unknown)"))
 
 
 def install_adapters() -> None:
@@ -66,7 +136,8 @@ def install_adapters() -> None:
     # Every cassette and run calls this; once the import hook is in place there is seldom
     # anything to do, and threads opening runs at once should not queue on the lock for it.
     if _hook is not None and all(
-        library in _installed or library not in sys.modules for library in ADAPTERS
+        library in _installed or library in _off or library not in sys.modules
+        for library in ADAPTERS
     ):
         return
     with _lock:
@@ -76,7 +147,7 @@ def install_adapters() -> None:
             sys.meta_path.insert(0, _hook)
     for library in ADAPTERS:
         module = sys.modules.get(library)
-        if module is None or library in _installed:
+        if module is None or library in _installed or library in _off:
             continue
         spec = getattr(module, "__spec__", None)
         if getattr(spec, "_initializing", False):
@@ -95,7 +166,7 @@ class _ImportHook(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in ADAPTERS or fullname in _installed:
+        if fullname not in ADAPTERS or fullname in _installed or fullname in _off:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import fnmatch
 import socket as _socket
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from .._core import runtime
@@ -65,10 +66,12 @@ def install(socket: ModuleType) -> None:
     def guarded_connect(self: Any, address: Any) -> None:
         _check(self, address)
         connect(self, address)
+        _account(self, address)
 
     def guarded_connect_ex(self: Any, address: Any) -> int:
         _check(self, address)
         result: int = connect_ex(self, address)
+        _account(self, address)
         return result
 
     def guarded_sendto(self: Any, data: Any, *rest: Any) -> int:
@@ -115,6 +118,33 @@ def allowed(host: str, patterns: tuple[str, ...]) -> bool:
     (exact names, addresses, or globs such as ``*.internal``)."""
     host = host.lower().strip("[]")
     return any(fnmatch.fnmatchcase(host, pattern.lower().strip("[]")) for pattern in patterns)
+
+
+def _account(sock: Any, address: Any) -> None:
+    """A connection made here, outside every adapter, while a cassette records: the cassette
+    is told (host, port, and the library whose code opened it, where the stack shows one)."""
+    if sock.family not in _INET:
+        return
+    tape = runtime.active()
+    note = getattr(tape, "unaccounted", None)
+    if note is None or not getattr(tape, "is_recording", False):
+        return
+    ip, port = str(address[0]), int(address[1])
+    note(_names.get(ip, ip), port, _library_of(sys._getframe(2)))
+
+
+_PLUMBING = frozenset(("socket", "asyncio", "ssl", "selectors", "agenttape", "concurrent"))
+
+
+def _library_of(frame: FrameType | None) -> str | None:
+    """The first module up the stack that is not socket plumbing: the library that opened the
+    connection (its top-level package)."""
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", "")).partition(".")[0]
+        if name and name not in _PLUMBING and not name.startswith("_"):
+            return name
+        frame = frame.f_back
+    return None
 
 
 def _check(sock: Any, address: Any, what: str = "a connection") -> None:

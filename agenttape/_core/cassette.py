@@ -15,7 +15,12 @@ from typing import Any, Literal, TypeVar
 
 from . import codec, files, locking, provider_keys, runtime
 from .clock import freeze_clock
-from .errors import AgentTapeError, CassetteNotFoundError, UnmatchedInteractionError
+from .errors import (
+    AgentTapeError,
+    AgentTapeWarning,
+    CassetteNotFoundError,
+    UnmatchedInteractionError,
+)
 from .matching import Candidate, Matcher
 from .models import Headers, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
@@ -132,6 +137,8 @@ class Cassette:
         self._recording = False
         self._dirty = False
         self._pending: set[Recording] = set()
+        # Connections opened while recording that no adapter made: (host, port) -> library.
+        self._unaccounted: dict[tuple[str, int], str | None] = {}
         # new_episodes: what the file held when last read or written (its digest and its
         # interactions), and how many of ours it holds, so a save merges with other writers.
         self._stored: list[Interaction] = []
@@ -305,6 +312,7 @@ class Cassette:
             self.queue.prepare()  # activation pays for the lookups, not the first request
         self._stored, self._saved = loaded, len(loaded)
         self._dirty = self._recording
+        self._unaccounted = {}
         if self._live_scope and not self.is_recording:
             self._derived = []
         if self.is_recording:
@@ -355,7 +363,10 @@ class Cassette:
             _mark_interrupted(self.metadata, self._interrupted)
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
-            warnings.warn(self._nothing_recorded(), stacklevel=3)
+            if not self._unaccounted:
+                warnings.warn(self._nothing_recorded(), stacklevel=3)
+        if self._unaccounted and self.is_recording:
+            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=3)
         if self._dirty:
             self.save()
         if self._derived_dirty:
@@ -373,6 +384,24 @@ class Cassette:
             f"nothing was recorded into {self.path}: the code made no HTTP request (did it fail "
             f"before sending one, for a missing API key say?); {kept}, so the next run records "
             "again"
+        )
+
+    def unaccounted(self, host: str, port: int, library: str | None) -> None:
+        """A connection this process opened while the cassette was active that no adapter
+        made (a library agenttape does not intercept): said when the cassette stops."""
+        self._unaccounted.setdefault((host, port), library)
+
+    def _bypassed(self) -> str:
+        places = ", ".join(
+            f"{host}:{port}" + (f" ({library})" if library else "")
+            for (host, port), library in list(self._unaccounted.items())[:10]
+        )
+        recorded = counted(len(self.interactions), "interaction")
+        return (
+            f"while recording {self.path} ({recorded}) the process opened connections that "
+            f"agenttape does not intercept, so they were not recorded: {places}. Replay will "
+            "not serve them (with block_network they raise NetworkBlockedError); call them "
+            "through an intercepted library, or mark them live=(...) if they should stay live."
         )
 
     def _report_unused(self) -> None:

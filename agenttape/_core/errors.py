@@ -18,6 +18,11 @@ class AgentTapeError(Exception):
     __module__ = "agenttape"
 
 
+class AgentTapeWarning(UserWarning):
+    """What agenttape warns about: a library it cannot intercept at the installed version,
+    connections no adapter accounted for, a recording that holds nothing."""
+
+
 class CassetteNotFoundError(AgentTapeError, FileNotFoundError):
     """Replay was asked for a cassette that is not on disk."""
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..._core import runtime
 from ..._core.exchange import skip_retry_wait
+from .. import http_client
 from .exchange import (
     HANDED,
     as_it_is,
@@ -38,7 +39,8 @@ _PATCHED_URLOPEN = "__agenttape_original_urlopen__"
 
 def install(urllib3: ModuleType) -> None:
     if int(urllib3.__version__.split(".", 1)[0]) < 2:
-        return  # the 1.x layout differs; left unpatched
+        _install_1x(urllib3)
+        return
     # Attributes, not imports: this runs under the adapters' lock, which never waits on an
     # import (the package has imported both modules by the time it is patched).
     pool_class = urllib3.connectionpool.HTTPConnectionPool
@@ -53,6 +55,25 @@ def install(urllib3: ModuleType) -> None:
     retry_class = urllib3.util.retry.Retry
     if _PATCHED not in vars(retry_class):
         original_sleep = retry_class.sleep
+        setattr(retry_class, _PATCHED, original_sleep)
+        retry_class.sleep = _make_sleep(original_sleep)
+    http_client.served_elsewhere(urllib3.connection.HTTPConnection)
+
+
+def _install_1x(urllib3: ModuleType) -> None:
+    """urllib3 1.x (1.26: requests 2.28-2.31 and botocore 1.29-1.34 resolve it where urllib3 2
+    is not allowed) sends through ``http.client``'s connection state machine with connection
+    classes of its own: the ``http.client`` adapter serves its requests, its own ``connect``
+    put off like the standard library's; the retry wait is skipped here as on 2.x."""
+    connection = urllib3.connection
+    classes = (connection.HTTPConnection, connection.HTTPSConnection)
+    for cls in classes:
+        vars(cls)["connect"]
+    retry_class = urllib3.util.retry.Retry
+    original_sleep = retry_class.sleep
+    for cls in classes:
+        http_client.defer_connect(cls)
+    if _PATCHED not in vars(retry_class):
         setattr(retry_class, _PATCHED, original_sleep)
         retry_class.sleep = _make_sleep(original_sleep)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
+import types
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -33,10 +34,9 @@ from ..._core.websocket import (
     Step,
     open_session,
     open_session_async,
-    parse_close,
 )
 from .replay import ReplayPeer, ReplayTransport
-from .taps import failure_of, raise_if_never_opened
+from .taps import FrameChecker, FrameRecorder, dropped, failure_of, raise_if_never_opened
 
 _PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
@@ -56,54 +56,187 @@ it logs as an internal error and turns into ``ConnectionClosedError``)."""
 def install(module: ModuleType) -> None:
     """Patches ``websockets.asyncio.client`` or ``websockets.sync.client``, and, once, the
     Sans-I/O protocol both import before them (reached through them: nothing is imported
-    here, see ``_adapters.install_adapters``)."""
-    _tap_protocol(module.ClientProtocol)
-    sync = hasattr(module, "reconnect")
-    opener = module.reconnect if sync else module.connect
-    if _PATCHED not in vars(opener):
-        setattr(opener, _PATCHED, True)
-        if sync:
-            _wrap(opener, "open_connection", _make_open_sync)
-        else:
-            _wrap(opener, "open_tcp_connection", _make_open_async)
+    here, see ``_adapters.install_adapters``).
+
+    Every name it patches is looked up first, so a version whose internals differ raises
+    before anything is changed and the library is left whole."""
+    client = module.ClientProtocol
+    protocol = next(base for base in client.__mro__ if base.__name__ == "Protocol")
+    for side, attribute in _PROTOCOL_NAMES:
+        getattr(client if side == "client" else protocol, attribute)
+    errors = sys.modules["websockets.exceptions"]
+    version = _major(sys.modules["websockets.version"].version)
+    sync = "sync" in module.__name__.split(".")
+    owner: Any
+    make: Callable[..., Any]
+    if sync and hasattr(module, "reconnect"):  # 17: a reconnecting opener class
+        owner, name, make = module.reconnect, "open_connection", _make_open_sync
+    elif sync:  # 12-16: a function that opens and hands back the connection
+        owner, name, make = module, "connect", _make_connect_sync
+        module.parse_uri, module.enable_client_permessage_deflate, module.USER_AGENT  # noqa: B018
+    elif hasattr(module.connect, "open_tcp_connection"):  # 17
+        owner, name, make = module.connect, "open_tcp_connection", _make_open_async
+    else:  # 13-16
+        owner, name, make = module.connect, "create_connection", _make_create_connection
+        module.parse_uri  # noqa: B018
+    original = getattr(owner, name)
+    function = owner is module
+    if function and original.__closure__ is not None:
+        raise TypeError(f"{module.__name__}.{name} is not a plain function")
+    _SHAPE.update(
+        replace_user_agent=version < 15, sync_tls="ssl_context" if version < 13 else "ssl"
+    )
+    _tap_protocol(client, protocol, errors)
+    if getattr(original, _PATCHED, False):
+        return
+    if function:
+        _redirect(original, make(_copy(original), module))
+    else:
+        patched = make(original, module)
+        setattr(patched, _PATCHED, True)
+        setattr(owner, name, patched)
 
 
-def _tap_protocol(client: type) -> None:
+def _copy(function: Any) -> Any:
+    """A second function object running ``function``'s code."""
+    copy = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__ = function.__qualname__
+    return copy
+
+
+def _redirect(function: Any, to: Callable[..., Any]) -> None:
+    """Makes ``function`` itself call ``to``: code that took a reference to the library's
+    ``connect`` before the cassette opened (``from websockets.sync.client import connect``)
+    calls the adapter too. The call goes through a name in the library module's namespace,
+    which ``_redirected``'s code looks up there once it is ``function``'s code."""
+    function.__globals__[_TARGET] = to
+    function.__code__ = _redirected.__code__
+    function.__defaults__ = function.__kwdefaults__ = None
+    setattr(function, _PATCHED, True)
+
+
+_TARGET = "__agenttape_websockets_connect__"
+
+
+def _redirected(*args: Any, **kwargs: Any) -> Any:
+    """Its code replaces a library function's; run as that function, the name resolves in
+    the library's module."""
+    return __agenttape_websockets_connect__(*args, **kwargs)
+
+
+def __agenttape_websockets_connect__(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("only ever called from a library module's namespace")
+
+
+_PROTOCOL_NAMES = (
+    ("client", "__init__"),
+    ("client", "process_response"),
+    ("client", "connect"),
+    ("protocol", "send_frame"),
+    ("protocol", "recv_frame"),
+    ("protocol", "receive_eof"),
+)
+
+_SHAPE: dict[str, Any] = {"replace_user_agent": False, "sync_tls": "ssl"}
+"""What differs between the versions for the code below: whether ``User-Agent`` replaces a
+header of that name (before 15) or is a default, and what the sync client calls its TLS
+context."""
+
+
+def _major(version: str) -> int:
+    return int(version.split(".", 1)[0])
+
+
+def _tap_protocol(client: type, protocol: type, errors: ModuleType) -> None:
     if _PATCHED in vars(client):
         return
-    setattr(client, _PATCHED, True)
-    protocol = next(base for base in client.__mro__ if base.__name__ == "Protocol")
+    global _frame_miss
+    _frame_miss = type(
+        "UnmatchedFrameError",
+        (UnmatchedInteractionError, errors.ProtocolError),
+        {"__module__": __name__, "__doc__": _frame_miss.__doc__},
+    )
     setattr(protocol, _SESSION, None)
     _wrap(client, "__init__", _make_init)
     _wrap(client, "process_response", _make_process_response)
     _wrap(protocol, "send_frame", _make_send_frame)
     _wrap(protocol, "recv_frame", _make_recv_frame)
     _wrap(protocol, "receive_eof", _make_receive_eof)
-    global _frame_miss
-    _frame_miss = type(
-        "UnmatchedFrameError",
-        (UnmatchedInteractionError, sys.modules["websockets.exceptions"].ProtocolError),
-        {"__module__": __name__, "__doc__": _frame_miss.__doc__},
-    )
+    setattr(client, _PATCHED, True)
 
 
 def _wrap(owner: type, name: str, make: Callable[[Any], Any]) -> None:
     setattr(owner, name, make(getattr(owner, name)))
 
 
-# -- the Sans-I/O protocol: both clients, recording and replay ---------------------------
+# -- the Sans-I/O protocol: every client, recording and replay ---------------------------
 
 
 class _Tap:
-    """What a tapped protocol reports to: a recording or a replay."""
+    """What a tapped protocol reports to: the shared ``FrameRecorder`` while recording (with
+    the upgrade's answer and the connection's end), the shared ``FrameChecker`` on replay."""
 
-    def response(self, response: Any) -> None: ...
+    __slots__ = ("frames", "recording")
 
-    def sent(self, frame: Any) -> None: ...
+    def __init__(
+        self, frames: FrameRecorder | FrameChecker, recording: SessionRecording | None = None
+    ) -> None:
+        self.frames = frames
+        self.recording = recording
 
-    def received(self, frame: Any) -> None: ...
+    def response(self, response: Any) -> None:
+        if self.recording is not None:
+            self.recording.opened(
+                response.status_code,
+                response.reason_phrase,
+                list(response.headers.raw_items()),
+                bytes(response.body or b""),
+            )
 
-    def ended(self, protocol: Any) -> None: ...
+    def sent(self, frame: Any) -> None:
+        try:
+            self.frames.sent(OPCODES[frame.opcode], bytes(frame.data), frame.fin)
+        except UnmatchedInteractionError as miss:
+            # Raised through the library as its protocol errors are: to the caller, as is.
+            raise _frame_miss(
+                str(miss),
+                request=miss.request,
+                candidates=miss.candidates,
+                cassette_path=miss.cassette_path,
+                mode=miss.mode,
+            ) from None
+
+    def received(self, frame: Any) -> None:
+        self.frames.received(OPCODES[frame.opcode], bytes(frame.data), frame.fin)
+
+    def ended(self, protocol: Any) -> None:
+        session = self.recording
+        if session is None or session.finished:
+            return
+        problem = protocol.parser_exc or protocol.handshake_exc
+        if session.interaction.response is None:
+            kind = "EOFError" if problem is None else type(problem).__name__
+            message = "no answer to the upgrade" if problem is None else str(problem)
+            session.failed(Failure("protocol_error", kind, message or "no answer to the upgrade"))
+        elif session.interaction.frames is not None:
+            self.frames.ended(dropped(problem))
+        else:
+            self.frames.ended(None)
+
+
+def _recording(session: SessionRecording) -> _Tap:
+    return _Tap(FrameRecorder(session), session)
+
+
+def _replaying(session: SessionReplay, deliver: Callable[[Step], None]) -> _Tap:
+    return _Tap(FrameChecker(session, deliver))
 
 
 def _make_init(original: Callable[..., None]) -> Callable[..., None]:
@@ -158,83 +291,7 @@ def _make_receive_eof(original: Callable[[Any], None]) -> Callable[[Any], None]:
     return receive_eof
 
 
-class _Recorder(_Tap):
-    """Writes down what the real connection carries."""
-
-    __slots__ = ("session",)
-
-    def __init__(self, session: SessionRecording) -> None:
-        self.session = session
-
-    def response(self, response: Any) -> None:
-        self.session.opened(
-            response.status_code,
-            response.reason_phrase,
-            list(response.headers.raw_items()),
-            bytes(response.body),
-        )
-
-    def sent(self, frame: Any) -> None:
-        opcode = OPCODES[frame.opcode]
-        payload = bytes(frame.data)
-        self.session.sent(opcode, payload, frame.fin)
-        if opcode == "close":
-            self.session.closed(*parse_close(payload), "client")
-
-    def received(self, frame: Any) -> None:
-        opcode = OPCODES[frame.opcode]
-        payload = bytes(frame.data)
-        self.session.received(opcode, payload, frame.fin)
-        if opcode == "close":
-            self.session.closed(*parse_close(payload), "server")
-
-    def ended(self, protocol: Any) -> None:
-        session = self.session
-        if session.finished:
-            return
-        interaction = session.interaction
-        problem = protocol.parser_exc or protocol.handshake_exc
-        if interaction.response is None:
-            session.failed(_failure(problem, "protocol_error", "no answer to the upgrade"))
-        elif interaction.frames is not None and interaction.closed is None:
-            session.failed(_failure(problem, "read_error", "connection closed abnormally"))
-        else:
-            session.finish()
-
-
-def _failure(problem: BaseException | None, kind: Any, message: str) -> Failure:
-    if problem is None:
-        return Failure(kind, "EOFError", message)
-    return Failure(kind, type(problem).__name__, str(problem) or message)
-
-
-class _Replayer(_Tap):
-    """Checks each frame the client sends and hands what the server sent next to
-    ``deliver``; the library's own bytes are dropped unread."""
-
-    __slots__ = ("deliver", "replay")
-
-    def __init__(self, replay: SessionReplay, deliver: Callable[[Step], None]) -> None:
-        self.replay = replay
-        self.deliver = deliver
-
-    def sent(self, frame: Any) -> None:
-        try:
-            step = self.replay.sent(OPCODES[frame.opcode], bytes(frame.data), frame.fin)
-        except UnmatchedInteractionError as miss:
-            # Raised through the library as its protocol errors are: to the caller, as is.
-            raise _frame_miss(
-                str(miss),
-                request=miss.request,
-                candidates=miss.candidates,
-                cassette_path=miss.cassette_path,
-                mode=miss.mode,
-            ) from None
-        if step.frames or step.end is not None:
-            self.deliver(step)
-
-
-def _upgrade_request(ws_uri: Any, wire: Any) -> Request:
+def upgrade_request(ws_uri: Any, headers: Any) -> Request:
     """The upgrade request in the model: the URL as the client addressed it."""
     netloc = ws_uri.host if ":" not in ws_uri.host else f"[{ws_uri.host}]"
     default = 443 if ws_uri.secure else 80
@@ -242,33 +299,36 @@ def _upgrade_request(ws_uri: Any, wire: Any) -> Request:
         netloc = f"{netloc}:{ws_uri.port}"
     path, _, query = ws_uri.resource_name.partition("?")
     url = urlunsplit(("wss" if ws_uri.secure else "ws", netloc, path, query, ""))
-    return Request("GET", url, list(wire.headers.raw_items()), b"")
+    return Request("GET", url, list(headers.raw_items()), b"")
 
 
 def _prepared(protocol: Any, additional_headers: Any, user_agent: str | None) -> Any:
-    """The request ``handshake`` is about to send, built as it builds it."""
+    """The request ``handshake`` is about to send, built as this version builds it."""
     request = protocol.connect()
     if additional_headers is not None:
         request.headers.update(additional_headers)
     if user_agent is not None:
-        request.headers.setdefault("User-Agent", user_agent)
+        if _SHAPE["replace_user_agent"]:
+            request.headers["User-Agent"] = user_agent
+        else:
+            request.headers.setdefault("User-Agent", user_agent)
     return request
 
 
 # -- asyncio -----------------------------------------------------------------------------
 
 
-def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _make_open_async(original: Callable[[Any], Any], module: ModuleType) -> Callable[[Any], Any]:
     async def open_tcp_connection(self: Any) -> Any:
         tape = runtime.active()
         if tape is None:
             return await original(self)
         connection = self.factory(self.ws_uri)
         wire = _prepared(connection.protocol, self.additional_headers, self.user_agent_header)
-        request = _upgrade_request(self.ws_uri, wire)
+        request = upgrade_request(self.ws_uri, wire.headers)
 
         async def record(session: SessionRecording) -> Any:
-            setattr(connection.protocol, _SESSION, _Recorder(session))
+            setattr(connection.protocol, _SESSION, _recording(session))
             self.factory = lambda uri: connection
             try:
                 return await original(self)
@@ -278,7 +338,7 @@ def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         async def replay(session: SessionReplay) -> Any:
             raise_if_never_opened(session)
             transport = ReplayTransport(connection, session, (self.ws_uri.host, self.ws_uri.port))
-            setattr(connection.protocol, _SESSION, _Replayer(session, transport.schedule))
+            setattr(connection.protocol, _SESSION, _replaying(session, transport.schedule))
             connection.connection_made(transport)
             return connection
 
@@ -290,10 +350,56 @@ def _make_open_async(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return open_tcp_connection
 
 
+def _make_create_connection(
+    original: Callable[[Any], Any], module: ModuleType
+) -> Callable[[Any], Any]:
+    """13-16: ``connect.create_connection`` opens the socket for a connection that
+    ``protocol_factory`` makes; ``__await_impl__`` then runs the handshake on it."""
+
+    async def create_connection(self: Any) -> Any:
+        tape = runtime.active()
+        if tape is None or self.connection_kwargs.get("unix"):
+            return await original(self)
+        ws_uri = module.parse_uri(self.uri)
+        connection = self.protocol_factory(ws_uri)
+        if hasattr(self, "handshake_args"):  # 13-14
+            additional_headers, user_agent = self.handshake_args
+        else:
+            additional_headers, user_agent = self.additional_headers, self.user_agent_header
+        if _SHAPE["replace_user_agent"] and not user_agent:
+            user_agent = None
+        wire = _prepared(connection.protocol, additional_headers, user_agent)
+        request = upgrade_request(ws_uri, wire.headers)
+
+        async def record(session: SessionRecording) -> Any:
+            setattr(connection.protocol, _SESSION, _recording(session))
+            self.protocol_factory = lambda uri: connection
+            try:
+                return await original(self)
+            finally:
+                self.protocol_factory = factory
+
+        async def replay(session: SessionReplay) -> Any:
+            raise_if_never_opened(session)
+            transport = ReplayTransport(connection, session, (ws_uri.host, ws_uri.port))
+            setattr(connection.protocol, _SESSION, _replaying(session, transport.schedule))
+            connection.connection_made(transport)
+            return connection
+
+        factory = self.protocol_factory
+        return await open_session_async(
+            tape, request, replay=replay, record=record, failure_of=failure_of
+        )
+
+    return create_connection
+
+
 # -- sync --------------------------------------------------------------------------------
 
 
-def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+def _make_open_sync(
+    original: Callable[[Any, Any], Any], module: ModuleType
+) -> Callable[[Any, Any], Any]:
     def open_connection(self: Any, deadline: Any) -> Any:
         tape = runtime.active()
         if tape is None:
@@ -302,10 +408,10 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
             self.ws_uri, **self.protocol_kwargs
         )
         wire = _prepared(preview, self.additional_headers, self.user_agent_header)
-        request = _upgrade_request(self.ws_uri, wire)
+        request = upgrade_request(self.ws_uri, wire.headers)
 
         def record(session: SessionRecording) -> Any:
-            with _taking(preview.key, _Recorder(session)):
+            with _taking(preview.key, _recording(session)):
                 return original(self, deadline)
 
         def replay(session: SessionReplay) -> Any:
@@ -316,7 +422,7 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
             self.sock = client
             self.enable_tls = lambda sock, deadline: sock  # nothing to encrypt towards
             try:
-                with _taking(preview.key, _Replayer(session, peer.schedule)):
+                with _taking(preview.key, _replaying(session, peer.schedule)):
                     peer.start()
                     return original(self, deadline)
             finally:
@@ -326,6 +432,60 @@ def _make_open_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any],
         return open_session(tape, request, replay=replay, record=record, failure_of=failure_of)
 
     return open_connection
+
+
+def _make_connect_sync(original: Callable[..., Any], module: ModuleType) -> Callable[..., Any]:
+    """12-16: ``connect`` is a function that opens the socket, makes the protocol and runs
+    the handshake. Replay hands it one end of a socket pair as ``sock`` (as a Unix socket:
+    no TCP options) and a TLS context that leaves it as it is."""
+
+    def connect(uri: str, **kwargs: Any) -> Any:
+        tape = runtime.active()
+        if tape is None or kwargs.get("unix"):
+            return original(uri, **kwargs)
+        ws_uri = module.parse_uri(uri)
+        extensions = kwargs.get("extensions")
+        if kwargs.get("compression", "deflate") == "deflate":
+            extensions = module.enable_client_permessage_deflate(extensions)
+        preview = module.ClientProtocol(
+            ws_uri,
+            origin=kwargs.get("origin"),
+            extensions=extensions,
+            subprotocols=kwargs.get("subprotocols"),
+        )
+        user_agent = kwargs.get("user_agent_header", module.USER_AGENT)
+        wire = _prepared(preview, kwargs.get("additional_headers"), user_agent)
+        request = upgrade_request(ws_uri, wire.headers)
+
+        def record(session: SessionRecording) -> Any:
+            with _taking(preview.key, _recording(session)):
+                return original(uri, **kwargs)
+
+        def replay(session: SessionReplay) -> Any:
+            raise_if_never_opened(session)
+            peer = ReplayPeer(session)
+            arguments = {
+                name: value
+                for name, value in kwargs.items()
+                if name not in ("sock", "ssl", "ssl_context", "proxy", "proxy_ssl")
+            }
+            arguments.update(sock=peer.client, unix=True)
+            if ws_uri.secure:
+                arguments[_SHAPE["sync_tls"]] = _NoTLS()
+            with _taking(preview.key, _replaying(session, peer.schedule)):
+                peer.start()
+                return original(uri, **arguments)
+
+        return open_session(tape, request, replay=replay, record=record, failure_of=failure_of)
+
+    return connect
+
+
+class _NoTLS:
+    """The TLS context a replayed sync connection gets: there is no server to encrypt for."""
+
+    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> Any:
+        return sock
 
 
 @contextlib.contextmanager

@@ -1,0 +1,190 @@
+"""The version matrix: each adapted library at its oldest supported, a middle and its newest
+version, each in an environment of its own (made with uv, whose cache makes it take seconds),
+running that library's adapter and agreement tests against the real library and local
+servers. Two cells run at a time.
+
+    python .ci/matrix.py              # every cell
+    python .ci/matrix.py websockets   # the cells of one library
+
+docs/libraries.md states the same versions ("tested" columns); tests/test_matrix_table.py
+keeps the two in step. Exit status 0 when every cell passed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVIRONMENTS = ROOT / ".matrix"
+
+# What every cell's tests need besides the library under test (tests/conftest.py imports the
+# SDKs and the stand-ins; the WebSocket tests' server is the websockets library's).
+BASE = [
+    "pytest>=8",
+    "pytest-asyncio>=0.23",
+    "anyio>=4",
+    "trustme>=1.1",
+    "msgpack>=1.0",
+    "hypothesis",
+]
+SDKS = ["httpx", "openai", "anthropic", "websockets"]
+
+
+@dataclass(frozen=True)
+class Library:
+    name: str
+    versions: tuple[str, str, str]  # oldest supported, a middle one, the newest
+    tests: tuple[str, ...]
+    # Pins that go with a version (what that version's users resolve alongside it).
+    companions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # What SDKS entry the library replaces (its own pin wins).
+    replaces: str | None = None
+
+
+LIBRARIES = (
+    Library(
+        "websockets",
+        ("12.0", "15.0.1", "17.4"),
+        ("tests/test_websocket.py",),
+        replaces="websockets",
+    ),
+    Library(
+        "urllib3",
+        ("1.26.20", "2.2.3", "2.8.0"),
+        (
+            "tests/test_adapters_urllib3.py",
+            "tests/test_adapters_requests.py",
+            "tests/test_adapters_http_client.py",
+        ),
+        companions={
+            # requests 2.28 and botocore 1.29 are what pins urllib3 below 2.
+            "1.26.20": ("requests==2.28.2", "botocore==1.29.165", "boto3==1.26.165"),
+            "2.2.3": ("requests==2.32.3", "boto3", "botocore"),
+            "2.8.0": ("requests", "boto3", "botocore"),
+        },
+    ),
+    Library(
+        "httpx",
+        ("0.23.3", "0.26.0", "0.28.1"),
+        ("tests/test_adapters_httpx.py",),
+        # httpx2 needs an httpx newer than 0.23
+        companions={
+            "0.23.3": ("respx",),
+            "0.26.0": ("httpx2", "respx"),
+            "0.28.1": ("httpx2", "respx"),
+        },
+        replaces="httpx",
+    ),
+    Library(
+        "aiohttp",
+        ("3.8.6", "3.10.11", "3.14.5"),
+        ("tests/test_adapters_aiohttp.py",),
+        companions={
+            version: ("requests", "httpx-aiohttp") for version in ("3.8.6", "3.10.11", "3.14.5")
+        },
+    ),
+    Library(
+        "websocket-client",
+        ("1.6.4", "1.8.0", "1.9.2"),
+        ("tests/test_adapters_websocket_client.py",),
+    ),
+    Library(
+        "httpx-ws",
+        ("0.6.2", "0.7.2", "0.9.0"),
+        ("tests/test_adapters_httpx_ws.py",),
+    ),
+)
+
+
+@dataclass
+class Result:
+    library: str
+    version: str
+    outcome: str
+    seconds: float
+    log: Path
+
+
+CELL_TIMEOUT = 600  # seconds a cell's tests may take before they count as failed
+
+
+def run(command: list[str], log: Path, **options: object) -> int:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(command)}\n")
+        out.flush()
+        try:
+            completed = subprocess.run(  # type: ignore[call-overload]
+                command, stdout=out, stderr=subprocess.STDOUT, timeout=CELL_TIMEOUT, **options
+            )
+        except subprocess.TimeoutExpired:
+            out.write(f"\ntimed out after {CELL_TIMEOUT} s\n")
+            return 124
+        return int(completed.returncode)
+
+
+def cell(uv: str, library: Library, version: str) -> Result:
+    started = time.monotonic()
+    slug = f"{library.name}-{version}"
+    environment = ENVIRONMENTS / slug
+    log = ENVIRONMENTS / f"{slug}.log"
+    log.unlink(missing_ok=True)
+    python = environment / "bin" / "python"
+    pins = [f"{library.name}=={version}", *library.companions.get(version, ())]
+    wanted = [*BASE, *(s for s in SDKS if s != library.replaces), *pins, "-e", str(ROOT)]
+    if not python.exists() and run([uv, "venv", "-q", "-p", sys.executable, str(environment)], log):
+        return Result(library.name, version, "environment failed", time.monotonic() - started, log)
+    if run([uv, "pip", "install", "-q", "--python", str(python), *wanted], log):
+        return Result(library.name, version, "install failed", time.monotonic() - started, log)
+    env = dict(os.environ)
+    env.pop("AGENTTAPE_MODE", None)
+    status = run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:randomly", *library.tests],
+        log,
+        cwd=ROOT,
+        env=env,
+    )
+    outcome = {0: "passed", 5: "no tests", 124: "timed out"}.get(
+        status, f"failed (pytest exit {status})"
+    )
+    if status == 0:
+        tail = log.read_text().strip().splitlines()[-1]
+        outcome = f"passed ({tail.strip('= ').split(' in ')[0]})"
+    return Result(library.name, version, outcome, time.monotonic() - started, log)
+
+
+def main(argv: list[str]) -> int:
+    uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    if not Path(uv).exists():
+        print("uv is needed: python -m pip install uv", file=sys.stderr)
+        return 2
+    chosen = [library for library in LIBRARIES if not argv or library.name in argv]
+    ENVIRONMENTS.mkdir(exist_ok=True)
+    started = time.monotonic()
+    jobs = [(library, version) for library in chosen for version in library.versions]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda job: cell(uv, *job), jobs))
+    print("\n| library | version | result | seconds |\n|---|---|---|---|")
+    for result in results:
+        print(f"| {result.library} | {result.version} | {result.outcome} | {result.seconds:.0f} |")
+    failed = [r for r in results if not r.outcome.startswith(("passed", "no tests"))]
+    for result in failed:
+        print(
+            f"\n--- {result.library} {result.version}: {result.outcome}, last lines of {result.log}"
+        )
+        print("\n".join(result.log.read_text().splitlines()[-30:]))
+    print(
+        f"\nmatrix: {len(results) - len(failed)} of {len(results)} cells passed in "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
