@@ -635,9 +635,15 @@ def test_a_run_that_cannot_start_recording_leaves_the_agent_alone(
 
     server = serve(echo_path)
     recorder = recorders(tmp_path / "runs", keep="all")
-    # An adapter whose module cannot be imported, for a library that is loaded.
+
+    # Installing the adapters fails outright (an adapter that merely cannot patch its library
+    # stays off with a warning instead, see tests/test_adapters_install.py).
+    def broken(library: str, module: object) -> None:
+        raise RuntimeError("the import machinery is broken")
+
     monkeypatch.setitem(_adapters.ADAPTERS, "json", "agenttape._adapters.missing_adapter")
     monkeypatch.setattr(_adapters, "_installed", set(_adapters._installed))
+    monkeypatch.setattr(_adapters, "_install", broken)
     with recorder.run() as run:
         assert httpx.get(server.url + "/still-served").status_code == 200
     assert run.kept is False and recorder.stats.runs == 0

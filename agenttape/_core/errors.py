@@ -22,6 +22,8 @@ class AgentTapeWarning(UserWarning):
     """What agenttape warns about: a library it cannot intercept at the installed version,
     connections no adapter accounted for, a recording that holds nothing."""
 
+    __module__ = "agenttape"
+
 
 class CassetteNotFoundError(AgentTapeError, FileNotFoundError):
     """Replay was asked for a cassette that is not on disk."""
