@@ -101,3 +101,17 @@ def connect_exception(failure: Failure) -> BaseException:
     if failure.type == "ConnectionRefusedError":
         return ConnectionRefusedError(failure.message)
     return OSError(failure.message)
+
+
+class FrameTap:
+    """What a tapped connection reports to: the shared ``FrameRecorder`` while recording
+    (``recording`` then takes the upgrade's answer and the connection's end), the shared
+    ``FrameChecker`` on replay."""
+
+    __slots__ = ("frames", "recording")
+
+    def __init__(
+        self, frames: FrameRecorder | FrameChecker, recording: SessionRecording | None = None
+    ) -> None:
+        self.frames = frames
+        self.recording = recording

@@ -36,7 +36,7 @@ from ..._core.websocket import (
     open_session_async,
 )
 from .replay import ReplayPeer, ReplayTransport
-from .taps import FrameChecker, FrameRecorder, dropped, failure_of, raise_if_never_opened
+from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened
 
 _PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
@@ -179,17 +179,10 @@ def _wrap(owner: type, name: str, make: Callable[[Any], Any]) -> None:
 # -- the Sans-I/O protocol: every client, recording and replay ---------------------------
 
 
-class _Tap:
-    """What a tapped protocol reports to: the shared ``FrameRecorder`` while recording (with
-    the upgrade's answer and the connection's end), the shared ``FrameChecker`` on replay."""
+class _Tap(FrameTap):
+    """A ``FrameTap`` that also reads the answer to the upgrade as websockets parsed it."""
 
-    __slots__ = ("frames", "recording")
-
-    def __init__(
-        self, frames: FrameRecorder | FrameChecker, recording: SessionRecording | None = None
-    ) -> None:
-        self.frames = frames
-        self.recording = recording
+    __slots__ = ()
 
     def response(self, response: Any) -> None:
         if self.recording is not None:

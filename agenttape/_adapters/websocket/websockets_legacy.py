@@ -28,7 +28,7 @@ from ..._core.errors import UnmatchedInteractionError
 from ..._core.models import OPCODES, Failure, Request
 from ..._core.websocket import SessionRecording, SessionReplay, open_session_async
 from .replay import ReplayTransport
-from .taps import FrameChecker, FrameRecorder, dropped, failure_of, raise_if_never_opened
+from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened
 from .websockets import upgrade_request
 
 _PATCHED = "__agenttape_original__"
@@ -109,16 +109,6 @@ def _make_generate_key(original: Callable[[], str]) -> Callable[[], str]:
 
 def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     setattr(owner, name, make(getattr(owner, name)))
-
-
-class _Tap:
-    __slots__ = ("frames", "recording")
-
-    def __init__(
-        self, frames: FrameRecorder | FrameChecker, recording: SessionRecording | None = None
-    ) -> None:
-        self.frames = frames
-        self.recording = recording
 
 
 def _make_read_http_response(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -212,13 +202,13 @@ async def _open(
     _key.set(key)  # for the handshake, once the connection is open
 
     async def record(session: SessionRecording) -> Any:
-        setattr(protocol, _SESSION, _Tap(FrameRecorder(session), session))
+        setattr(protocol, _SESSION, FrameTap(FrameRecorder(session), session))
         return await create_connection(lambda: protocol, host, port, **kwargs)
 
     async def replay(session: SessionReplay) -> Any:
         raise_if_never_opened(session)
         transport = ReplayTransport(protocol, session, (host, port))
-        setattr(protocol, _SESSION, _Tap(FrameChecker(session, transport.schedule)))
+        setattr(protocol, _SESSION, FrameTap(FrameChecker(session, transport.schedule)))
         protocol.connection_made(transport)
         return transport, protocol
 
