@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..._core.errors import UnmatchedInteractionError
 from ..._core.models import Direction, Failure, Opcode
 from ..._core.websocket import SessionRecording, SessionReplay, Step, parse_close
 
@@ -115,3 +116,19 @@ class FrameTap:
     ) -> None:
         self.frames = frames
         self.recording = recording
+
+    def check_sent(
+        self, opcode: Opcode, payload: bytes, fin: bool, miss: type[UnmatchedInteractionError]
+    ) -> None:
+        """Reports a client frame; a replayed one that does not match raises as ``miss`` (a
+        class that is also the library's own protocol error), to the caller as is."""
+        try:
+            self.frames.sent(opcode, payload, fin)
+        except UnmatchedInteractionError as error:
+            raise miss(
+                str(error),
+                request=error.request,
+                candidates=error.candidates,
+                cassette_path=error.cassette_path,
+                mode=error.mode,
+            ) from None

@@ -194,17 +194,7 @@ class _Tap(FrameTap):
             )
 
     def sent(self, frame: Any) -> None:
-        try:
-            self.frames.sent(OPCODES[frame.opcode], bytes(frame.data), frame.fin)
-        except UnmatchedInteractionError as miss:
-            # Raised through the library as its protocol errors are: to the caller, as is.
-            raise _frame_miss(
-                str(miss),
-                request=miss.request,
-                candidates=miss.candidates,
-                cassette_path=miss.cassette_path,
-                mode=miss.mode,
-            ) from None
+        self.check_sent(OPCODES[frame.opcode], bytes(frame.data), frame.fin, _frame_miss)
 
     def received(self, frame: Any) -> None:
         self.frames.received(OPCODES[frame.opcode], bytes(frame.data), frame.fin)

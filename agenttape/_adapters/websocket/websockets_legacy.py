@@ -137,16 +137,7 @@ def _make_write_frame_sync(original: Callable[..., None]) -> Callable[..., None]
     def write_frame_sync(self: Any, fin: bool, opcode: int, data: Any) -> None:
         tap = getattr(self, _SESSION)
         if tap is not None:
-            try:
-                tap.frames.sent(OPCODES[opcode], bytes(data), fin)
-            except UnmatchedInteractionError as miss:
-                raise _MISS[0](
-                    str(miss),
-                    request=miss.request,
-                    candidates=miss.candidates,
-                    cassette_path=miss.cassette_path,
-                    mode=miss.mode,
-                ) from None
+            tap.check_sent(OPCODES[opcode], bytes(data), fin, _MISS[0])
         original(self, fin, opcode, data)
 
     return write_frame_sync
