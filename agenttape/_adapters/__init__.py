@@ -7,18 +7,20 @@ opens, and one imported later is patched right after its own import finishes.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._core import runtime
 from .._core.errors import AgentTapeWarning
 from . import children
+
+if TYPE_CHECKING:
+    import importlib.abc
 
 # library module -> adapter module; an adapter exposes ``install(library_module)``.
 ADAPTERS: dict[str, str] = {
@@ -157,8 +159,9 @@ def install_adapters() -> None:
         _install(library, module)
 
 
-class _ImportHook(importlib.abc.MetaPathFinder):
-    """Patches a library the moment its import completes."""
+class _ImportHook:
+    """Patches a library the moment its import completes (a meta path finder by protocol:
+    ``importlib.abc`` would cost every ``import agenttape`` the import of importlib.resources)."""
 
     def find_spec(
         self,
@@ -174,14 +177,15 @@ class _ImportHook(importlib.abc.MetaPathFinder):
             spec: importlib.machinery.ModuleSpec | None = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PatchingLoader(
-                        spec.loader, lambda module: _install(fullname, module)
+                    spec.loader = cast(
+                        "importlib.abc.Loader",
+                        _PatchingLoader(spec.loader, lambda module: _install(fullname, module)),
                     )
                 return spec
         return None
 
 
-class _PatchingLoader(importlib.abc.Loader):
+class _PatchingLoader:
     def __init__(self, loader: Any, after: Callable[[ModuleType], None]) -> None:
         self._loader = loader
         self._after = after

@@ -14,7 +14,6 @@ due (``Schedule``), also against the other requests the client makes meanwhile.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import threading
@@ -310,6 +309,8 @@ class Schedule:
         """``wait`` without blocking the event loop; cancelling the caller ends it too."""
         delay, arrives = self._pause(due, timeout)
         if delay:
+            import asyncio  # loaded already: the caller runs on an event loop
+
             await asyncio.sleep(delay)
         return arrives
 
@@ -369,6 +370,8 @@ class Schedule:
         if due is None:
             return
         offset, longest = due
+        import asyncio  # loaded already: the caller runs on an event loop
+
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
 
@@ -434,6 +437,8 @@ class Schedule:
         """``hold`` without blocking the event loop; cancelling the reader ends it too."""
         if self._closed:
             return True
+        import asyncio  # loaded already: the caller runs on an event loop
+
         loop = asyncio.get_running_loop()
         closed = asyncio.Event()
 

@@ -3,8 +3,6 @@ starts a fresh activation from the same options on every call."""
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -58,6 +56,8 @@ def mode_argument(value: str) -> Mode:
     try:
         return parse_mode(value)
     except ValueError as exc:
+        import argparse  # only a command line needs it
+
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -74,6 +74,8 @@ def _unknown_mode(value: object) -> str:
     word = value.strip().lower().replace("-", "_")
     guess: str | None = word if word in MODES else _MEANT.get(word)
     if guess is None:
+        import difflib  # only a mistyped mode needs it
+
         close = difflib.get_close_matches(word, [*MODES, *_MEANT], n=1, cutoff=0.6)
         guess = close[0] if close else None
         guess = _MEANT.get(guess, guess) if guess is not None else None

@@ -11,7 +11,6 @@ keys are only ever left where they are: nothing here reads them.
 
 from __future__ import annotations
 
-import importlib.abc
 import os
 import sys
 import threading
@@ -82,9 +81,10 @@ _holders = 0
 _filled: dict[str, str | None] = {}
 
 
-class _SdkImports(importlib.abc.MetaPathFinder):
+class _SdkImports:
     """Fills an SDK's variables as its import starts while a replay holds the keys; finds
-    nothing itself, so the import goes on as it would."""
+    nothing itself, so the import goes on as it would (a meta path finder by protocol, as
+    ``importlib.abc`` would cost every ``import agenttape`` the import of importlib.resources)."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
