@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core import codec, meta, provider_keys
+from .._core import codec, meta, provider_keys, tracebacks
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError
 from .._core.files import read, write_atomic
@@ -185,6 +185,7 @@ def start_in_process() -> None:
         sys.stderr.write(f"agenttape run: error: {exc}\n")
         sys.stderr.flush()
         os._exit(2)
+    tracebacks.install_hook()
     if isinstance(cassette, _FragmentCassette) and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=cassette.forked)  # not on Windows: nothing forks
     user_proxies = os.environ.get(USER_PROXIES_VARIABLE)

@@ -3,8 +3,10 @@ socket, paced by the shared replay walk."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -38,6 +40,7 @@ class _ReplayRaw(io.RawIOBase):
             timed_out=_socket_timeout,
         )
         self._steps = iter(self._walk)
+        self.walk = self._walk
         self._piece = b""
         self._position = 0
 
@@ -63,7 +66,7 @@ class _ReplayRaw(io.RawIOBase):
             if piece is None:
                 failure = self._walk.failure
                 if failure is not None and failure.kind != "protocol_error":
-                    raise _socket_error(failure)
+                    raise self._walk.noted(_socket_error(failure))
                 return 0
             self._piece, self._position = piece, 0
         piece = self._piece
@@ -164,7 +167,7 @@ def replay_response(
     read_timeout = pool._get_timeout(arguments.get("timeout", timeout.DEFAULT_TIMEOUT)).read_timeout
     scratch.timeout = timeout.resolve_default_timeout(read_timeout)
     parsed = scratch.response_class is http.client.HTTPResponse
-    scratch.sock = socket_for(interaction, schedule, head=not parsed)
+    scratch.sock = sock = socket_for(interaction, schedule, head=not parsed)
     if parsed:
         scratch.response_class = parsed_response
     pool.num_requests += 1
@@ -174,6 +177,8 @@ def replay_response(
         # The head was due after the client gave up: urllib3's own read timeout, as live.
         message = f"Read timed out. (read timeout={scratch.timeout})"
         raise urllib3.exceptions.ReadTimeoutError(pool, arguments["url"], message) from None
+    if isinstance(sock, _ReplaySocket) and interaction.error is not None:
+        _noting_errors(response, sock.source.walk)
     # As _make_request sets them, for the pool to take the connection back.
     response.retries = arguments.get("retries")
     response._connection = arguments.get("response_conn")
@@ -197,7 +202,49 @@ def parsed_response(
     assert recorded is not None
     sock.head_arrives()
     set_head(response, recorded, head_of(recorded))
+    if isinstance(sock, _ReplaySocket):
+        noting(response, sock.source.walk, _READS)
     return response
+
+
+_READS = ("read", "read1", "readinto", "readline", "peek")
+"""The methods of ``http.client``'s response that read the body."""
+
+
+def noting(response: Any, walk: Walk, methods: tuple[str, ...]) -> None:
+    """Puts ``response``'s body-reading ``methods`` inside ``walk.noting()`` when the
+    recorded response ends in a failure: the exception the library raises of its own for a
+    body cut short (``IncompleteRead``, urllib3's ``ProtocolError``) says it was replayed."""
+    if walk.failure is None:
+        return
+    for name in methods:
+        method = getattr(response, name, None)
+        if method is not None:
+            setattr(response, name, _noted(method, walk))
+
+
+def _noting_errors(response: Any, walk: Walk) -> None:
+    """urllib3 reads every body inside its response's ``_error_catcher``, which turns what
+    the socket or ``http.client`` raised into its own ``ProtocolError``: that one says it
+    was replayed."""
+    catcher = getattr(response, "_error_catcher", None)
+    if catcher is None:
+        return
+
+    @contextlib.contextmanager
+    def error_catcher() -> Iterator[None]:
+        with walk.noting(), catcher():
+            yield
+
+    response._error_catcher = error_catcher
+
+
+def _noted(method: Any, walk: Walk) -> Any:
+    def read(*args: Any, **kwargs: Any) -> Any:
+        with walk.noting():
+            return method(*args, **kwargs)
+
+    return read
 
 
 @dataclass(slots=True)
