@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import textwrap
@@ -309,3 +310,38 @@ def test_a_signal_to_run_saves_the_recording_marked_interrupted(
         f"This cassette's recording was cut short (interrupted by {name} after 3 "
         "interactions): what the code did after that was never recorded." in replayed.stderr
     )
+
+
+def test_sigterm_to_run_keeps_what_a_non_python_command_sent_through_the_proxy(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    server = serve(lambda seen: json_reply({"step": dict(seen.query)["i"]}))
+    script = tmp_path / "steps.sh"
+    script.write_text(
+        'for i in 0 1 2; do curl -s "$API/step?i=$i"; echo; done\necho ready\nexec sleep 60\n'
+    )
+    cassette = tmp_path / "steps.msgpack"
+    command = [str(AGENTTAPE), "run", "--cassette", str(cassette), "--mode", "once"]
+    run = subprocess.Popen(
+        [*command, "--", "bash", str(script)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "API": server.url},
+    )
+    assert run.stdout is not None
+    lines = [run.stdout.readline() for _ in range(4)]
+    assert lines == ['{"step": "0"}\n', '{"step": "1"}\n', '{"step": "2"}\n', "ready\n"]
+    run.send_signal(signal.SIGTERM)
+    _out, err = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGTERM
+    assert f"the run was stopped by SIGTERM: {cassette} is marked interrupted" in err
+    tape = agenttape.load(cassette)
+    assert [i.request.url for i in tape.interactions] == [
+        f"{server.url}/step?i={i}" for i in range(3)
+    ]
+    assert tape.metadata["interrupted"] == {"after": 3, "by": "SIGTERM"}
