@@ -40,9 +40,12 @@ class _ReplayRaw(io.RawIOBase):
             timed_out=_socket_timeout,
         )
         self._steps = iter(self._walk)
-        self.walk = self._walk
         self._piece = b""
         self._position = 0
+
+    @property
+    def walk(self) -> Walk:
+        return self._walk
 
     @property
     def timeout(self) -> float | None:
@@ -203,7 +206,7 @@ def parsed_response(
     sock.head_arrives()
     set_head(response, recorded, head_of(recorded))
     if isinstance(sock, _ReplaySocket):
-        noting(response, sock.source.walk, _READS)
+        _noting_reads(response, sock.source.walk)
     return response
 
 
@@ -211,13 +214,13 @@ _READS = ("read", "read1", "readinto", "readline", "peek")
 """The methods of ``http.client``'s response that read the body."""
 
 
-def noting(response: Any, walk: Walk, methods: tuple[str, ...]) -> None:
-    """Puts ``response``'s body-reading ``methods`` inside ``walk.noting()`` when the
-    recorded response ends in a failure: the exception the library raises of its own for a
-    body cut short (``IncompleteRead``, urllib3's ``ProtocolError``) says it was replayed."""
+def _noting_reads(response: Any, walk: Walk) -> None:
+    """Puts the body-reading methods of ``response`` (``http.client``'s) inside
+    ``walk.noting()`` when the recorded response ends in a failure: the exception the library
+    raises of its own for a body cut short (``IncompleteRead``) says it was replayed."""
     if walk.failure is None:
         return
-    for name in methods:
+    for name in _READS:
         method = getattr(response, name, None)
         if method is not None:
             setattr(response, name, _noted(method, walk))
