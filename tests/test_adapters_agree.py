@@ -5,6 +5,7 @@ recorded through httpx, requests, urllib3 and aiohttp, replayed through each of 
 from __future__ import annotations
 
 import asyncio
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,10 +123,14 @@ def cut_short(seen: Any) -> Reply:
 
 def failure_with(name: str, url: str) -> str:
     """The exception the client raises on a body the server cut short."""
+    return type(raised_by(name, url)).__name__
+
+
+def raised_by(name: str, url: str) -> Exception:
     try:
         CLIENTS[name](url)
     except Exception as exc:
-        return type(exc).__name__
+        return exc
     raise AssertionError(f"{name} read a body that was cut short without an error")
 
 
@@ -169,7 +174,11 @@ def test_a_body_cut_short_replays_as_each_librarys_own_error(
 ) -> None:
     url, paths, live = cut_recordings
     with agenttape.use_cassette(paths[recorded_by]):
-        assert failure_with(replayed_by, url) == live[replayed_by]
+        replayed = raised_by(replayed_by, url)
+    assert type(replayed).__name__ == live[replayed_by]
+    # ... and says, once, that it came from the cassette
+    printed = "".join(traceback.format_exception(replayed))
+    assert printed.count(f"agenttape: replayed from cassette {paths[recorded_by]}, ") == 1
 
 
 # -- a stream the client closed early ---------------------------------------------------------

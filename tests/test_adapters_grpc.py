@@ -4,6 +4,7 @@ replayed: every call shape byte-exact, metadata, status and errors, strict match
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -373,3 +374,54 @@ def test_internals_it_does_not_know_never_break_the_import() -> None:
         module.UnaryUnaryMultiCallable = 42  # type: ignore[attr-defined]
         with pytest.warns(UserWarning, match="is not supported"):
             adapter.install(module)
+
+
+def test_a_stream_cut_mid_way_replays_its_status_with_the_note(tmp_path: Path) -> None:
+    """A stream whose connection broke after its first message, as the recording proxy
+    writes it (a transport failure, no status): replayed, the first message comes, then
+    UNAVAILABLE, saying it was replayed, from the cassette."""
+    from agenttape._core import codec, files
+    from agenttape._core.models import Failure
+
+    path = tmp_path / "scroll.msgpack"
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with agenttape.use_cassette(path, mode="all"):
+            assert len(list(stub.Scroll(pb.ScrollRequest(collection="k", count=3)))) == 3
+    tape = agenttape.load(path)
+    (interaction,) = tape.interactions
+    response = interaction.response
+    assert response is not None
+    size = response.chunks[0][0]
+    cut = dataclasses.replace(
+        interaction,
+        response=dataclasses.replace(
+            response, body=response.body[:size], chunks=response.chunks[:1], trailers=()
+        ),
+        error=Failure("read_error", "ConnectionResetError", "Connection reset by peer"),
+    )
+    files.write_atomic(path, codec.encode(tape.metadata, [cut]))
+
+    stub = services.VectorsStub(grpc.insecure_channel(server.target))
+    with agenttape.use_cassette(path):
+        stream = stub.Scroll(pb.ScrollRequest(collection="k", count=3))
+        assert next(stream).id == "k-0"
+        with pytest.raises(grpc.RpcError) as caught:
+            next(stream)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    (note,) = caught.value.__notes__
+    assert note.startswith(f"agenttape: replayed from cassette {path}, interaction 0 (POST ")
+    assert "this read error happened while recording, not now." in note
+
+    async def scroll() -> BaseException:
+        async with grpc.aio.insecure_channel(server.target) as channel:
+            call = services.VectorsStub(channel).Scroll(pb.ScrollRequest(collection="k", count=3))
+            assert (await call.read()).id == "k-0"
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+            return caught.value
+
+    with agenttape.use_cassette(path):
+        failed = asyncio.run(scroll())
+    assert failed.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    assert [n[:40] for n in failed.__notes__] == [note[:40]]

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
+import threading
+import time
 import traceback
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +19,7 @@ import requests
 import urllib3
 
 import agenttape
-from tests.servers import refused_port
+from tests.servers import Reply, Server, refused_port
 
 
 def _note(exc: BaseException) -> str:
@@ -91,3 +96,178 @@ def test_a_miss_carries_no_replay_note(cassette_path: Path) -> None:
     ):
         httpx.get(url + "?other=1")
     assert not getattr(caught.value, "__notes__", ())
+
+
+# -- a body cut short mid-stream --------------------------------------------------------------
+#
+# The server sends the head and part of the body, then either closes the connection (the body
+# ends short of its Content-Length: a protocol error) or resets it (a read error). Recorded
+# live, replayed with the server stopped: each library raises its own exception, as it did
+# live, and that exception says it came from the cassette.
+
+PART = b'{"choices": [{"delta": "Hel'
+PROMISED = 100
+
+
+class _Resetting:
+    """A server that answers each request with a head promising ``PROMISED`` bytes and
+    ``PART`` of them, then resets the connection (RST)."""
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self._socket.settimeout(0.05)  # accept wakes up to see the socket closed
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.settimeout(10)
+            with connection:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    data = connection.recv(65536)
+                    if not data:
+                        break
+                    request += data
+                head = (
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {PROMISED}\r\n\r\n"
+                )
+                connection.sendall(head.encode() + PART)
+                time.sleep(0.3)  # the client has read the part and waits for the rest
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def stop(self) -> None:
+        self._socket.close()
+        self._thread.join(5)
+
+
+def _httpx(url: str) -> bytes:
+    with httpx.Client() as client:
+        return client.get(url).content
+
+
+def _httpx_async(url: str) -> bytes:
+    async def get() -> bytes:
+        async with httpx.AsyncClient() as client:
+            return (await client.get(url)).content
+
+    return asyncio.run(get())
+
+
+def _httpx_stream(url: str) -> bytes:
+    with httpx.Client() as client, client.stream("GET", url) as response:
+        return b"".join(response.iter_raw())
+
+
+def _requests(url: str) -> bytes:
+    return requests.get(url, timeout=10).content
+
+
+def _urllib3(url: str) -> bytes:
+    return urllib3.PoolManager().request("GET", url, retries=False).data  # type: ignore[no-any-return]
+
+
+def _urllib3_stream(url: str) -> bytes:
+    response = urllib3.PoolManager().request("GET", url, retries=False, preload_content=False)
+    return b"".join(response.stream(8))
+
+
+def _aiohttp(url: str) -> bytes:
+    async def get() -> bytes:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            return await response.read()
+
+    return asyncio.run(get())
+
+
+def _urllib_request(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()  # type: ignore[no-any-return]
+
+
+READERS: dict[str, Callable[[str], bytes]] = {
+    "httpx": _httpx,
+    "httpx-async": _httpx_async,
+    "httpx-stream": _httpx_stream,
+    "requests": _requests,
+    "urllib3": _urllib3,
+    "urllib3-stream": _urllib3_stream,
+    "aiohttp": _aiohttp,
+    "urllib.request": _urllib_request,
+}
+
+
+def _failure(read: Callable[[str], bytes], url: str) -> BaseException:
+    try:
+        read(url)
+    except Exception as exc:
+        return exc
+    raise AssertionError("a body cut short was read without an error")
+
+
+def _notes_in_chain(exc: BaseException) -> list[str]:
+    notes: list[str] = []
+    current: BaseException | None = exc
+    while current is not None:
+        notes += [n for n in getattr(current, "__notes__", ()) if n.startswith("agenttape:")]
+        current = current.__cause__ or current.__context__
+    return notes
+
+
+@pytest.mark.parametrize("ending", ["closed", "reset"])
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_body_cut_mid_stream_replays_with_the_note(
+    name: str, ending: str, tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    read = READERS[name]
+    server: Server | _Resetting
+    if ending == "closed":
+        server = serve(lambda seen: Reply(chunks=[PART], length=PROMISED))
+    else:
+        server = _Resetting()
+    url = f"{server.url}/v1/chat?stream=1"
+    path = tmp_path / f"{name}-{ending}.msgpack"
+    try:
+        with agenttape.use_cassette(path, mode="once"):
+            live = _failure(read, url)
+    finally:
+        server.stop()
+    assert not _notes_in_chain(live)
+    (interaction,) = agenttape.load(path).interactions
+    assert interaction.response is not None
+    if ending == "closed":
+        assert interaction.response.body == PART
+    else:  # what the library had handed over when the reset came; the rest it dropped
+        assert PART.startswith(interaction.response.body)
+    assert interaction.error is not None
+    recorded = interaction.started
+
+    with agenttape.use_cassette(path) as tape:
+        replayed = _failure(read, url)
+        assert tape.all_played
+    assert type(replayed) is type(live)
+    what = interaction.error.kind.replace("_", " ")
+    note = (
+        f"agenttape: replayed from cassette {path}, interaction 0 (GET {url}), "
+        f"recorded {recorded:%Y-%m-%d %H:%M:%S} UTC: this {what} happened while recording, "
+        "not now. To record it again against the live service: AGENTTAPE_MODE=all (or "
+        "mode='all', pytest --agenttape-record, agenttape run --mode all)."
+    )
+    printed = "".join(traceback.format_exception(replayed))
+    assert printed.count("agenttape: replayed from") == 1, printed
+    if name == "requests":
+        # requests wraps urllib3's error in its own, raised while handling it: the note is
+        # on urllib3's, printed above requests' own.
+        assert _notes_in_chain(replayed) == [note]
+        assert replayed.__context__ is not None
+        assert replayed.__context__.__notes__ == [note]
+    else:
+        assert replayed.__notes__ == [note]

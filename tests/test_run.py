@@ -4,12 +4,18 @@ recorded and replayed with no change to its code."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import agenttape
-from tests.cli_support import assert_one_line_error, cli
+from tests.cli_support import AGENTTAPE, assert_one_line_error, cli
 from tests.servers import Seen, Server, json_reply
 
 PROGRAM = """
@@ -246,3 +252,96 @@ def test_the_sitecustomize_it_shadows_still_runs(tmp_path: Path) -> None:
     result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["ran", "True"]
+
+
+STEPS = """
+    import os, sys, time
+    import httpx
+
+    for i in range(20):
+        print(httpx.get(os.environ["API"] + "/step", params={"i": i}).json(), flush=True)
+        if i == 2 and sys.argv[1:] == ["wait"]:
+            print("ready", flush=True)
+            time.sleep(60)  # the signal comes here
+"""
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_run_saves_the_recording_marked_interrupted(
+    sent: signal.Signals, tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(lambda seen: json_reply({"step": dict(seen.query)["i"]}))
+    script = tmp_path / "steps.py"
+    script.write_text(textwrap.dedent(STEPS))
+    cassette = tmp_path / "cassettes" / "steps.msgpack"
+    run = subprocess.Popen(
+        [str(AGENTTAPE), "run", "--mode", "once", "--", "python", str(script), "wait"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "API": server.url},
+    )
+    assert run.stdout is not None
+    lines = [run.stdout.readline() for _ in range(4)]
+    assert lines[-1] == "ready\n", lines
+    run.send_signal(sent)  # to agenttape run alone, as kill or a supervisor sends it
+    _out, err = run.communicate(timeout=60)
+    assert run.returncode == 128 + sent  # the command's own status for the signal
+    assert len(server.seen) == 3
+    server.stop()
+
+    name = signal.Signals(sent).name
+    assert f"the run was stopped by {name}: {cassette} is marked interrupted" in err
+    tape = agenttape.load(cassette)
+    assert len(tape.interactions) == 3
+    assert tape.metadata["interrupted"] == {"after": 3, "by": name}
+    shown = cli("show", cassette)
+    assert shown.stdout.splitlines()[1] == (
+        f"RECORDING CUT SHORT: interrupted by {name} after 3 interactions; what the code did "
+        "after that was never recorded. Record it again to the end."
+    )
+    replayed = cli("run", "--", "python", script, cwd=tmp_path, env={"API": server.url})
+    assert replayed.returncode == 1
+    assert replayed.stdout.splitlines() == ["{'step': '0'}", "{'step': '1'}", "{'step': '2'}"]
+    assert f"No recorded interaction matches GET {server.url}/step?i=3" in replayed.stderr
+    assert (
+        f"This cassette's recording was cut short (interrupted by {name} after 3 "
+        "interactions): what the code did after that was never recorded." in replayed.stderr
+    )
+
+
+def test_sigterm_to_run_keeps_what_a_non_python_command_sent_through_the_proxy(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    server = serve(lambda seen: json_reply({"step": dict(seen.query)["i"]}))
+    script = tmp_path / "steps.sh"
+    script.write_text(
+        'for i in 0 1 2; do curl -s "$API/step?i=$i"; echo; done\necho ready\nexec sleep 60\n'
+    )
+    cassette = tmp_path / "steps.msgpack"
+    command = [str(AGENTTAPE), "run", "--cassette", str(cassette), "--mode", "once"]
+    run = subprocess.Popen(
+        [*command, "--", "bash", str(script)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "API": server.url},
+    )
+    assert run.stdout is not None
+    lines = [run.stdout.readline() for _ in range(4)]
+    assert lines == ['{"step": "0"}\n', '{"step": "1"}\n', '{"step": "2"}\n', "ready\n"]
+    run.send_signal(signal.SIGTERM)
+    _out, err = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGTERM
+    assert f"the run was stopped by SIGTERM: {cassette} is marked interrupted" in err
+    tape = agenttape.load(cassette)
+    assert [i.request.url for i in tape.interactions] == [
+        f"{server.url}/step?i={i}" for i in range(3)
+    ]
+    assert tape.metadata["interrupted"] == {"after": 3, "by": "SIGTERM"}

@@ -340,6 +340,13 @@ def _connection_class(base: type) -> type:
     return found
 
 
+def _raised(reader: Any) -> BaseException | None:
+    """The exception an aiohttp stream or protocol will raise to its reader, if any."""
+    exception = getattr(reader, "exception", None)
+    made = exception() if callable(exception) else None
+    return made if isinstance(made, BaseException) else None
+
+
 class _ReplayTransport(MemoryTransport):
     """Delivers the recorded reads to the protocol, each once the previous one has been
     consumed (or at its recorded offset with ``realtime``), then the recorded ending; a body
@@ -429,12 +436,20 @@ class _ReplayTransport(MemoryTransport):
         if step == "held":
             return  # closed early by the client when recorded: aiohttp's read timeout ends it
         error = self._error
+        protocol = self._protocol
+        payload = protocol._payload
         if error is not None and error.kind == "read_timeout":
-            self._protocol._on_read_timeout()
+            protocol._on_read_timeout()
         elif error is not None and error.kind == "read_error":
-            self._lose(ConnectionResetError(error.message))
+            self._lose(walk.noted(ConnectionResetError(error.message)))
         elif self._eof:
             self._lose(None)
+        if step == "failed":
+            # What aiohttp made of the recorded failure (its payload error, its timeout),
+            # which the reader raises: it says it was replayed.
+            for made in (_raised(payload), _raised(protocol)):
+                if made is not None:
+                    walk.noted(made)
 
     def _lose(self, exc: BaseException | None) -> None:
         if not self._closing:

@@ -411,14 +411,14 @@ class _ReplayStream:
         walk = self.walk
         yield from walk
         if walk.ending == "failed":
-            raise _exception_for(self._hx, self._interaction, self._request)
+            raise walk.noted(_exception_for(self._hx, self._interaction, self._request))
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         walk = self.walk
         async for piece in walk:
             yield piece
         if walk.ending == "failed":
-            raise _exception_for(self._hx, self._interaction, self._request)
+            raise walk.noted(_exception_for(self._hx, self._interaction, self._request))
 
     def close(self) -> None:
         self._schedule.release()

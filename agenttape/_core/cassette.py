@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from . import codec, files, locking, provider_keys, runtime
+from . import codec, files, locking, provider_keys, runtime, tracebacks
 from .clock import freeze_clock
 from .errors import (
     AgentTapeError,
@@ -233,6 +233,8 @@ class Cassette:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if exc is not None:
+            tracebacks.trim(exc)  # a miss shows the caller's code and library, then the message
         self.stop(failed=exc is not None, error=exc)
 
     async def __aenter__(self) -> Cassette:

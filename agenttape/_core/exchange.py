@@ -30,6 +30,7 @@ from .models import Failure, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE
 from .replay_queue import Precedents
 from .tape import Recording, Tape
+from .tracebacks import NOTE_START, replayed
 
 R = TypeVar("R")
 
@@ -92,7 +93,7 @@ def continue_exchange(
     if isinstance(plan, Interaction):
         _replayed.set(True)
         try:
-            return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
+            return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan), tape))
         except Exception as exc:
             note_replayed(exc, tape, plan)
             raise
@@ -121,7 +122,8 @@ async def exchange_async(
     if isinstance(plan, Interaction):
         _replayed.set(True)
         try:
-            return await replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan)))
+            schedule = Schedule.of(plan, tape.realtime, tape.precedents(plan), tape)
+            return await replay(plan, schedule)
         except Exception as exc:
             note_replayed(exc, tape, plan)
             raise
@@ -150,8 +152,7 @@ def note_replayed(exception: BaseException, tape: Tape, interaction: Interaction
     failure are left alone."""
     if interaction.error is None or isinstance(exception, AgentTapeError):
         return
-    notes = getattr(exception, "__notes__", ())
-    if any(note.startswith(_NOTE_START) for note in notes if isinstance(note, str)):
+    if replayed(exception):
         return  # a library re-raised it through another replayed layer
     number = next((i for i, known in enumerate(tape.interactions) if known is interaction), None)
     which = "an interaction" if number is None else f"interaction {number}"
@@ -159,12 +160,28 @@ def note_replayed(exception: BaseException, tape: Tape, interaction: Interaction
     recorded = interaction.started.strftime("%Y-%m-%d %H:%M:%S UTC")
     kind = interaction.error.kind
     what = "exception" if kind == "raised" else kind.replace("_", " ")
+    _moved_from_causes(exception)
     _add_note(
         exception,
-        f"{_NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}), "
+        f"{NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}), "
         f"recorded {recorded}: this {what} happened while "
         f"recording, not now. {REPLAYED_FAILURE_HINT}",
     )
+
+
+def _moved_from_causes(exception: BaseException) -> None:
+    """Takes the note off the exceptions ``exception`` wraps (a reset the library turned into
+    its own error): a printed traceback says it once, on the exception the caller gets."""
+    seen = {id(exception)}
+    inner = exception.__cause__ or exception.__context__
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        notes = getattr(inner, "__notes__", None)
+        if isinstance(notes, list) and replayed(inner):
+            notes[:] = [n for n in notes if not (isinstance(n, str) and n.startswith(NOTE_START))]
+            if not notes:
+                del inner.__notes__
+        inner = inner.__cause__ or inner.__context__
 
 
 def _add_note(exception: BaseException, note: str) -> None:
@@ -173,9 +190,6 @@ def _add_note(exception: BaseException, note: str) -> None:
         exception.add_note(note)
     else:
         exception.__notes__ = [*getattr(exception, "__notes__", ()), note]
-
-
-_NOTE_START = "agenttape: replayed from"
 
 
 def unplayable(tape: Tape, interaction: Interaction, library: str, problem: str) -> Exception:
@@ -238,6 +252,8 @@ class Schedule:
     held: bool
     started: float
     precedents: Precedents | None = None
+    # The cassette and interaction replayed, for the note on the recorded failure.
+    origin: tuple[Tape, Interaction] | None = field(default=None, repr=False)
     _marks: tuple[float, ...] = ()
     _finish: float = 0.0
     _asked: tuple[int | None, float] | None = None
@@ -249,9 +265,15 @@ class Schedule:
 
     @classmethod
     def of(
-        cls, interaction: Interaction, realtime: bool, precedents: Precedents | None = None
+        cls,
+        interaction: Interaction,
+        realtime: bool,
+        precedents: Precedents | None = None,
+        tape: Tape | None = None,
     ) -> Schedule:
         schedule = cls._timed(interaction, realtime)
+        if tape is not None:
+            schedule.origin = (tape, interaction)
         response = interaction.response
         if precedents is not None:
             schedule.precedents = precedents
@@ -278,6 +300,12 @@ class Schedule:
         end = duration if interaction.error is not None else None
         chunks = tuple(offset for _size, offset in response.chunks)
         return cls(True, interaction.ttfb or 0.0, chunks, end, held, started)
+
+    def note(self, exception: BaseException) -> None:
+        """Adds the note that says ``exception``, a library's own for the recorded failure,
+        was replayed (``note_replayed``); nothing for a schedule made without its tape."""
+        if self.origin is not None:
+            note_replayed(exception, *self.origin)
 
     def chunk(self, index: int) -> float:
         """When body piece ``index`` is due (at once past the recorded offsets)."""

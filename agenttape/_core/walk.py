@@ -14,7 +14,8 @@ coroutine (``__aiter__``), or a transport driven by event-loop callbacks (``poll
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Literal
+from contextlib import contextmanager
+from typing import Literal, TypeVar
 
 from .exchange import Schedule
 from .models import Failure, Interaction
@@ -22,6 +23,8 @@ from .models import Failure, Interaction
 Ending = Literal["eof", "failed", "held"]
 """How a walk ended: the stream ended, the recorded failure is due, or the body is held open
 (the client closed it early when it was recorded)."""
+
+E = TypeVar("E", bound=BaseException)
 
 TURN_POLL = 0.005
 """Seconds between two asks of a polled walk waiting for its turn."""
@@ -109,6 +112,26 @@ class Walk:
             hold=hold,
             before_turn=before_turn,
         )
+
+    def noted(self, exception: E) -> E:
+        """``exception``, the library's own for the recorded failure this walk ends with,
+        with the note (PEP 678) that says it was replayed, from which cassette and
+        interaction, recorded when and how to record it again: a body cut short on replay is
+        never mistaken for a live one, as a failure at the head is not."""
+        self.schedule.note(exception)
+        return exception
+
+    @contextmanager
+    def noting(self) -> Iterator[None]:
+        """Around the library's own reading of the body: an exception it raises once the walk
+        ended in the recorded failure (an end of stream the library reports in its own
+        words, a reset it wraps) gets the note too (``noted``)."""
+        try:
+            yield
+        except Exception as exc:
+            if self.ending == "failed":
+                self.noted(exc)
+            raise
 
     def arrives(self, due: float | None) -> None:
         """Returns at ``due`` (see ``Schedule.wait``); raises ``timed_out()`` when the client

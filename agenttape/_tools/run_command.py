@@ -20,19 +20,23 @@ recorded order, each once. A process forked without exec starts a fragment of it
 from __future__ import annotations
 
 import atexit
+import contextlib
 import heapq
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core import codec, meta, provider_keys
+from .._core import codec, meta, provider_keys, tracebacks
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError
 from .._core.files import read, write_atomic
@@ -185,12 +189,31 @@ def start_in_process() -> None:
         sys.stderr.write(f"agenttape run: error: {exc}\n")
         sys.stderr.flush()
         os._exit(2)
+    tracebacks.install_hook()
+    _save_on_sigterm()
     if isinstance(cassette, _FragmentCassette) and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=cassette.forked)  # not on Windows: nothing forks
     user_proxies = os.environ.get(USER_PROXIES_VARIABLE)
     if user_proxies is not None:
         _keep_user_proxies(user_proxies)
     atexit.register(_close, cassette)
+
+
+def _save_on_sigterm() -> None:
+    """SIGTERM, which ``agenttape run`` passes on when it gets one, ends a Python process
+    without running ``atexit``: what it recorded would be lost. Unless the program handles
+    SIGTERM itself, it leaves as ``sys.exit(143)`` does instead (the status a shell reports
+    for SIGTERM), running its ``finally`` blocks and saving what it recorded."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def leave(number: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it at once
+        raise SystemExit(128 + number)
+
+    signal.signal(signal.SIGTERM, leave)
 
 
 def _keep_user_proxies(saved: str) -> None:
@@ -363,12 +386,13 @@ def run(
                         f"note: the recording proxy did not start ({exc}); only Python "
                         "processes are recorded"
                     )
-            status = _run_child(command, cassette, mode, each, fragments, proxy)
+            status, signalled = _run_child(command, cassette, mode, each, fragments, proxy)
         finally:
             if proxy is not None:
                 proxy.close()
         if each != "replay":
-            _save(cassette, each, fragments, report, bool(proxy and proxy.distrusted))
+            distrusted = bool(proxy and proxy.distrusted)
+            _save(cassette, each, fragments, report, distrusted, signalled)
     finally:
         shutil.rmtree(fragments, ignore_errors=True)
     if proxy is not None:
@@ -399,13 +423,21 @@ def _start_proxy(
 
 
 def _save(
-    cassette: Path, each: str, fragments: Path, report: Any, handshakes_failed: bool = False
+    cassette: Path,
+    each: str,
+    fragments: Path,
+    report: Any,
+    handshakes_failed: bool = False,
+    signalled: str | None = None,
 ) -> None:
-    """Merges what every process and the proxy recorded into the cassette."""
+    """Merges what every process and the proxy recorded into the cassette; a run stopped
+    by ``signalled`` (SIGINT, SIGTERM) marks it interrupted, as an exception marks a
+    cassette left by one."""
     header, recorded, processes, proxied = _merge(fragments)
     if each == "new_episodes":
         header, existing = read(cassette)
         if recorded:
+            _mark(header, signalled, len(existing) + len(recorded))
             write_atomic(cassette, codec.encode_pieces(header, existing + recorded))
         report(f"added {counted(len(recorded), 'interaction')} to {cassette}")
     elif not recorded:
@@ -418,11 +450,27 @@ def _save(
         )
         report(f"nothing was recorded: {why}; {cassette} was {kept}, so the next run records again")
     else:
-        write_atomic(cassette, codec.encode_pieces(header or meta.new_header(), recorded))
+        header = header or meta.new_header()
+        _mark(header, signalled, len(recorded))
+        write_atomic(cassette, codec.encode_pieces(header, recorded))
         report(
             f"recorded {counted(len(recorded), 'interaction')} "
             f"{_sources(processes, proxied)} to {cassette}"
         )
+    if signalled is not None and recorded:
+        report(
+            f"the run was stopped by {signalled}: {cassette} is marked interrupted; record "
+            "it again to the end"
+        )
+
+
+def _mark(header: dict[str, Any], signalled: str | None, after: int) -> None:
+    """``metadata["interrupted"]`` for a recording a signal cut short, as ``Cassette.stop``
+    writes it for one an exception cut short."""
+    if signalled is None:
+        header.pop("interrupted", None)
+    else:
+        header["interrupted"] = {"after": after, "by": signalled}
 
 
 def _run_child(
@@ -432,7 +480,9 @@ def _run_child(
     each: str,
     fragments: Path,
     proxy: Proxy | None,
-) -> int:
+) -> tuple[int, str | None]:
+    """Runs the command; returns its exit status and the signal that interrupted the run,
+    if any."""
     # Built once the proxy's cassette is open: a replay gives the child placeholder keys.
     environment = dict(os.environ)
     environment.update(provider_keys.for_children())
@@ -455,17 +505,54 @@ def _run_child(
         raise AgentTapeError(f"command not found: {command[0]}") from None
     except PermissionError:
         raise AgentTapeError(f"command is not executable: {command[0]}") from None
-    interrupted = False
-    while True:
-        try:
-            status = child.wait()
-            break
-        except KeyboardInterrupt:
-            # The child got the same signal: wait while it saves what it recorded; a
-            # second interrupt stops it for good.
-            if interrupted:
-                child.kill()
-            interrupted = True
+    with _forwarding(child) as received:
+        status = child.wait()
     if status < 0:
         status = 128 - status
-    return status
+    return status, received[0] if received else None
+
+
+@contextlib.contextmanager
+def _forwarding(child: subprocess.Popen[bytes]) -> Iterator[list[str]]:
+    """While the command runs, Ctrl-C (SIGINT) and SIGTERM sent to ``agenttape run`` go to the
+    command too, which stops and saves what it recorded; the list names the signals
+    received, for the cassette's mark. A Ctrl-C typed at the terminal already reached the
+    command (it shares the terminal's process group) and is not sent twice. A second signal
+    stops the command for good."""
+    received: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def forward(number: int, frame: Any) -> None:
+        if received:
+            child.kill()
+        received.append(signal.Signals(number).name)
+        if number != signal.SIGINT or not _typed_at_terminal():
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(number)
+
+    previous = {number: signal.signal(number, forward) for number in _FORWARDED}
+    try:
+        yield received
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM)
+
+
+def _typed_at_terminal() -> bool:
+    """Whether this process's group is in the foreground of its terminal: a Ctrl-C typed
+    there reached every process of the group, the command included."""
+    if not hasattr(os, "tcgetpgrp"):
+        return False
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            descriptor = stream.fileno()
+            if os.isatty(descriptor):
+                return os.tcgetpgrp(descriptor) == os.getpgrp()
+        except (AttributeError, OSError, ValueError):
+            continue
+    return False

@@ -14,7 +14,7 @@ import asyncio
 import weakref
 from collections.abc import AsyncIterator, Callable, Generator
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc import aio
@@ -186,7 +186,7 @@ class TapedCall:
             outcome = source.outcome
             assert outcome is not None
             if outcome.code is not grpc.StatusCode.OK:
-                raise _error(outcome)
+                raise source.noted(_error(outcome))
             return aio.EOF
         return self._callable.method.deserialize(raw)
 
@@ -290,10 +290,17 @@ def _error(outcome: Outcome) -> aio.AioRpcError:
     )
 
 
+E = TypeVar("E", bound=BaseException)
+
+
 class _Source:
     """Where a call's answer comes from: message bytes, then its ``outcome``."""
 
     outcome: Outcome | None = None
+
+    def noted(self, error: E) -> E:
+        """``error``, raised for the outcome; replayed from a recorded failure, it says so."""
+        return error
 
     async def next(self) -> bytes | None:
         raise NotImplementedError
@@ -317,12 +324,18 @@ class _Replayed(_Source):
         self._schedule = schedule
         self._timeout = timeout
         self._recorded = Outcome.of(interaction)
-        self._pieces = walk(interaction, schedule, timeout).__aiter__()
+        self._walk = walk(interaction, schedule, timeout)
+        self._pieces = self._walk.__aiter__()
         self._reader = grpc_wire.MessageReader(encoding(interaction))
         self._ready: list[bytes] = []
 
     async def initial_metadata(self) -> tuple[tuple[str, Any], ...]:
         return self._recorded.initial
+
+    def noted(self, error: E) -> E:
+        if self.outcome is self._recorded and self._walk.ending == "failed":
+            self._walk.noted(error)
+        return error
 
     async def next(self) -> bytes | None:
         while not self._ready:

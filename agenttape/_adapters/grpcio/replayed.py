@@ -146,7 +146,8 @@ class ReplayedStream(ReplayedRpcError):
         self._interaction = interaction
         self._schedule = schedule
         self._timeout = timeout
-        self._pieces = iter(walk(interaction, schedule, timeout))
+        self._walk = walk(interaction, schedule, timeout)
+        self._pieces = iter(self._walk)
         self._reader = grpc_wire.MessageReader(encoding(interaction))
         self._ready: deque[bytes] = deque()
         self._ended = False
@@ -160,6 +161,8 @@ class ReplayedStream(ReplayedRpcError):
             if self._ended:
                 if self._outcome.code is grpc.StatusCode.OK:
                     raise StopIteration
+                if self._walk.ending == "failed" and self._outcome == Outcome.of(self._interaction):
+                    self._walk.noted(self)
                 raise self
             try:
                 piece = next(self._pieces)

@@ -3,8 +3,10 @@ socket, paced by the shared replay walk."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -42,6 +44,10 @@ class _ReplayRaw(io.RawIOBase):
         self._position = 0
 
     @property
+    def walk(self) -> Walk:
+        return self._walk
+
+    @property
     def timeout(self) -> float | None:
         return self._walk.timeout
 
@@ -63,7 +69,7 @@ class _ReplayRaw(io.RawIOBase):
             if piece is None:
                 failure = self._walk.failure
                 if failure is not None and failure.kind != "protocol_error":
-                    raise _socket_error(failure)
+                    raise self._walk.noted(_socket_error(failure))
                 return 0
             self._piece, self._position = piece, 0
         piece = self._piece
@@ -164,7 +170,7 @@ def replay_response(
     read_timeout = pool._get_timeout(arguments.get("timeout", timeout.DEFAULT_TIMEOUT)).read_timeout
     scratch.timeout = timeout.resolve_default_timeout(read_timeout)
     parsed = scratch.response_class is http.client.HTTPResponse
-    scratch.sock = socket_for(interaction, schedule, head=not parsed)
+    scratch.sock = sock = socket_for(interaction, schedule, head=not parsed)
     if parsed:
         scratch.response_class = parsed_response
     pool.num_requests += 1
@@ -174,6 +180,8 @@ def replay_response(
         # The head was due after the client gave up: urllib3's own read timeout, as live.
         message = f"Read timed out. (read timeout={scratch.timeout})"
         raise urllib3.exceptions.ReadTimeoutError(pool, arguments["url"], message) from None
+    if isinstance(sock, _ReplaySocket) and interaction.error is not None:
+        _noting_errors(response, sock.source.walk)
     # As _make_request sets them, for the pool to take the connection back.
     response.retries = arguments.get("retries")
     response._connection = arguments.get("response_conn")
@@ -197,7 +205,49 @@ def parsed_response(
     assert recorded is not None
     sock.head_arrives()
     set_head(response, recorded, head_of(recorded))
+    if isinstance(sock, _ReplaySocket):
+        _noting_reads(response, sock.source.walk)
     return response
+
+
+_READS = ("read", "read1", "readinto", "readline", "peek")
+"""The methods of ``http.client``'s response that read the body."""
+
+
+def _noting_reads(response: Any, walk: Walk) -> None:
+    """Puts the body-reading methods of ``response`` (``http.client``'s) inside
+    ``walk.noting()`` when the recorded response ends in a failure: the exception the library
+    raises of its own for a body cut short (``IncompleteRead``) says it was replayed."""
+    if walk.failure is None:
+        return
+    for name in _READS:
+        method = getattr(response, name, None)
+        if method is not None:
+            setattr(response, name, _noted(method, walk))
+
+
+def _noting_errors(response: Any, walk: Walk) -> None:
+    """urllib3 reads every body inside its response's ``_error_catcher``, which turns what
+    the socket or ``http.client`` raised into its own ``ProtocolError``: that one says it
+    was replayed."""
+    catcher = getattr(response, "_error_catcher", None)
+    if catcher is None:
+        return
+
+    @contextlib.contextmanager
+    def error_catcher() -> Iterator[None]:
+        with walk.noting(), catcher():
+            yield
+
+    response._error_catcher = error_catcher
+
+
+def _noted(method: Any, walk: Walk) -> Any:
+    def read(*args: Any, **kwargs: Any) -> Any:
+        with walk.noting():
+            return method(*args, **kwargs)
+
+    return read
 
 
 @dataclass(slots=True)
