@@ -10,7 +10,6 @@ import warnings
 from collections.abc import Callable, Iterable
 from contextvars import Token
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from . import codec, files, locking, provider_keys, runtime
@@ -33,7 +32,7 @@ from .text import counted, interrupted
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Cassette:
+class Cassette(runtime.Block):
     """A file of recorded interactions, active as a context manager (``with``/``async with``)
     or a decorator (on ``def`` and ``async def``); ``use_cassette`` builds one.
 
@@ -223,28 +222,11 @@ class Cassette:
 
     # -- activation --------------------------------------------------------------------
 
-    def __enter__(self) -> Cassette:
+    def _open(self) -> None:
         self.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _close(self, exc: BaseException | None) -> None:
         self.stop(failed=exc is not None, error=exc)
-
-    async def __aenter__(self) -> Cassette:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, traceback)
 
     def __call__(self, function: F) -> F:
         """Decorate a function (sync or async): each call runs inside a fresh activation."""
@@ -340,12 +322,8 @@ class Cassette:
         ``KeyboardInterrupt``) that ended the block, marks a recording it cut short as
         interrupted: ``metadata["interrupted"]`` says by what and after how many
         interactions, for ``show``, ``view`` and a later miss to tell."""
-        if not self.is_active:
+        if not self._deactivate():
             return
-        self.is_active = False
-        assert self._token is not None
-        runtime.deactivate(self, self._token)
-        self._token = None
         if self._unfreeze_clock is not None:
             self._unfreeze_clock()
             self._unfreeze_clock = None
@@ -364,9 +342,9 @@ class Cassette:
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
             if not self._unaccounted:
-                warnings.warn(self._nothing_recorded(), stacklevel=3)
+                warnings.warn(self._nothing_recorded(), stacklevel=4)
         if self._unaccounted and self.is_recording:
-            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=3)
+            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=4)
         if self._dirty:
             self.save()
         if self._derived_dirty:
@@ -418,7 +396,7 @@ class Cassette:
         )
         if self.on_unused == "fail":
             raise AgentTapeError(message)
-        warnings.warn(message, stacklevel=3)
+        warnings.warn(message, stacklevel=4)
 
     # -- the decision per request (the Tape) -------------------------------------------
 

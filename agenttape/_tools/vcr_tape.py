@@ -101,7 +101,7 @@ VCR_MODES: dict[str, Mode] = {mode: mode for mode in ("none", "once", "new_episo
 """vcrpy's record modes that are agenttape's too (``rewrite`` is resolved before a tape)."""
 
 
-class VcrTape:
+class VcrTape(runtime.Activation):
     """A ``Tape`` over vcrpy's ``Cassette`` (``vcr``, what the ``vcr`` fixture yields): play
     counts and newly recorded interactions are kept there too, so it answers as vcrpy's.
 
@@ -196,12 +196,8 @@ class VcrTape:
 
     def stop(self) -> None:
         """Deactivate, and write what was recorded into the msgpack successor."""
-        if not self.is_active:
+        if not self._deactivate():
             return
-        self.is_active = False
-        assert self._token is not None
-        runtime.deactivate(self, self._token)
-        self._token = None
         if not self._records:
             provider_keys.release()
         for recording in list(self._pending):
