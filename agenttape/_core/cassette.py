@@ -24,7 +24,7 @@ from .matching import Candidate, Matcher
 from .models import Headers, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
 from .redaction import Redactor
-from .replay_queue import RERECORD_HINT, Precedents, ReplayQueue, miss_error
+from .replay_queue import RERECORD_HINT, KeepsMisses, Precedents, ReplayQueue
 from .scope import Scope
 from .tape import Recording, Tape
 from .text import counted, interrupted
@@ -32,7 +32,7 @@ from .text import counted, interrupted
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Cassette(runtime.Block):
+class Cassette(runtime.Block, KeepsMisses):
     """A file of recorded interactions, active as a context manager (``with``/``async with``)
     or a decorator (on ``def`` and ``async def``); ``use_cassette`` builds one.
 
@@ -471,25 +471,16 @@ class Cassette(runtime.Block):
     def _miss(
         self, request: Request, boundary: str = "http", frozen: bool = False
     ) -> UnmatchedInteractionError:
-        error = miss_error(
+        return self._missing(
             request,
-            boundary=boundary,
-            candidates=self.nearest(request, boundary=boundary),
-            path=str(self.path),
-            mode=self.mode,
-            mode_label=self.mode_label,
-            rerecord=self.rerecord_hint,
-            count=len(self.interactions),
+            boundary,
+            self.nearest(request, boundary=boundary),
+            str(self.path),
+            self.rerecord_hint,
+            len(self.interactions),
             frozen=frozen,
             interrupted=interrupted(self.metadata),
         )
-        self.missed(error)
-        return error
-
-    def missed(self, error: UnmatchedInteractionError) -> None:
-        """Keeps a miss, so code that swallows the exception cannot hide it."""
-        with self._lock:
-            self.misses.append(error)
 
     def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
         """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;

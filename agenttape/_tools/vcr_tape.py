@@ -26,7 +26,7 @@ from .._core.matching import Matcher, multipart_parts
 from .._core.models import Headers, Interaction, Request
 from .._core.options import Mode
 from .._core.redaction import Redactor
-from .._core.replay_queue import Precedents, ReplayQueue, miss_error
+from .._core.replay_queue import KeepsMisses, Precedents, ReplayQueue
 from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
 from .drift import Drift
@@ -101,7 +101,7 @@ VCR_MODES: dict[str, Mode] = {mode: mode for mode in ("none", "once", "new_episo
 """vcrpy's record modes that are agenttape's too (``rewrite`` is resolved before a tape)."""
 
 
-class VcrTape(runtime.Activation):
+class VcrTape(runtime.Activation, KeepsMisses):
     """A ``Tape`` over vcrpy's ``Cassette`` (``vcr``, what the ``vcr`` fixture yields): play
     counts and newly recorded interactions are kept there too, so it answers as vcrpy's.
 
@@ -311,23 +311,15 @@ class VcrTape(runtime.Activation):
         counts = self.vcr.play_counts
         for index, interaction in enumerate(self._interactions):
             queue.add(interaction, played=bool(counts[index]))
-        error = miss_error(
+        path = self.vcr_path if not self.path.exists() else self.path
+        return self._missing(
             request,
-            boundary=boundary,
-            candidates=queue.nearest(request, 3, boundary),
-            path=str(self.vcr_path if not self.path.exists() else self.path),
-            mode=self.mode,
-            mode_label=self.mode_label,
-            rerecord=RERECORD,
-            count=len(self._interactions),
+            boundary,
+            queue.nearest(request, 3, boundary),
+            str(path),
+            RERECORD,
+            len(self._interactions),
         )
-        self.missed(error)
-        return error
-
-    def missed(self, error: UnmatchedInteractionError) -> None:
-        """Keeps a miss, so a test that swallows the exception cannot hide it."""
-        with self._lock:
-            self.misses.append(error)
 
     # -- the Tape protocol, for recordings ---------------------------------------------------
 
