@@ -21,9 +21,9 @@ from .errors import (
     UnmatchedInteractionError,
 )
 from .matching import Candidate, Matcher
-from .models import Headers, Interaction, Request
+from .models import Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
-from .redaction import Redactor
+from .redaction import Redacting, Redactor
 from .replay_queue import RERECORD_HINT, KeepsMisses, Precedents, ReplayQueue
 from .scope import Scope
 from .tape import Recording, Tape
@@ -32,7 +32,7 @@ from .text import counted, interrupted
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Cassette(runtime.Block, KeepsMisses):
+class Cassette(runtime.Block, KeepsMisses, Redacting):
     """A file of recorded interactions, active as a context manager (``with``/``async with``)
     or a decorator (on ``def`` and ``async def``); ``use_cassette`` builds one.
 
@@ -446,12 +446,6 @@ class Cassette(runtime.Block, KeepsMisses):
             self.queue.add(found, played=True)
             self._dirty = True
         return found
-
-    def response_headers(self, headers: Headers) -> Headers:
-        return self.redactor.response_headers(headers)
-
-    def client_frame(self, payload: bytes) -> bytes:
-        return self.redactor.frame(payload)
 
     def responded(self, recording: Recording) -> None:
         with self._lock:
