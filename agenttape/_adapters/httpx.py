@@ -169,7 +169,7 @@ class _TapeTransport(Forwarding):
     """Stands in front of the transport the client chose, for one request."""
 
     def __init__(self, transport: Any, library: _Library) -> None:
-        super().__init__(transport)
+        self._wrapped = transport  # as Forwarding's __init__ would, without its call per request
         self._library = library
 
     def handle_request(self, request: Any) -> Any:
