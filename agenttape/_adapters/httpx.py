@@ -7,6 +7,7 @@ still-encoded body stream, chunk by chunk.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
@@ -330,21 +331,25 @@ class _TeeStream:
         # garbage collector runs, which would keep the recorded exchange alive as long.
         self._recording: Recording | None = recording
 
-    def _failed(self, exc: BaseException) -> None:
-        failure = self._library.failure_of(exc)
-        if failure is not None and self._recording is not None:
-            self._recording.fail(failure)
+    @contextlib.contextmanager
+    def _reporting(self) -> Iterator[None]:
+        """Marks the recording failed (as the library names the error) when reading the
+        live stream raises."""
+        try:
+            yield
+        except Exception as exc:
+            failure = self._library.failure_of(exc)
+            if failure is not None and self._recording is not None:
+                self._recording.fail(failure)
+            raise
 
     def __iter__(self) -> Iterator[bytes]:
         recording = self._recording
         assert recording is not None
-        try:
+        with self._reporting():
             for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
-        except Exception as exc:
-            self._failed(exc)
-            raise
         recording.finish()
         self._recording = None
 
@@ -361,13 +366,10 @@ class _AsyncTeeStream(_TeeStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         recording = self._recording
         assert recording is not None
-        try:
+        with self._reporting():
             async for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
-        except Exception as exc:
-            self._failed(exc)
-            raise
         recording.finish()
         self._recording = None
 
