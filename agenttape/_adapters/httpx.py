@@ -7,6 +7,7 @@ still-encoded body stream, chunk by chunk.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
@@ -18,6 +19,7 @@ from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
+from .forwarding import Forwarding
 from .header_tables import decode_header_set, decode_headers, decode_text
 from .websocket import httpx_ws
 
@@ -164,21 +166,18 @@ def _record_head(recording: Recording, response: Any) -> None:
     recording.respond(response.status_code, reason, version, decode_headers(response.headers.raw))
 
 
-class _TapeTransport:
+class _TapeTransport(Forwarding):
     """Stands in front of the transport the client chose, for one request."""
 
     def __init__(self, transport: Any, library: _Library) -> None:
-        self._transport = transport
+        self._wrapped = transport  # as Forwarding's __init__ would, without its call per request
         self._library = library
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
 
     def handle_request(self, request: Any) -> Any:
         library = self._library
         tape = runtime.active()
         if tape is None or _respx_serves(library.hx, request):
-            return self._transport.handle_request(request)
+            return self._wrapped.handle_request(request)
         request.read()
         model = _to_model(request)
         if httpx_ws.upgrades(model):
@@ -190,7 +189,7 @@ class _TapeTransport:
             return _replay_response(library.hx, interaction, request, stream)
 
         def record(recording: Recording) -> Any:
-            response = self._transport.handle_request(request)
+            response = self._wrapped.handle_request(request)
             return _recorded(library, response, recording, library.tee)
 
         return exchange(tape, model, replay=replay, record=record, failure_of=library.failure_of)
@@ -207,7 +206,7 @@ class _TapeTransport:
             return response
 
         def record(session: SessionRecording) -> Any:
-            response = self._transport.handle_request(request)
+            response = self._wrapped.handle_request(request)
             body = None
             if response.status_code != 101:
                 body = b"".join(response.stream)
@@ -268,7 +267,7 @@ class _AsyncTapeTransport(_TapeTransport):
         library = self._library
         tape = runtime.active()
         if tape is None or _respx_serves(library.hx, request):
-            return await self._transport.handle_async_request(request)
+            return await self._wrapped.handle_async_request(request)
         await request.aread()
         model = _to_model(request)
         if httpx_ws.upgrades(model):
@@ -280,7 +279,7 @@ class _AsyncTapeTransport(_TapeTransport):
             return _replay_response(library.hx, interaction, request, stream)
 
         async def record(recording: Recording) -> Any:
-            response = await self._transport.handle_async_request(request)
+            response = await self._wrapped.handle_async_request(request)
             return _recorded(library, response, recording, library.async_tee)
 
         return await exchange_async(
@@ -298,7 +297,7 @@ class _AsyncTapeTransport(_TapeTransport):
             return response
 
         async def record(session: SessionRecording) -> Any:
-            response = await self._transport.handle_async_request(request)
+            response = await self._wrapped.handle_async_request(request)
             body = None
             if response.status_code != 101:
                 body = b"".join([chunk async for chunk in response.stream])
@@ -332,21 +331,25 @@ class _TeeStream:
         # garbage collector runs, which would keep the recorded exchange alive as long.
         self._recording: Recording | None = recording
 
-    def _failed(self, exc: BaseException) -> None:
-        failure = self._library.failure_of(exc)
-        if failure is not None and self._recording is not None:
-            self._recording.fail(failure)
+    @contextlib.contextmanager
+    def _reporting(self) -> Iterator[None]:
+        """Marks the recording failed (as the library names the error) when reading the
+        live stream raises."""
+        try:
+            yield
+        except Exception as exc:
+            failure = self._library.failure_of(exc)
+            if failure is not None and self._recording is not None:
+                self._recording.fail(failure)
+            raise
 
     def __iter__(self) -> Iterator[bytes]:
         recording = self._recording
         assert recording is not None
-        try:
+        with self._reporting():
             for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
-        except Exception as exc:
-            self._failed(exc)
-            raise
         recording.finish()
         self._recording = None
 
@@ -363,13 +366,10 @@ class _AsyncTeeStream(_TeeStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         recording = self._recording
         assert recording is not None
-        try:
+        with self._reporting():
             async for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
-        except Exception as exc:
-            self._failed(exc)
-            raise
         recording.finish()
         self._recording = None
 

@@ -10,7 +10,6 @@ import warnings
 from collections.abc import Callable, Iterable
 from contextvars import Token
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from . import codec, files, locking, provider_keys, runtime, tracebacks
@@ -22,10 +21,10 @@ from .errors import (
     UnmatchedInteractionError,
 )
 from .matching import Candidate, Matcher
-from .models import Headers, Interaction, Request
+from .models import Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
-from .redaction import Redactor
-from .replay_queue import RERECORD_HINT, Precedents, ReplayQueue, miss_error
+from .redaction import Redacting, Redactor
+from .replay_queue import RERECORD_HINT, KeepsMisses, Precedents, ReplayQueue
 from .scope import Scope
 from .tape import Recording, Tape
 from .text import counted, interrupted
@@ -33,7 +32,7 @@ from .text import counted, interrupted
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Cassette:
+class Cassette(runtime.Block, KeepsMisses, Redacting):
     """A file of recorded interactions, active as a context manager (``with``/``async with``)
     or a decorator (on ``def`` and ``async def``); ``use_cassette`` builds one.
 
@@ -223,30 +222,13 @@ class Cassette:
 
     # -- activation --------------------------------------------------------------------
 
-    def __enter__(self) -> Cassette:
+    def _open(self) -> None:
         self.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _close(self, exc: BaseException | None) -> None:
         if exc is not None:
             tracebacks.trim(exc)  # a miss shows the caller's code and library, then the message
         self.stop(failed=exc is not None, error=exc)
-
-    async def __aenter__(self) -> Cassette:
-        return self.__enter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, traceback)
 
     def __call__(self, function: F) -> F:
         """Decorate a function (sync or async): each call runs inside a fresh activation."""
@@ -342,12 +324,8 @@ class Cassette:
         ``KeyboardInterrupt``) that ended the block, marks a recording it cut short as
         interrupted: ``metadata["interrupted"]`` says by what and after how many
         interactions, for ``show``, ``view`` and a later miss to tell."""
-        if not self.is_active:
+        if not self._deactivate():
             return
-        self.is_active = False
-        assert self._token is not None
-        runtime.deactivate(self, self._token)
-        self._token = None
         if self._unfreeze_clock is not None:
             self._unfreeze_clock()
             self._unfreeze_clock = None
@@ -366,9 +344,9 @@ class Cassette:
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
             if not self._unaccounted:
-                warnings.warn(self._nothing_recorded(), stacklevel=3)
+                warnings.warn(self._nothing_recorded(), stacklevel=4)
         if self._unaccounted and self.is_recording:
-            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=3)
+            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=4)
         if self._dirty:
             self.save()
         if self._derived_dirty:
@@ -420,7 +398,7 @@ class Cassette:
         )
         if self.on_unused == "fail":
             raise AgentTapeError(message)
-        warnings.warn(message, stacklevel=3)
+        warnings.warn(message, stacklevel=4)
 
     # -- the decision per request (the Tape) -------------------------------------------
 
@@ -471,12 +449,6 @@ class Cassette:
             self._dirty = True
         return found
 
-    def response_headers(self, headers: Headers) -> Headers:
-        return self.redactor.response_headers(headers)
-
-    def client_frame(self, payload: bytes) -> bytes:
-        return self.redactor.frame(payload)
-
     def responded(self, recording: Recording) -> None:
         with self._lock:
             if recording.derived:
@@ -495,25 +467,16 @@ class Cassette:
     def _miss(
         self, request: Request, boundary: str = "http", frozen: bool = False
     ) -> UnmatchedInteractionError:
-        error = miss_error(
+        return self._missing(
             request,
-            boundary=boundary,
-            candidates=self.nearest(request, boundary=boundary),
-            path=str(self.path),
-            mode=self.mode,
-            mode_label=self.mode_label,
-            rerecord=self.rerecord_hint,
-            count=len(self.interactions),
+            boundary,
+            self.nearest(request, boundary=boundary),
+            str(self.path),
+            self.rerecord_hint,
+            len(self.interactions),
             frozen=frozen,
             interrupted=interrupted(self.metadata),
         )
-        self.missed(error)
-        return error
-
-    def missed(self, error: UnmatchedInteractionError) -> None:
-        """Keeps a miss, so code that swallows the exception cannot hide it."""
-        with self._lock:
-            self.misses.append(error)
 
     def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
         """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;

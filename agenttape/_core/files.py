@@ -12,7 +12,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,19 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
         finally:
             os.close(directory_fd)
     _sweep_temporaries(path)
+
+
+@contextlib.contextmanager
+def replacing(temporary: str, path: str | os.PathLike[str]) -> Iterator[None]:
+    """Renames ``temporary`` onto ``path`` once the block has written (and closed) it; when
+    the block fails, removes ``temporary`` and lets the error through."""
+    try:
+        yield
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def check_writable(path: Path) -> None:

@@ -397,3 +397,16 @@ def _default() -> Redactor:
     """The default rules, built once: every cassette and run without rules of its own shares
     them (and their table of headers already seen)."""
     return Redactor()
+
+
+class Redacting:
+    """A tape that keeps response headers and client WebSocket frames as its ``redactor``
+    leaves them."""
+
+    redactor: Redactor
+
+    def response_headers(self, headers: Headers) -> Headers:
+        return self.redactor.response_headers(headers)
+
+    def client_frame(self, payload: bytes) -> bytes:
+        return self.redactor.frame(payload)

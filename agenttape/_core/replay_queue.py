@@ -12,13 +12,14 @@ after one of them started is not handed over before that request is made again.
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from .errors import UnmatchedInteractionError
 from .matching import Candidate, Matcher
 from .models import Interaction, Request
-from .options import MODE_ENVIRONMENT_VARIABLE
+from .options import MODE_ENVIRONMENT_VARIABLE, Mode
 from .text import counted
 
 Key = tuple[str, Hashable]
@@ -305,3 +306,45 @@ def miss_error(
         cassette_path=path,
         mode=mode,
     )
+
+
+class KeepsMisses:
+    """A tape that keeps every miss it raised, so code that swallows the exception cannot
+    hide it; ``_missing`` builds one with the tape's mode."""
+
+    mode: Mode
+    mode_label: str | None
+    misses: list[UnmatchedInteractionError]
+    _lock: threading.Lock
+
+    def _missing(
+        self,
+        request: Request,
+        boundary: str,
+        candidates: list[Candidate],
+        path: str,
+        rerecord: str,
+        count: int,
+        *,
+        frozen: bool = False,
+        interrupted: str | None = None,
+    ) -> UnmatchedInteractionError:
+        error = miss_error(
+            request,
+            boundary=boundary,
+            candidates=candidates,
+            path=path,
+            mode=self.mode,
+            mode_label=self.mode_label,
+            rerecord=rerecord,
+            count=count,
+            frozen=frozen,
+            interrupted=interrupted,
+        )
+        self.missed(error)
+        return error
+
+    def missed(self, error: UnmatchedInteractionError) -> None:
+        """Keeps a miss, so code that swallows the exception cannot hide it."""
+        with self._lock:
+            self.misses.append(error)

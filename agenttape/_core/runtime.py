@@ -14,6 +14,8 @@ import contextlib
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import TypeVar, cast
 
 from .tape import Tape
 
@@ -23,6 +25,7 @@ _active: list[Tape] = []
 _lock = threading.Lock()
 _installers: list[Callable[[], None]] = []
 _listeners: list[Callable[[Tape | None], None]] = []
+_B = TypeVar("_B", bound="Block")
 
 
 def on_activation(installer: Callable[[], None]) -> None:
@@ -90,3 +93,54 @@ def enter_adapter() -> Token[bool]:
 
 def exit_adapter(token: Token[bool]) -> None:
     _inside_adapter.reset(token)
+
+
+class Activation:
+    """What a tape keeps while it is active: ``is_active``, and the context token to leave by."""
+
+    is_active: bool
+    _token: Token[Tape | None] | None
+
+    def _deactivate(self) -> bool:
+        """Leaves the runtime; False (and nothing done) when this tape was not active."""
+        if not self.is_active:
+            return False
+        self.is_active = False
+        assert self._token is not None
+        deactivate(cast("Tape", self), self._token)
+        self._token = None
+        return True
+
+
+class Block(Activation):
+    """An activation that is a block, ``with`` or ``async with``: entering calls ``_open``,
+    leaving calls ``_close`` with the exception that ended the block, if any."""
+
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def _close(self, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _B) -> _B:
+        self._open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._close(exc)
+
+    async def __aenter__(self: _B) -> _B:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, traceback)

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from contextvars import Token
 from pathlib import Path
-from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
@@ -94,7 +93,7 @@ class _RunRecording(Recording):
         self._run = None  # as the tape in Recording.finish
 
 
-class Run:
+class Run(runtime.Block):
     """One agent run: every exchange made in its context goes into its own cassette.
 
     Open it with ``with recorder.run(**tags) as run`` (or ``async with``). Tasks started inside
@@ -176,33 +175,16 @@ class Run:
 
     # -- activation --------------------------------------------------------------------
 
-    def __enter__(self) -> Run:
+    def _open(self) -> None:
         self._start()
-        return self
 
-    async def __aenter__(self) -> Run:
-        return self.__enter__()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _close(self, exc: BaseException | None) -> None:
         if exc is not None:
             message = str(exc)
             self._raised = (f"{type(exc).__name__}: {message}" if message else type(exc).__name__)[
                 :300
             ]
         self._stop()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.__exit__(exc_type, exc, traceback)
 
     def _start(self) -> None:
         if self.started is not None:
@@ -231,12 +213,8 @@ class Run:
         if self._deferred:
             self.kept = False
             return
-        if not self.is_active:
+        if not self._deactivate():
             return
-        self.is_active = False
-        assert self._token is not None
-        runtime.deactivate(self, self._token)
-        self._token = None
         with self._lock:
             self._closed = True
             pending = list(self._pending)

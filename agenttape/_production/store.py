@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.errors import AgentTapeError, CassetteNotFoundError
+from .._core.files import replacing
 
 SUFFIX = ".msgpack"
 
@@ -103,7 +104,7 @@ class LocalStore(Store):
         temporary = os.path.join(
             directory, f".{file_name}.{os.getpid()}.{threading.get_ident()}.tmp"
         )
-        try:
+        with replacing(temporary, path):
             descriptor = self._create(directory, temporary)
             try:
                 view = memoryview(data)
@@ -111,11 +112,6 @@ class LocalStore(Store):
                     view = view[os.write(descriptor, view) :]
             finally:
                 os.close(descriptor)
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
 
     def _create(self, directory: str, temporary: str) -> int:
         """Open ``temporary`` for writing, making its folder once (again if it was removed)."""

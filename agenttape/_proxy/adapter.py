@@ -236,7 +236,8 @@ def _record_grpc(incoming: ProxyRequest, recording: Recording, client: Client) -
 
     state: dict[str, Headers] = {}
     try:
-        grpc_upstream.call(origin, incoming.request, incoming.target, head, data, trailers)
+        answer = grpc_upstream.Answer(head, data, trailers)
+        grpc_upstream.call(origin, incoming.request, incoming.target, answer)
     except ClientGone:
         recording.finish(truncated=True)
         raise

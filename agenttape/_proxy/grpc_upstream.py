@@ -12,7 +12,7 @@ from __future__ import annotations
 import ssl
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._adapters.header_tables import decode_headers
 from .._core.models import Headers, Request
@@ -40,15 +40,17 @@ def authority(origin: Origin) -> str:
     return f"{host}:{origin.port}"
 
 
-def call(
-    origin: Origin,
-    request: Request,
-    path: str,
-    head: Callable[[int, Headers], None],
-    data: Callable[[bytes], None],
-    trailers: Callable[[Headers], None],
-) -> None:
-    """Sends ``request`` to ``origin`` over HTTP/2 and reports its answer as it arrives.
+class Answer(NamedTuple):
+    """Where a call's answer is reported as it arrives: its head (status and headers), each
+    DATA frame's bytes, its trailers."""
+
+    head: Callable[[int, Headers], None]
+    data: Callable[[bytes], None]
+    trailers: Callable[[Headers], None]
+
+
+def call(origin: Origin, request: Request, path: str, answer: Answer) -> None:
+    """Sends ``request`` to ``origin`` over HTTP/2 and reports its ``answer`` as it arrives.
     Raises UpstreamError when the server cannot be reached or the stream fails."""
     import h2.config
     import h2.connection
@@ -102,33 +104,27 @@ def call(
             except h2.exceptions.ProtocolError as exc:
                 raise UpstreamError("protocol_error", type(exc).__name__, str(exc)) from exc
             for event in events:
-                ended = _on(event, h2.events, conn, stream_id, head, data, trailers) or ended
+                ended = _on(event, h2.events, conn, stream_id, answer) or ended
     finally:
         sock.close()
 
 
-def _on(
-    event: Any,
-    events: Any,
-    conn: Any,
-    stream_id: int,
-    head: Callable[[int, Headers], None],
-    data: Callable[[bytes], None],
-    trailers: Callable[[Headers], None],
-) -> bool:
+def _on(event: Any, events: Any, conn: Any, stream_id: int, answer: Answer) -> bool:
     """Reports one HTTP/2 event of the call; True once the answer has ended."""
     if getattr(event, "stream_id", stream_id) != stream_id:
         return False
     if isinstance(event, events.ResponseReceived):
         pseudo = dict(event.headers)
         status = int(pseudo.get(b":status", b"200"))
-        head(status, decode_headers([(n, v) for n, v in event.headers if not n.startswith(b":")]))
+        answer.head(
+            status, decode_headers([(n, v) for n, v in event.headers if not n.startswith(b":")])
+        )
     elif isinstance(event, events.DataReceived):
         conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
         if event.data:
-            data(event.data)
+            answer.data(event.data)
     elif isinstance(event, events.TrailersReceived):
-        trailers(decode_headers(list(event.headers)))
+        answer.trailers(decode_headers(list(event.headers)))
     elif isinstance(event, events.StreamEnded):
         return True
     elif isinstance(event, events.StreamReset):

@@ -18,7 +18,7 @@ from .._adapters.wire import header, is_chunked
 from .._core.models import Headers, Request, Response
 from .adapter import ProxyRequest
 from .guard import foreign_host, framing_problem, from_web_page
-from .http2 import H2_PREFACE, H2Connection
+from .http2 import H2_PREFACE, ClientConnection, H2Connection
 from .upstream import (
     READ_SIZE,
     ClientGone,
@@ -50,7 +50,7 @@ def _status_line(response: Response) -> bytes:
     return f"{version} {response.status} {reason}\r\n".encode("latin-1")
 
 
-class H1Connection:
+class H1Connection(ClientConnection):
     """One client connection speaking HTTP/1.1 (a proxy connection, or a tunnel's inside)."""
 
     def __init__(
@@ -61,12 +61,9 @@ class H1Connection:
         tunnel: Origin | None,
         pending: bytes = b"",
     ) -> None:
-        self.server = server
-        self.sock = sock
-        self.pool = pool
+        super().__init__(server, sock, pool, pending)
         self.tunnel = tunnel
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
-        self.pending = pending
 
     def _next(self) -> Any:
         while True:

@@ -44,7 +44,21 @@ class _Stream:
         self.gone = threading.Event()
 
 
-class H2Connection:
+class ClientConnection:
+    """One connection of a client to the proxy: the server it reached, its socket, the pool
+    of upstream connections its requests share, and what was read from it before its
+    protocol was known."""
+
+    def __init__(
+        self, server: ProxyServer, sock: socket.socket, pool: UpstreamPool, pending: bytes
+    ) -> None:
+        self.server = server
+        self.sock = sock
+        self.pool = pool
+        self.pending = pending
+
+
+class H2Connection(ClientConnection):
     """One client connection speaking HTTP/2; each request stream is served in a thread."""
 
     def __init__(
@@ -59,12 +73,9 @@ class H2Connection:
         import h2.config
         import h2.connection
 
+        super().__init__(server, sock, pool, pending)
         self.base_url = base_url
-        self.server = server
-        self.sock = sock
-        self.pool = pool
         self.origin = origin
-        self.pending = pending
         self.conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=False, header_encoding=None)
         )

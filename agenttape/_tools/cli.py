@@ -12,6 +12,7 @@ get stable text either way.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -51,6 +52,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    """table of a cassette's interactions, or one in full"""
     from .show import OutOfRange, show
 
     try:
@@ -64,6 +66,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
+    """compare two runs interaction by interaction (exit 1 when they differ)"""
     from .._core.jsonpath import parse
     from .diff import compare
 
@@ -97,6 +100,7 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    """JSON for reading, HAR 1.2 for devtools and HAR viewers, or OpenTelemetry spans"""
     from .export import dumps, to_har, to_json
 
     if args.endpoint and args.format != "otlp":
@@ -127,6 +131,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
+    """convert a vcrpy cassette (YAML, or JSON by .json name)"""
     from .._core import meta
     from .vcr import load_serializer, read_vcr
 
@@ -153,6 +158,13 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
+    """redact secrets in place, atomically (the default rules always apply)
+
+    Redact CASSETTE in place, atomically. The default rules always apply: secret headers
+    and query parameters, and credential-shaped values in URLs, headers and bodies,
+    response bodies included (compressed ones are decompressed, redacted and compressed
+    again).
+    """
     from .._core.redaction import Redactor
     from .redact import BodyTooLarge, redact
 
@@ -201,6 +213,7 @@ def _cassette_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
+    """scan cassettes for secrets; exit 1 when one is found"""
     from .audit import TOO_LARGE, audit
 
     files = _cassette_files(args.paths)
@@ -239,6 +252,14 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    """run any program (Python, Node, curl, ...) and its subprocesses under a cassette
+
+    Run COMMAND with every process it starts recording to or replaying from one
+    cassette, with no change to its code: Python processes in-process, every other
+    program through the recording proxy (HTTPS_PROXY, with the agenttape CA trusted). A
+    bare 'python' means this interpreter. Exits with the command's status, or 1 when it
+    succeeded but a request through the proxy had no recorded interaction.
+    """
     from . import run_command
 
     command = list(args.command)
@@ -277,6 +298,13 @@ def _routes(routes: list[str]) -> dict[Any, Any]:
 
 
 def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
+    """the recording proxy on its own, for programs started elsewhere
+
+    Serve a cassette to any program through a proxy on 127.0.0.1: as a forward proxy
+    (HTTPS_PROXY/HTTP_PROXY; HTTPS is opened with a certificate from the agenttape CA,
+    which the program must trust) and, with --upstream, at a base URL. Runs until
+    Ctrl-C, then saves. A request nothing recorded serves is answered with status 599.
+    """
     from . import proxy_command
 
     if args.print_ca:
@@ -306,6 +334,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    """list the runs a Recorder kept in STORE, newest first, with tags and status"""
     from .._production.stored_runs import list_runs, parse_since
     from .runs_table import format_runs, parse_tags
 
@@ -324,6 +353,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
+    """copy one run out of STORE to replay it as a test"""
     from .._production.run import RUN_ID
     from .._production.stored_runs import fetch_run
 
@@ -343,7 +373,17 @@ def _warn(command: str) -> Callable[[str], None]:
     return warn
 
 
+def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    """the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)
+
+    Maintain the run index a Recorder writes beside the runs:
+    STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install 'agenttape-recorder[index]'.
+    """
+    raise UsageError(f"give an action: rebuild or compact (see '{PROG} index --help')")
+
+
 def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
+    """index the run files again: for runs written before the index, or a lost batch"""
     from .._production.stored_runs import parse_since, rebuild_index
 
     try:
@@ -362,6 +402,7 @@ def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
+    """merge each day's small index files into one, atomically"""
     from .._production.stored_runs import compact_index
 
     done = compact_index(args.store)
@@ -382,6 +423,13 @@ def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
+    """one self-contained HTML page: timeline, decoded bodies, replay kit
+
+    Lay out CASSETTE as one HTML page that works offline: a waterfall of the
+    interactions (boundaries, errors, 429s and streams cut short marked), each one's
+    request and response decoded for reading, and the replay kit. Without -o the page
+    goes to a temporary file opened in the browser.
+    """
     import tempfile
     import webbrowser
 
@@ -410,6 +458,25 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 # -- parser ------------------------------------------------------------------------------------
 
 
+Handler = Callable[[argparse.Namespace, TextIO], int]
+STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
+
+
+def _command(commands: Any, name: str, handler: Handler) -> argparse.ArgumentParser:
+    """The subcommand ``name`` that runs ``handler``: the first paragraph of the handler's
+    docstring is its help line, the rest its description (argparse folds their lines)."""
+    help, _blank, description = inspect.cleandoc(handler.__doc__ or "").partition("\n\n")
+    command: argparse.ArgumentParser = commands.add_parser(
+        name, help=help, description=description or None
+    )
+    command.set_defaults(handler=handler)
+    return command
+
+
+def _repeatable(parser: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
+    parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
+
+
 def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
     parser.add_argument(
@@ -418,12 +485,11 @@ def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
         metavar=MODE_METAVAR,
         help="default: $AGENTTAPE_MODE, else none (replay only); record is all",
     )
-    parser.add_argument(
+    _repeatable(
+        parser,
         "--route",
-        action="append",
-        default=[],
-        metavar="FROM=TO",
-        help="while recording, send live traffic for FROM to TO instead (a local stand-in); "
+        "FROM=TO",
+        "while recording, send live traffic for FROM to TO instead (a local stand-in); "
         "the cassette keeps FROM. e.g. https://api.openai.com=http://127.0.0.1:8765 "
         "(repeatable)",
     )
@@ -436,8 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"agenttape {__version__}")
     commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
+    json_help = "JSON for machines"
 
-    show = commands.add_parser("show", help="table of a cassette's interactions, or one in full")
+    show = _command(commands, "show", cmd_show)
     show.add_argument("cassette", metavar="CASSETTE")
     show.add_argument(
         "-i",
@@ -446,30 +513,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="show interaction N (negative counts from the end) with headers and readable bodies",
     )
-    show.add_argument("--json", action="store_true", help="JSON for machines")
-    show.set_defaults(handler=cmd_show)
+    show.add_argument("--json", action="store_true", help=json_help)
 
-    diff = commands.add_parser(
-        "diff", help="compare two runs interaction by interaction (exit 1 when they differ)"
-    )
+    diff = _command(commands, "diff", cmd_diff)
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")
-    diff.add_argument(
+    _repeatable(
+        diff,
         "--ignore",
-        action="append",
-        default=[],
-        metavar="JSON_PATH",
-        help="leave a JSON path out of body comparisons (repeatable), e.g. id or choices[*].message.refusal",
+        "JSON_PATH",
+        "leave a JSON path out of body comparisons (repeatable), e.g. id or "
+        "choices[*].message.refusal",
     )
     diff.add_argument(
         "--all", action="store_true", help="also list the interactions that are the same"
     )
-    diff.set_defaults(handler=cmd_diff)
 
-    export = commands.add_parser(
-        "export",
-        help="JSON for reading, HAR 1.2 for devtools and HAR viewers, or OpenTelemetry spans",
-    )
+    export = _command(commands, "export", cmd_export)
     export.add_argument("cassette", metavar="CASSETTE", help="a cassette or a kept run")
     export.add_argument("--format", choices=("json", "har", "otlp"), default="json")
     export.add_argument(
@@ -481,11 +541,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --format otlp: send the trace to this OTLP/HTTP receiver "
         "(http://127.0.0.1:4318, as a collector, Jaeger or Phoenix listens) instead",
     )
-    export.set_defaults(handler=cmd_export)
 
-    vcr = commands.add_parser(
-        "import-vcr", help="convert a vcrpy cassette (YAML, or JSON by .json name)"
-    )
+    vcr = _command(commands, "import-vcr", cmd_import_vcr)
     vcr.add_argument("source", metavar="VCR.yaml")
     vcr.add_argument("output", metavar="OUT.msgpack")
     vcr.add_argument("--force", action="store_true", help="overwrite OUT.msgpack if it exists")
@@ -494,18 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODULE:ATTRIBUTE",
         help="the project's own vcrpy serializer (the one its conftest registers)",
     )
-    vcr.set_defaults(handler=cmd_import_vcr)
 
-    redact = commands.add_parser(
-        "redact",
-        help="redact secrets in place, atomically (the default rules always apply)",
-        description=(
-            "Redact CASSETTE in place, atomically. The default rules always apply: secret "
-            "headers and query parameters, and credential-shaped values in URLs, headers and "
-            "bodies, response bodies included (compressed ones are decompressed, redacted and "
-            "compressed again)."
-        ),
-    )
+    redact = _command(commands, "redact", cmd_redact)
     redact.add_argument("cassette", metavar="CASSETTE")
     for flag, metavar, what in (
         ("--header", "H", "header name to redact"),
@@ -513,48 +560,22 @@ def build_parser() -> argparse.ArgumentParser:
         ("--json-path", "P", "JSON path in request and response bodies, e.g. user.email"),
         ("--regex", "R", "regular expression to redact in URLs, headers and bodies"),
     ):
-        redact.add_argument(
-            flag, action="append", default=[], metavar=metavar, help=f"{what} (repeatable)"
-        )
-    redact.set_defaults(handler=cmd_redact)
+        _repeatable(redact, flag, metavar, f"{what} (repeatable)")
 
-    audit = commands.add_parser(
-        "audit", help="scan cassettes for secrets; exit 1 when one is found"
-    )
+    audit = _command(commands, "audit", cmd_audit)
     audit.add_argument(
         "paths",
         nargs="+",
         metavar="PATH",
         help="cassette files or directories (searched for *.msgpack)",
     )
-    audit.set_defaults(handler=cmd_audit)
 
-    run = commands.add_parser(
-        "run",
-        help="run any program (Python, Node, curl, ...) and its subprocesses under a cassette",
-        description=(
-            "Run COMMAND with every process it starts recording to or replaying from one "
-            "cassette, with no change to its code: Python processes in-process, every other "
-            "program through the recording proxy (HTTPS_PROXY, with the agenttape CA trusted). "
-            "A bare 'python' means this interpreter. Exits with the command's status, or 1 "
-            "when it succeeded but a request through the proxy had no recorded interaction."
-        ),
-    )
+    run = _command(commands, "run", cmd_run)
     run.add_argument("--cassette", metavar="P", help="default: cassettes/<script name>.msgpack")
     _add_mode_and_routes(run)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
-    run.set_defaults(handler=cmd_run)
 
-    view = commands.add_parser(
-        "view",
-        help="one self-contained HTML page: timeline, decoded bodies, replay kit",
-        description=(
-            "Lay out CASSETTE as one HTML page that works offline: a waterfall of the "
-            "interactions (boundaries, errors, 429s and streams cut short marked), each one's "
-            "request and response decoded for reading, and the replay kit. Without -o the page "
-            "goes to a temporary file opened in the browser."
-        ),
-    )
+    view = _command(commands, "view", cmd_view)
     view.add_argument("cassette", metavar="CASSETTE")
     view.add_argument(
         "-o",
@@ -562,18 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.html",
         help="write the page here (atomically) and open no browser",
     )
-    view.set_defaults(handler=cmd_view)
 
-    proxy = commands.add_parser(
-        "proxy",
-        help="the recording proxy on its own, for programs started elsewhere",
-        description=(
-            "Serve a cassette to any program through a proxy on 127.0.0.1: as a forward proxy "
-            "(HTTPS_PROXY/HTTP_PROXY; HTTPS is opened with a certificate from the agenttape CA, "
-            "which the program must trust) and, with --upstream, at a base URL. Runs until "
-            "Ctrl-C, then saves. A request nothing recorded serves is answered with status 599."
-        ),
-    )
+    proxy = _command(commands, "proxy", cmd_proxy)
     proxy.add_argument(
         "--cassette", metavar="P", default="cassettes/proxy.msgpack", help="default: %(default)s"
     )
@@ -592,57 +603,32 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the path of the agenttape CA certificate (made if need be) and exit",
     )
-    proxy.set_defaults(handler=cmd_proxy)
 
-    runs = commands.add_parser(
-        "runs", help="list the runs a Recorder kept in STORE, newest first, with tags and status"
-    )
-    runs.add_argument("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
-    runs.add_argument(
-        "--tag", action="append", default=[], metavar="K=V", help="only runs tagged so (repeatable)"
-    )
+    runs = _command(commands, "runs", cmd_runs)
+    runs.add_argument("store", metavar="STORE", help=STORE_HELP)
+    _repeatable(runs, "--tag", "K=V", "only runs tagged so (repeatable)")
     runs.add_argument(
         "--since", metavar="T", help="only runs since T: 30m, 2h, 7d or 1w ago, or an ISO date/time"
     )
     runs.add_argument(
         "--errors", action="store_true", help="only runs that raised, failed a call or were flagged"
     )
-    runs.add_argument("--json", action="store_true", help="JSON for machines")
-    runs.set_defaults(handler=cmd_runs)
+    runs.add_argument("--json", action="store_true", help=json_help)
 
-    index = commands.add_parser(
-        "index",
-        help="the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)",
-        description=(
-            "Maintain the run index a Recorder writes beside the runs: "
-            "STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install 'agenttape-recorder[index]'."
-        ),
-    )
+    index = _command(commands, "index", cmd_index)
     actions = index.add_subparsers(dest="index_action", metavar="ACTION", parser_class=_Parser)
-    rebuild = actions.add_parser(
-        "rebuild",
-        help="index the run files again: for runs written before the index, or a lost batch",
-    )
-    rebuild.add_argument(
-        "store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p"
-    )
+    rebuild = _command(actions, "rebuild", cmd_index_rebuild)
+    rebuild.add_argument("store", metavar="STORE", help=STORE_HELP)
     rebuild.add_argument(
         "--since", metavar="T", help="only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"
     )
-    rebuild.set_defaults(handler=cmd_index_rebuild)
-    compact = actions.add_parser(
-        "compact", help="merge each day's small index files into one, atomically"
-    )
-    compact.add_argument(
-        "store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p"
-    )
-    compact.set_defaults(handler=cmd_index_compact)
+    compact = _command(actions, "compact", cmd_index_compact)
+    compact.add_argument("store", metavar="STORE", help=STORE_HELP)
 
-    fetch = commands.add_parser("fetch", help="copy one run out of STORE to replay it as a test")
-    fetch.add_argument("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
+    fetch = _command(commands, "fetch", cmd_fetch)
+    fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
     fetch.add_argument("run_id", metavar="RUN_ID")
     fetch.add_argument("output", metavar="OUT.msgpack")
-    fetch.set_defaults(handler=cmd_fetch)
     return parser
 
 
@@ -656,9 +642,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             prog = f"{PROG} {args.command_name}"
         if unknown:
             raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see '{prog} --help')")
-        handler: Callable[[argparse.Namespace, TextIO], int] | None = getattr(args, "handler", None)
-        if handler is None and args.command_name == "index":
-            raise UsageError(f"give an action: rebuild or compact (see '{prog} --help')")
+        handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             raise UsageError(
                 "give a command: show, view, diff, export, import-vcr, redact, audit, run, "

@@ -11,17 +11,7 @@ from dataclasses import dataclass, field
 from .._core import grpc_wire, jsonpath
 from .._core.matching import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
-from . import frames
-from .reading import (
-    body_end,
-    decode_within_budget,
-    grpc_messages,
-    is_sse,
-    parse_json,
-    parse_sse,
-    parseable,
-    sse_text,
-)
+from . import frames, reading
 
 
 @dataclass(slots=True)
@@ -48,7 +38,7 @@ def _outcome(interaction: Interaction) -> str:
             return f"grpc {grpc_wire.status_name(code)}" + (f" ({details})" if details else "")
         if interaction.error is not None:
             return f"{status}, then {interaction.error.kind} ({interaction.error.type})"
-        if body_end(interaction) == "closed_early":
+        if reading.body_end(interaction) == "closed_early":
             return f"{status}, closed early by the client"
         return str(status)
     assert interaction.error is not None
@@ -69,25 +59,31 @@ def _text_difference(where: str, want: str, got: str) -> str:
 
 def _body_differences(a: Response, b: Response, ignore: tuple[str, ...]) -> list[str]:
     decoded_a, decoded_b = (
-        decode_within_budget(a.headers, a.body),
-        decode_within_budget(b.headers, b.body),
+        reading.decode_within_budget(a.headers, a.body),
+        reading.decode_within_budget(b.headers, b.body),
     )
     want, got = decoded_a.data, decoded_b.data
     if want == got:
         return []
-    messages_a, messages_b = grpc_messages(a.headers, want), grpc_messages(b.headers, got)
+    messages_a, messages_b = (
+        reading.grpc_messages(a.headers, want),
+        reading.grpc_messages(b.headers, got),
+    )
     if messages_a is not None and messages_b is not None:
         found: list[str] = []
         json_differences("response messages", messages_a, messages_b, found)
         return found or [_bytes_difference(want, got)]
-    if not (parseable(a.body, decoded_a) and parseable(b.body, decoded_b)):
+    if not (reading.parseable(a.body, decoded_a) and reading.parseable(b.body, decoded_b)):
         return [_bytes_difference(want, got)]
-    if is_sse(a.headers) and is_sse(b.headers):
-        want_text, got_text = sse_text(parse_sse(want)), sse_text(parse_sse(got))
+    if reading.is_sse(a.headers) and reading.is_sse(b.headers):
+        want_text, got_text = (
+            reading.sse_text(reading.parse_sse(want)),
+            reading.sse_text(reading.parse_sse(got)),
+        )
         if want_text == got_text:
             return []
         return [_text_difference("response stream text", want_text, got_text)]
-    (want_json, want_doc), (got_json, got_doc) = parse_json(want), parse_json(got)
+    (want_json, want_doc), (got_json, got_doc) = reading.parse_json(want), reading.parse_json(got)
     if want_json and got_json:
         for path in ignore:
             jsonpath.delete(want_doc, path)

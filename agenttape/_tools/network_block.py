@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from contextvars import Token
 from pathlib import Path
-from types import TracebackType
 
 from .._adapters.network_guard import allowed
 from .._core import runtime
@@ -17,7 +16,7 @@ from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
 
 
-class NetworkBlock:
+class NetworkBlock(runtime.Block):
     """A ``Tape`` that replays nothing and records nothing: an allowed host is reached
     live, any other raises ``NetworkBlockedError``. ``path`` is the test file, for the
     error's words."""
@@ -34,20 +33,12 @@ class NetworkBlock:
         self.is_active = False
         self._token: Token[Tape | None] | None = None
 
-    def __enter__(self) -> NetworkBlock:
+    def _open(self) -> None:
         self.is_active = True
         self._token = runtime.activate(self)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.is_active = False
-        assert self._token is not None
-        runtime.deactivate(self, self._token)
+    def _close(self, exc: BaseException | None) -> None:
+        self._deactivate()
 
     @property
     def interactions(self) -> list[Interaction]:

@@ -115,18 +115,10 @@ class Proxy:
                 f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}"
             ) from None
         self.server.start()
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def misses(self) -> list[UnmatchedInteractionError]:
-        return self.adapter.misses
-
-    @property
-    def distrusted(self) -> list[tuple[str, str]]:
-        return self.server.distrusted
+        self.url = self.server.url
+        # The adapter's and the server's own lists, which they add to while serving.
+        self.misses: list[UnmatchedInteractionError] = self.adapter.misses
+        self.distrusted: list[tuple[str, str]] = self.server.distrusted
 
     def close(self) -> None:
         """Stops serving, then closes the cassette: what was recorded is saved."""

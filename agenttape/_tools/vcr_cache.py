@@ -18,6 +18,8 @@ from typing import Any
 
 import msgpack
 
+from .._core.files import replacing
+
 FORMAT = b"agenttape-vcr-cache-1"
 
 
@@ -61,11 +63,5 @@ def _write(path: Path, data: bytes) -> None:
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     descriptor, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    with replacing(temporary, path), os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)

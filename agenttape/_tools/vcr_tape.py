@@ -23,10 +23,10 @@ from .._adapters.network_guard import allowed
 from .._core import codec, files, provider_keys, runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
 from .._core.matching import Matcher, multipart_parts
-from .._core.models import Headers, Interaction, Request
+from .._core.models import Interaction, Request
 from .._core.options import Mode
-from .._core.redaction import Redactor
-from .._core.replay_queue import Precedents, ReplayQueue, miss_error
+from .._core.redaction import Redacting, Redactor
+from .._core.replay_queue import KeepsMisses, Precedents, ReplayQueue
 from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
 from .drift import Drift
@@ -101,7 +101,7 @@ VCR_MODES: dict[str, Mode] = {mode: mode for mode in ("none", "once", "new_episo
 """vcrpy's record modes that are agenttape's too (``rewrite`` is resolved before a tape)."""
 
 
-class VcrTape:
+class VcrTape(runtime.Activation, KeepsMisses, Redacting):
     """A ``Tape`` over vcrpy's ``Cassette`` (``vcr``, what the ``vcr`` fixture yields): play
     counts and newly recorded interactions are kept there too, so it answers as vcrpy's.
 
@@ -139,7 +139,7 @@ class VcrTape:
         self.metadata: dict[str, Any] = {}
         self._interactions: list[Interaction] = []  # in step with ``vcr.data``
         self._loaded = 0
-        self._redactor = Redactor()
+        self.redactor = Redactor()
         self._strict = Matcher()
         self._lock = threading.Lock()
         self._token: Token[Tape | None] | None = None
@@ -188,7 +188,7 @@ class VcrTape:
         else:
             cassette._load()  # the project's persister and serializer, as vcrpy reads it
             self._interactions = [
-                interaction_of(request, response, self._redactor)[0]
+                interaction_of(request, response, self.redactor)[0]
                 for request, response in cassette.data
             ]
         self._loaded = len(self._interactions)
@@ -196,12 +196,8 @@ class VcrTape:
 
     def stop(self) -> None:
         """Deactivate, and write what was recorded into the msgpack successor."""
-        if not self.is_active:
+        if not self._deactivate():
             return
-        self.is_active = False
-        assert self._token is not None
-        runtime.deactivate(self, self._token)
-        self._token = None
         if not self._records:
             provider_keys.release()
         for recording in list(self._pending):
@@ -254,7 +250,7 @@ class VcrTape:
                 return interaction
         if not self._records:
             raise self._miss(request, boundary)
-        recording = Recording(self, self._redactor.request(request), boundary)
+        recording = Recording(self, self.redactor.request(request), boundary)
         with self._lock:
             self._pending[recording] = incoming
         return recording
@@ -302,7 +298,7 @@ class VcrTape:
 
     def _check_drift(self, index: int, interaction: Interaction, filtered: Any) -> None:
         recorded = interaction.request
-        sent = self._redactor.request(request_of(filtered))
+        sent = self.redactor.request(request_of(filtered))
         if self._strict.key(recorded) == self._strict.key(sent):
             return
         differences = self._strict.differences(recorded, sent)
@@ -315,34 +311,20 @@ class VcrTape:
         counts = self.vcr.play_counts
         for index, interaction in enumerate(self._interactions):
             queue.add(interaction, played=bool(counts[index]))
-        error = miss_error(
+        path = self.vcr_path if not self.path.exists() else self.path
+        return self._missing(
             request,
-            boundary=boundary,
-            candidates=queue.nearest(request, 3, boundary),
-            path=str(self.vcr_path if not self.path.exists() else self.path),
-            mode=self.mode,
-            mode_label=self.mode_label,
-            rerecord=RERECORD,
-            count=len(self._interactions),
+            boundary,
+            queue.nearest(request, 3, boundary),
+            str(path),
+            RERECORD,
+            len(self._interactions),
         )
-        self.missed(error)
-        return error
-
-    def missed(self, error: UnmatchedInteractionError) -> None:
-        """Keeps a miss, so a test that swallows the exception cannot hide it."""
-        with self._lock:
-            self.misses.append(error)
 
     # -- the Tape protocol, for recordings ---------------------------------------------------
 
     def precedents(self, interaction: Interaction) -> Precedents | None:
         return None
-
-    def response_headers(self, headers: Headers) -> Headers:
-        return self._redactor.response_headers(headers)
-
-    def client_frame(self, payload: bytes) -> bytes:
-        return self._redactor.frame(payload)
 
     def responded(self, recording: Recording) -> None:
         """Nothing to do at the head: a recording joins the cassette once sealed, when
@@ -369,9 +351,9 @@ class VcrTape:
         if len(cassette.data) == before:
             return  # a filter dropped it
         stored_request, stored_response = cassette.data[-1]
-        interaction.request = self._redactor.request(request_of(stored_request))
+        interaction.request = self.redactor.request(request_of(stored_request))
         if stored_response != response:
-            rebuilt, _ = interaction_of(stored_request, stored_response, self._redactor)
+            rebuilt, _ = interaction_of(stored_request, stored_response, self.redactor)
             assert rebuilt.response is not None and interaction.response is not None
             if rebuilt.response.body == interaction.response.body:
                 rebuilt.response.chunks = interaction.response.chunks

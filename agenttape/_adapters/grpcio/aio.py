@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import AsyncIterator, Callable, Generator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -85,19 +86,17 @@ def _entry(original: Any, stream_request: bool, stream_response: bool) -> Any:
     return call
 
 
+@dataclass(frozen=True, slots=True)
 class _Spec:
     """One multi-callable's method, its shape, and its twin that sends bytes."""
 
-    def __init__(
-        self, multi_callable: Any, method: Method, stream_request: bool, stream_response: bool
-    ) -> None:
-        self._multi_callable = multi_callable
-        self.method = method
-        self.stream_request = stream_request
-        self.stream_response = stream_response
+    multi_callable: Any
+    method: Method
+    stream_request: bool
+    stream_response: bool
 
     def live(self) -> Any:
-        return bytes_twin(self._multi_callable)
+        return bytes_twin(self.multi_callable)
 
 
 class TapedCall:

@@ -138,50 +138,54 @@ class _Taped:
     def _messages(self, request: Any) -> list[Any]:
         return list(request) if self.streaming_request else [request]
 
-    def _argument(self, payloads: list[bytes]) -> Any:
-        return iter(payloads) if self.streaming_request else payloads[0]
+    def _exchange(
+        self,
+        tape: Tape,
+        request: Any,
+        timeout: Any,
+        metadata: Any,
+        replayed: Callable[[Method, Interaction, Schedule, Any], Any],
+        record: Callable[[Recording, Any], Any],
+    ) -> Any:
+        """One call through the tape: ``replayed`` answers from the recorded interaction,
+        ``record`` sends the request's payloads as grpcio's bytes multi-callable takes them
+        (an iterator when the request streams)."""
+        method = self._method
+        model, payloads = method.request(self._messages(request), metadata)
+
+        def replay(interaction: Interaction, schedule: Schedule) -> Any:
+            return replayed(method, interaction, schedule, timeout)
+
+        def record_payloads(recording: Recording) -> Any:
+            return record(recording, iter(payloads) if self.streaming_request else payloads[0])
+
+        return exchange(
+            tape, model, replay=replay, record=record_payloads, failure_of=not_a_transport_failure
+        )
 
     def unary(
         self, tape: Tape, request: Any, timeout: Any, metadata: Any, extra: tuple[Any, ...]
     ) -> Any:
         """One unary answer: ``(response, call)``, raising the recorded error."""
-        model, payloads = self._method.request(self._messages(request), metadata)
-        method = self._method
 
-        def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            call = unary(method, interaction, schedule, timeout)
-            if isinstance(call, ReplayedRpcError):
-                raise call
-            return call.result(), call
-
-        def record(recording: Recording) -> Any:
+        def record(recording: Recording, argument: Any) -> Any:
             try:
-                raw, call = self.live().with_call(
-                    self._argument(payloads), timeout, metadata, *extra
-                )
+                raw, call = self.live().with_call(argument, timeout, metadata, *extra)
             except grpc.RpcError as error:
                 record_call_end(recording, error)
                 raise
             record_head(recording, call)
             record_message(recording, raw)
             record_call_end(recording, call)
-            return method.deserialize(raw), call
+            return self._method.deserialize(raw), call
 
-        return exchange(
-            tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
-        )
+        return self._exchange(tape, request, timeout, metadata, _unary_answer, record)
 
     def future(
         self, tape: Tape, request: Any, timeout: Any, metadata: Any, extra: tuple[Any, ...]
     ) -> Any:
-        model, payloads = self._method.request(self._messages(request), metadata)
-        method = self._method
-
-        def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            return unary(method, interaction, schedule, timeout)
-
-        def record(recording: Recording) -> Any:
-            future = self.live().future(self._argument(payloads), timeout, metadata, *extra)
+        def record(recording: Recording, argument: Any) -> Any:
+            future = self.live().future(argument, timeout, metadata, *extra)
 
             def done(call: Any) -> None:
                 if call.exception() is None:
@@ -190,28 +194,28 @@ class _Taped:
                 record_call_end(recording, call)
 
             future.add_done_callback(done)
-            return _DeserializingFuture(future, method)
+            return _DeserializingFuture(future, self._method)
 
-        return exchange(
-            tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
-        )
+        return self._exchange(tape, request, timeout, metadata, unary, record)
 
     def stream(
         self, tape: Tape, request: Any, timeout: Any, metadata: Any, extra: tuple[Any, ...]
     ) -> Any:
-        model, payloads = self._method.request(self._messages(request), metadata)
-        method = self._method
+        def record(recording: Recording, argument: Any) -> Any:
+            rendezvous = self.live()(argument, timeout, metadata, *extra)
+            return _RecordingStream(rendezvous, recording, self._method)
 
-        def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            return ReplayedStream(method, interaction, schedule, timeout)
+        return self._exchange(tape, request, timeout, metadata, ReplayedStream, record)
 
-        def record(recording: Recording) -> Any:
-            rendezvous = self.live()(self._argument(payloads), timeout, metadata, *extra)
-            return _RecordingStream(rendezvous, recording, method)
 
-        return exchange(
-            tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
-        )
+def _unary_answer(
+    method: Method, interaction: Interaction, schedule: Schedule, timeout: Any
+) -> tuple[Any, Any]:
+    """A replayed unary call's ``(response, call)``, raising the recorded error."""
+    call = unary(method, interaction, schedule, timeout)
+    if isinstance(call, ReplayedRpcError):
+        raise call
+    return call.result(), call
 
 
 _EXTRA = ("credentials", "wait_for_ready", "compression")

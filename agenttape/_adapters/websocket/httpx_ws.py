@@ -28,6 +28,7 @@ from ..._core.websocket import (
     SessionReplay,
     close_payload,
 )
+from ..forwarding import Forwarding
 from .replay import ReplayPeer, key_of
 from .taps import FrameChecker, FrameRecorder, dropped
 
@@ -127,19 +128,16 @@ class _TappedConnection:
 # -- recording --------------------------------------------------------------------------
 
 
-class _RecordedStream:
+class _RecordedStream(Forwarding):
     """The live network stream, telling the recorder when it fails or closes."""
 
     def __init__(self, stream: Any, recorder: FrameRecorder) -> None:
-        self._stream = stream
+        super().__init__(stream)
         self._recorder = recorder
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         try:
-            data: bytes = self._stream.read(max_bytes, timeout)
+            data: bytes = self._wrapped.read(max_bytes, timeout)
         except Exception as exc:
             self._recorder.ended(dropped(exc))
             raise
@@ -153,13 +151,13 @@ class _RecordedStream:
 
     def close(self) -> None:
         self._recorder.ended(None)
-        self._stream.close()
+        self._wrapped.close()
 
 
 class _AsyncRecordedStream(_RecordedStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # type: ignore[override]
         try:
-            data: bytes = await self._stream.read(max_bytes, timeout)
+            data: bytes = await self._wrapped.read(max_bytes, timeout)
         except Exception as exc:
             self._recorder.ended(dropped(exc))
             raise
@@ -167,7 +165,7 @@ class _AsyncRecordedStream(_RecordedStream):
 
     async def aclose(self) -> None:
         self._recorder.ended(None)
-        await self._stream.aclose()
+        await self._wrapped.aclose()
 
 
 def record(response: Any, session: SessionRecording, asynchronous: bool) -> None:

@@ -28,6 +28,7 @@ from urllib.parse import urlunsplit
 from ..._core import runtime
 from ..._core.errors import UnmatchedInteractionError
 from ..._core.models import OPCODES, Failure, Request
+from ..._core.tape import Tape
 from ..._core.websocket import (
     SessionRecording,
     SessionReplay,
@@ -165,9 +166,9 @@ def _tap_protocol(client: type, protocol: type, errors: ModuleType) -> None:
     )
     setattr(protocol, _SESSION, None)
     _wrap(client, "__init__", _make_init)
-    _wrap(client, "process_response", _make_process_response)
-    _wrap(protocol, "send_frame", _make_send_frame)
-    _wrap(protocol, "recv_frame", _make_recv_frame)
+    _wrap(client, "process_response", _telling(_Tap.response))
+    _wrap(protocol, "send_frame", _telling(_Tap.sent))
+    _wrap(protocol, "recv_frame", _telling(_Tap.received))
     _wrap(protocol, "receive_eof", _make_receive_eof)
     setattr(client, _PATCHED, True)
 
@@ -234,34 +235,22 @@ def _make_init(original: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
-def _make_process_response(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    def process_response(self: Any, response: Any) -> None:
-        tap = getattr(self, _SESSION)
-        if tap is not None:
-            tap.response(response)
-        original(self, response)
+def _telling(
+    tell: Callable[[_Tap, Any], None],
+) -> Callable[[Callable[[Any, Any], None]], Callable[[Any, Any], None]]:
+    """Makes the wrapper of a one-argument method that first tells the connection's tap
+    (``process_response``, ``send_frame``, ``recv_frame``), when it has one."""
 
-    return process_response
+    def make(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+        def method(self: Any, argument: Any) -> None:
+            tap = getattr(self, _SESSION)
+            if tap is not None:
+                tell(tap, argument)
+            original(self, argument)
 
+        return method
 
-def _make_send_frame(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    def send_frame(self: Any, frame: Any) -> None:
-        tap = getattr(self, _SESSION)
-        if tap is not None:
-            tap.sent(frame)
-        original(self, frame)
-
-    return send_frame
-
-
-def _make_recv_frame(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
-    def recv_frame(self: Any, frame: Any) -> None:
-        tap = getattr(self, _SESSION)
-        if tap is not None:
-            tap.received(frame)
-        original(self, frame)
-
-    return recv_frame
+    return make
 
 
 def _make_receive_eof(original: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -309,26 +298,7 @@ def _make_open_async(original: Callable[[Any], Any], module: ModuleType) -> Call
         connection = self.factory(self.ws_uri)
         wire = _prepared(connection.protocol, self.additional_headers, self.user_agent_header)
         request = upgrade_request(self.ws_uri, wire.headers)
-
-        async def record(session: SessionRecording) -> Any:
-            setattr(connection.protocol, _SESSION, _recording(session))
-            self.factory = lambda uri: connection
-            try:
-                return await original(self)
-            finally:
-                self.factory = factory
-
-        async def replay(session: SessionReplay) -> Any:
-            raise_if_never_opened(session)
-            transport = ReplayTransport(connection, session, (self.ws_uri.host, self.ws_uri.port))
-            setattr(connection.protocol, _SESSION, _replaying(session, transport.schedule))
-            connection.connection_made(transport)
-            return connection
-
-        factory = self.factory
-        return await open_session_async(
-            tape, request, replay=replay, record=record, failure_of=failure_of
-        )
+        return await _open_async(tape, request, self, "factory", connection, self.ws_uri, original)
 
     return open_tcp_connection
 
@@ -353,28 +323,44 @@ def _make_create_connection(
             user_agent = None
         wire = _prepared(connection.protocol, additional_headers, user_agent)
         request = upgrade_request(ws_uri, wire.headers)
-
-        async def record(session: SessionRecording) -> Any:
-            setattr(connection.protocol, _SESSION, _recording(session))
-            self.protocol_factory = lambda uri: connection
-            try:
-                return await original(self)
-            finally:
-                self.protocol_factory = factory
-
-        async def replay(session: SessionReplay) -> Any:
-            raise_if_never_opened(session)
-            transport = ReplayTransport(connection, session, (ws_uri.host, ws_uri.port))
-            setattr(connection.protocol, _SESSION, _replaying(session, transport.schedule))
-            connection.connection_made(transport)
-            return connection
-
-        factory = self.protocol_factory
-        return await open_session_async(
-            tape, request, replay=replay, record=record, failure_of=failure_of
+        return await _open_async(
+            tape, request, self, "protocol_factory", connection, ws_uri, original
         )
 
     return create_connection
+
+
+async def _open_async(
+    tape: Tape,
+    request: Request,
+    opener: Any,
+    factory: str,
+    connection: Any,
+    ws_uri: Any,
+    original: Callable[[Any], Any],
+) -> Any:
+    """Opens ``connection`` as ``opener`` would: recording, ``original`` opens it for real
+    (its ``factory`` attribute hands it out); replaying, on an in-memory transport."""
+    made = getattr(opener, factory)
+
+    async def record(session: SessionRecording) -> Any:
+        setattr(connection.protocol, _SESSION, _recording(session))
+        setattr(opener, factory, lambda uri: connection)
+        try:
+            return await original(opener)
+        finally:
+            setattr(opener, factory, made)
+
+    async def replay(session: SessionReplay) -> Any:
+        raise_if_never_opened(session)
+        transport = ReplayTransport(connection, session, (ws_uri.host, ws_uri.port))
+        setattr(connection.protocol, _SESSION, _replaying(session, transport.schedule))
+        connection.connection_made(transport)
+        return connection
+
+    return await open_session_async(
+        tape, request, replay=replay, record=record, failure_of=failure_of
+    )
 
 
 # -- sync --------------------------------------------------------------------------------
