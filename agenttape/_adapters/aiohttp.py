@@ -26,7 +26,6 @@ from .memory_transport import MemoryTransport
 from .websocket import aiohttp as aiohttp_ws
 
 _PATCHED = "__agenttape_original_connect__"
-"""Seconds between looks, while a replayed piece waits for a request recorded before it."""
 
 # aiohttp exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {

@@ -98,14 +98,8 @@ def continue_exchange(
             note_replayed(exc, tape, plan)
             raise
     _replayed.set(False)
-    token = runtime.enter_adapter()
-    try:
+    with _LiveExchange(plan, failure_of):
         return record(plan)
-    except BaseException as exc:
-        _failed(plan, exc, failure_of)
-        raise
-    finally:
-        runtime.exit_adapter(token)
 
 
 async def exchange_async(
@@ -128,14 +122,8 @@ async def exchange_async(
             note_replayed(exc, tape, plan)
             raise
     _replayed.set(False)
-    token = runtime.enter_adapter()
-    try:
+    with _LiveExchange(plan, failure_of):
         return await record(plan)
-    except BaseException as exc:
-        _failed(plan, exc, failure_of)
-        raise
-    finally:
-        runtime.exit_adapter(token)
 
 
 REPLAYED_FAILURE_HINT = (
@@ -202,6 +190,27 @@ def unplayable(tape: Tape, interaction: Interaction, library: str, problem: str)
         f"{tape.path}: {which} cannot be replayed through {library}: {problem}; "
         "correct the cassette or record it again"
     )
+
+
+class _LiveExchange:
+    """Around a live exchange: the adapters' own connections pass the network guard, and an
+    exception that escapes is written down (``_failed``)."""
+
+    __slots__ = ("failure_of", "recording", "token")
+
+    def __init__(self, recording: Recording, failure_of: FailureOf) -> None:
+        self.recording = recording
+        self.failure_of = failure_of
+
+    def __enter__(self) -> None:
+        self.token = runtime.enter_adapter()
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        try:
+            if exc is not None:
+                _failed(self.recording, exc, self.failure_of)
+        finally:
+            runtime.exit_adapter(self.token)
 
 
 def _failed(recording: Recording, exc: BaseException, failure_of: FailureOf) -> None:

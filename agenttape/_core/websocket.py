@@ -24,25 +24,17 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .errors import UnmatchedInteractionError
 from .exchange import FailureOf, Schedule, exchange, exchange_async
 from .matching import Matcher
-from .models import (
-    OPCODE_NUMBERS,
-    Closed,
-    Direction,
-    Failure,
-    Frame,
-    Headers,
-    Interaction,
-    Opcode,
-    Request,
-    Response,
-)
+from .models import OPCODE_NUMBERS, Closed, Frame, Opcode, Request
 from .replay_queue import RERECORD_HINT
 from .tape import Recording, Tape
+
+if TYPE_CHECKING:
+    from .models import Direction, Failure, Headers, Interaction, Response
 
 R = TypeVar("R")
 

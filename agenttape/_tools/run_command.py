@@ -392,7 +392,9 @@ def run(
                 proxy.close()
         if each != "replay":
             distrusted = bool(proxy and proxy.distrusted)
-            _save(cassette, each, fragments, report, distrusted, signalled)
+            _save(
+                cassette, each, fragments, report, handshakes_failed=distrusted, signalled=signalled
+            )
     finally:
         shutil.rmtree(fragments, ignore_errors=True)
     if proxy is not None:
@@ -427,8 +429,9 @@ def _save(
     each: str,
     fragments: Path,
     report: Any,
-    handshakes_failed: bool = False,
-    signalled: str | None = None,
+    *,
+    handshakes_failed: bool,
+    signalled: str | None,
 ) -> None:
     """Merges what every process and the proxy recorded into the cassette; a run stopped
     by ``signalled`` (SIGINT, SIGTERM) marks it interrupted, as an exception marks a
