@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ENVIRONMENTS = ROOT / ".matrix"
 
-# What every cell's tests need besides the library under test (tests/conftest.py imports the
-# SDKs and the stand-ins; the WebSocket tests' server is the websockets library's).
+# What every cell's tests need besides the library under test (tests/conftest.py imports httpx
+# and the stand-ins; the WebSocket tests' server is the websockets library's). The SDKs, slow to
+# install and to import, are only in the cells of their own tests.
 BASE = [
     "pytest>=8",
     "pytest-asyncio>=0.23",
@@ -35,7 +36,7 @@ BASE = [
     "msgpack>=1.0",
     "hypothesis",
 ]
-SDKS = ["httpx", "openai", "anthropic", "websockets"]
+SDKS = ["httpx", "websockets"]
 
 
 @dataclass(frozen=True)
