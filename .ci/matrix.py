@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ENVIRONMENTS = ROOT / ".matrix"
 
-# What every cell's tests need besides the library under test (tests/conftest.py imports the
-# SDKs and the stand-ins; the WebSocket tests' server is the websockets library's).
+# What every cell's tests need besides the library under test (tests/conftest.py imports httpx
+# and the stand-ins; the WebSocket tests' server is the websockets library's). The SDKs, slow to
+# install and to import, are only in the cells of their own tests.
 BASE = [
     "pytest>=8",
     "pytest-asyncio>=0.23",
@@ -34,7 +36,7 @@ BASE = [
     "msgpack>=1.0",
     "hypothesis",
 ]
-SDKS = ["httpx", "openai", "anthropic", "websockets"]
+SDKS = ["httpx", "websockets"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,11 @@ class Library:
     companions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # What SDKS entry the library replaces (its own pin wins).
     replaces: str | None = None
+    # A pytest -k expression: the tests of those files that exercise this library.
+    select: str | None = None
+    # The library whose cells also test this one: each of its versions is pinned there, the
+    # oldest beside the oldest and so on (no cells of its own).
+    runs_in: str | None = None
 
 
 LIBRARIES = (
@@ -85,7 +92,7 @@ LIBRARIES = (
     Library(
         "aiohttp",
         ("3.8.6", "3.10.11", "3.14.5"),
-        ("tests/test_adapters_aiohttp.py",),
+        ("tests/test_adapters_aiohttp.py", "tests/test_adapters_aiohttp_ws.py"),
         companions={
             version: ("requests", "httpx-aiohttp") for version in ("3.8.6", "3.10.11", "3.14.5")
         },
@@ -99,6 +106,31 @@ LIBRARIES = (
         "httpx-ws",
         ("0.6.2", "0.7.2", "0.9.0"),
         ("tests/test_adapters_httpx_ws.py",),
+    ),
+    Library(
+        "httpx2",
+        ("2.0.0", "2.8.0", "2.16.2"),
+        ("tests/test_adapters_httpx.py",),
+        select="httpx2",
+    ),
+    # The SDKs against the local API stand-in, both in each cell (their tests import both): openai
+    # below 3 and anthropic below 1 are built on httpx (the oldest on an httpx that still takes
+    # proxies=, openai 1.0 on anyio 3), the later ones on httpx2.
+    Library(
+        "openai",
+        ("1.0.0", "2.8.1", "3.57.0"),
+        ("tests/test_sdks.py", "tests/test_sdk_retries.py"),
+        companions={
+            "1.0.0": ("anthropic==0.30.1", "httpx==0.27.2", "anyio<4"),
+            "2.8.1": ("anthropic==0.75.0",),
+            "3.57.0": ("anthropic==2.14.0",),
+        },
+    ),
+    Library(
+        "anthropic",
+        ("0.30.1", "0.75.0", "2.14.0"),
+        ("tests/test_sdks.py", "tests/test_sdk_retries.py"),
+        runs_in="openai",
     ),
 )
 
@@ -129,6 +161,11 @@ def run(command: list[str], log: Path, **options: object) -> int:
         return int(completed.returncode)
 
 
+def name_of(requirement: str) -> str:
+    """The distribution a requirement names (``anyio<4`` -> ``anyio``)."""
+    return re.split(r"[<>=!~ ;\[]", requirement, maxsplit=1)[0].lower()
+
+
 def cell(uv: str, library: Library, version: str) -> Result:
     started = time.monotonic()
     slug = f"{library.name}-{version}"
@@ -137,15 +174,26 @@ def cell(uv: str, library: Library, version: str) -> Result:
     log.unlink(missing_ok=True)
     python = environment / "bin" / "python"
     pins = [f"{library.name}=={version}", *library.companions.get(version, ())]
-    wanted = [*BASE, *(s for s in SDKS if s != library.replaces), *pins, "-e", str(ROOT)]
+    pinned = {name_of(pin) for pin in pins}  # a pin replaces what BASE or SDKS say of it
+    wanted = [
+        *(requirement for requirement in BASE if name_of(requirement) not in pinned),
+        *(sdk for sdk in SDKS if sdk != library.replaces and sdk not in pinned),
+        *pins,
+        *("-e", str(ROOT)),
+    ]
     if not python.exists() and run([uv, "venv", "-q", "-p", sys.executable, str(environment)], log):
         return Result(library.name, version, "environment failed", time.monotonic() - started, log)
     if run([uv, "pip", "install", "-q", "--python", str(python), *wanted], log):
         return Result(library.name, version, "install failed", time.monotonic() - started, log)
     env = dict(os.environ)
     env.pop("AGENTTAPE_MODE", None)
+    select = ["-k", library.select] if library.select else []
     status = run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:randomly", *library.tests],
+        [
+            *(str(python), "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:randomly"),
+            *select,
+            *library.tests,
+        ],
         log,
         cwd=ROOT,
         env=env,
@@ -164,7 +212,8 @@ def main(argv: list[str]) -> int:
     if not Path(uv).exists():
         print("uv is needed: python -m pip install uv", file=sys.stderr)
         return 2
-    chosen = [library for library in LIBRARIES if not argv or library.name in argv]
+    named = set(argv) | {lib.runs_in for lib in LIBRARIES if lib.runs_in and lib.name in argv}
+    chosen = [lib for lib in LIBRARIES if not lib.runs_in and (not argv or lib.name in named)]
     ENVIRONMENTS.mkdir(exist_ok=True)
     started = time.monotonic()
     jobs = [(library, version) for library in chosen for version in library.versions]

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx
-import openai
 import pytest
 from llm_standin import StandIn
 
@@ -129,6 +127,9 @@ def make_world(standin: StandIn, serve: Callable[..., Server]) -> World:
 
 def record_session(path: Path, world: World, note: str) -> None:
     """A small agent run: OpenAI chat, Anthropic stream, a gzip tool call, a refused port."""
+    import anthropic  # here, not at the top: every test run imports this module via conftest
+    import openai
+
     base = world.standin.url
     with agenttape.use_cassette(path, mode="all"), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the model's end-of-life notice
@@ -163,6 +164,8 @@ def recorded_session(tmp_path: Path, standin: StandIn, serve: Callable[..., Serv
 def record_three_endings(path: Path, standin: StandIn, serve: Callable[..., Server]) -> None:
     """Records one body of each way to end short: an OpenAI stream the SDK closes after
     ``[DONE]``, a stream its reader left early, a body a transport error cut."""
+    import openai
+
     held = serve(lambda seen: Reply(chunks=[b"data: 1\n\n", b"data: 2\n\n"], chunked=True, delay=1))
     cut = serve(lambda seen: Reply(chunks=[b'{"half'], length=100))
     with agenttape.use_cassette(path, mode="once"):

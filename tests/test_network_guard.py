@@ -4,6 +4,7 @@ process that never imports their library."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import multiprocessing
 import os
@@ -282,6 +283,35 @@ def test_a_recording_names_connections_no_adapter_made(serve: Serve, cassette_pa
     [message] = [str(w.message) for w in caught if "opened connections" in str(w.message)]
     assert f"127.0.0.1:{server.port} (tests)" in message
     assert not any("made no HTTP request" in str(w.message) for w in caught)
+
+
+def test_a_recording_names_asyncio_and_raw_connections_no_adapter_made(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """The audit hook on ``socket.connect`` sees what a patch of ``socket.socket.connect``
+    did not: asyncio's non-blocking connect and a connect on a ``_socket.socket``."""
+    import _socket
+
+    first = serve(lambda seen: json_reply({}))
+    second = serve(lambda seen: json_reply({}))
+
+    async def open_and_close() -> None:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", first.port)
+        writer.close()
+        await writer.wait_closed()
+
+    with (
+        pytest.warns(agenttape.AgentTapeWarning) as caught,
+        agenttape.use_cassette(cassette_path, mode="all"),
+    ):
+        asyncio.run(open_and_close())
+        raw = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        try:
+            raw.connect(("127.0.0.1", second.port))
+        finally:
+            raw.close()
+    [message] = [str(w.message) for w in caught if "opened connections" in str(w.message)]
+    assert f"127.0.0.1:{first.port} (tests), 127.0.0.1:{second.port} (tests)" in message
 
 
 def test_connections_made_by_adapters_are_not_named(serve: Serve, cassette_path: Path) -> None:

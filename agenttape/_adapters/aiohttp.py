@@ -277,7 +277,7 @@ def _replay_connection(
     if protocol is None:
         protocol = handler_class(loop)
         protocol.connection_made(_ReplayTransport(protocol, loop))
-    protocol.transport.load(interaction, req.method, schedule)
+    protocol.transport.load(interaction, req, schedule)
     return connection_class(connector, key, protocol, loop)
 
 
@@ -349,7 +349,8 @@ def _raised(reader: Any) -> BaseException | None:
 class _ReplayTransport(MemoryTransport):
     """Delivers the recorded reads to the protocol, each once the previous one has been
     consumed (or at its recorded offset with ``realtime``), then the recorded ending; a body
-    the client closed early gets none. A response that ended leaving the connection open
+    the client closed early gets none. The first read waits until aiohttp has written the
+    request, as a server's answer does. A response that ended leaving the connection open
     makes way for the next one (``load``), as a kept-alive socket does."""
 
     def __init__(self, protocol: Any, loop: asyncio.AbstractEventLoop) -> None:
@@ -357,7 +358,9 @@ class _ReplayTransport(MemoryTransport):
         self._protocol = protocol
         self._handle: asyncio.Handle | None = None
 
-    def load(self, interaction: Interaction, method: str, schedule: Schedule) -> None:
+    def load(self, interaction: Interaction, req: Any, schedule: Schedule) -> None:
+        method = req.method
+        self._request = req
         self._error = interaction.error
         response = interaction.response
         head: bytes | None = None
@@ -385,6 +388,27 @@ class _ReplayTransport(MemoryTransport):
         self._walk = Walk(schedule, body, interaction.error, head=head)
         self._over = False
         self._handle = self._loop.call_soon(self._step)
+
+    def _writing(self) -> bool:
+        """Whether aiohttp's task writing the request is still running (then the first read
+        waits for it, and ``_step`` runs again when it ends). Live, a response cannot come
+        before its request went out, so aiohttp has dropped that task by the time the response
+        ends and releases the connection at once; before 3.11, a response that ended first
+        released it a loop turn later, after the next request had asked for a connection.
+        A request that waits for ``100 Continue`` is not held up."""
+        req = self._request
+        writer = getattr(req, "_writer", None)
+        if not isinstance(writer, asyncio.Future) or writer.done():
+            return False
+        waiting = getattr(req, "_continue", None)
+        if isinstance(waiting, asyncio.Future) and not waiting.done():
+            return False
+        writer.add_done_callback(self._written)
+        return True
+
+    def _written(self, _writer: object) -> None:
+        if self._handle is None:
+            self._step_later(0)
 
     def reusable(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether a connection ``kept_alive`` when released can carry the next response
@@ -415,6 +439,8 @@ class _ReplayTransport(MemoryTransport):
         if self._closing or self._paused or self._over:
             return
         walk = self._walk
+        if not walk.delivered and self._writing():
+            return
         if walk.delivered and not walk.exhausted:
             payload = self._protocol._payload
             if payload is not None and getattr(payload, "_buffer", None):

@@ -8,10 +8,18 @@ adapter, ``http.client``, a raw ``socket.create_connection``, a UDP ``sendto``. 
 are remembered from ``getaddrinfo`` so the error names the host, not only the address it
 resolved to. A Python child process inherits the guard (see ``children``): there no
 cassette is active, and the guard it inherited decides.
+
+While a cassette records, every connection the process opens is seen by one audit hook on
+``socket.connect`` (``sys.addaudithook``; it catches the non-blocking connects of asyncio and
+the ones made through ``_socket`` directly, which a patch of ``socket.socket`` misses). One
+opened inside an adapter's exchange is that adapter's; any other is told to the cassette,
+which names it when it stops. Audit hooks cannot be removed: the one hook is added the first
+time a cassette becomes active and does nothing while none records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import socket as _socket
 import sys
@@ -52,6 +60,7 @@ def inherit(guard: Guard) -> None:
 
 
 def install(socket: ModuleType) -> None:
+    _watch_connections()
     socket_class = socket.socket
     if _PATCHED in vars(socket_class):
         return
@@ -66,12 +75,10 @@ def install(socket: ModuleType) -> None:
     def guarded_connect(self: Any, address: Any) -> None:
         _check(self, address)
         connect(self, address)
-        _account(self, address)
 
     def guarded_connect_ex(self: Any, address: Any) -> int:
         _check(self, address)
         result: int = connect_ex(self, address)
-        _account(self, address)
         return result
 
     def guarded_sendto(self: Any, data: Any, *rest: Any) -> int:
@@ -120,16 +127,39 @@ def allowed(host: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(host, pattern.lower().strip("[]")) for pattern in patterns)
 
 
-def _account(sock: Any, address: Any) -> None:
-    """A connection made here, outside every adapter, while a cassette records: the cassette
-    is told (host, port, and the library whose code opened it, where the stack shows one)."""
-    if sock.family not in _INET:
+_watching = False
+
+
+def _watch_connections() -> None:
+    """Adds the process's one audit hook (once: a hook stays for the life of the process)."""
+    global _watching
+    if not _watching:
+        _watching = True
+        sys.addaudithook(_audit)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """Called for every audit event in the process: anything but ``socket.connect`` returns
+    at once, and so does a connect while no cassette records."""
+    if event != "socket.connect":
         return
+    with contextlib.suppress(Exception):  # a hook that raised would fail the connect itself
+        _account(*args)
+
+
+def _account(sock: Any, address: Any) -> None:
+    """A connection about to be opened (``socket.connect`` audit event) outside every
+    adapter while a cassette records: the cassette is told (host, port, and the library whose
+    code opened it, where the stack shows one). Adapters open their live connections inside
+    ``runtime.enter_adapter``, where ``runtime.active()`` is None: those are accounted for."""
     tape = runtime.active()
+    if tape is None or not getattr(tape, "is_recording", False):
+        return
     note = getattr(tape, "unaccounted", None)
-    if note is None or not getattr(tape, "is_recording", False):
+    if note is None or sock.family not in _INET:
         return
     ip, port = str(address[0]), int(address[1])
+    # Frames up: this function, the hook, then the code that called connect (a C function).
     note(_names.get(ip, ip), port, _library_of(sys._getframe(2)))
 
 

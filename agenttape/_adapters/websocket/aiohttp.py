@@ -1,9 +1,10 @@
 """aiohttp ``ClientSession.ws_connect``: its upgrade request reaches ``BaseConnector.connect``
 like any request (see ``_adapters.aiohttp``), which hands it here to become a session.
 
-Frames are taken where aiohttp handles them in Python: ``WebSocketWriter.send_frame`` sees
-each frame the client sends before masking and compression, and the message queue aiohttp
-builds per connection (``WebSocketDataQueue``, swapped for a subclass) sees each message
+Frames are taken where aiohttp handles them in Python: ``WebSocketWriter.send_frame`` (before
+3.11, ``_send_frame``) sees each frame the client sends before masking and compression, and
+the message queue aiohttp builds per connection (``WebSocketDataQueue``, before 3.11
+``FlowControlDataQueue``; swapped for a subclass in ``aiohttp.client`` only) sees each message
 received after unmasking and inflating. aiohttp assembles a fragmented message before
 anything outside its reader sees it, so such a message is recorded as one frame.
 
@@ -34,22 +35,28 @@ _MESSAGE_OPCODES: dict[int, Opcode] = {1: "text", 2: "binary", 8: "close", 9: "p
 
 _installed = False
 
+# Where each aiohttp names the writer's frame method and the client's message queue: 3.11 and
+# later first, then 3.8 to 3.10.
+_SEND_FRAME = ("send_frame", "_send_frame")
+_QUEUES = ("WebSocketDataQueue", "FlowControlDataQueue")
+
 
 def install(aiohttp: ModuleType) -> None:
     """Taps ``ws_connect``'s writer and message queue (reached through the imported
-    ``aiohttp``; nothing is imported here). An older aiohttp whose client names neither keeps
+    ``aiohttp``; nothing is imported here). An aiohttp whose client names neither keeps
     treating the upgrade as a plain request."""
     global _installed
     client = aiohttp.client
     writer = getattr(client, "WebSocketWriter", None)
-    queue = getattr(client, "WebSocketDataQueue", None)
-    if writer is None or queue is None or not hasattr(writer, "send_frame"):
+    method = next((name for name in _SEND_FRAME if hasattr(writer, name)), None)
+    queue_name = next((name for name in _QUEUES if hasattr(client, name)), None)
+    if writer is None or method is None or queue_name is None:
         return
     if _PATCHED not in vars(writer):
-        original = writer.send_frame
+        original = getattr(writer, method)
         setattr(writer, _PATCHED, original)
-        writer.send_frame = _make_send_frame(original)
-        client.WebSocketDataQueue = _tapped_queue(queue)
+        setattr(writer, method, _make_send_frame(original))
+        setattr(client, queue_name, _tapped_queue(getattr(client, queue_name)))
     _installed = True
 
 
@@ -78,7 +85,7 @@ def _tapped_queue(base: Any) -> type:
         base.__init__(self, protocol, limit, loop=loop)
         self.agenttape_tap = getattr(protocol, _TAP, None)
 
-    def feed_data(self: Any, data: Any, size: int) -> None:
+    def feed_data(self: Any, data: Any, size: int = 0) -> None:
         tap = self.agenttape_tap
         frame = _frame_of(data) if tap is not None else None
         if frame is not None:
