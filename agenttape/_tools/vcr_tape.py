@@ -168,6 +168,9 @@ class VcrTape:
         self._key_of = tuple(_attribute_key(keyed[m]) for m in match_on if m in keyed)
         self._checks = tuple(_parts_or(m) if m is body else m for m in match_on if m not in keyed)
         self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
+        # vcrpy 9.4's drop_unused_requests: the loaded interactions played, in play order.
+        self._drop_unused = bool(getattr(cassette, "drop_unused_requests", False))
+        self._played: list[int] = []
 
     @property
     def interactions(self) -> list[Interaction]:
@@ -221,8 +224,13 @@ class VcrTape:
             provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
-        if self._dirty:
+        if self._dirty or self._drops_unused():
             self.save()
+
+    def _drops_unused(self) -> bool:
+        """Whether the cassette is saved without the loaded interactions no request played
+        (``drop_unused_requests``, outside mode ``all``, which keeps only new recordings)."""
+        return self._drop_unused and self.mode != "all" and len(self._played) < self._loaded
 
     def save(self) -> None:
         with self._lock:
@@ -237,9 +245,16 @@ class VcrTape:
 
     def _kept(self) -> list[Interaction]:
         """What the cassette holds once saved: in mode ``all``, as vcrpy keeps it, the loaded
-        interactions no new recording matches, then the new recordings."""
+        interactions no new recording matches (none with ``drop_unused_requests``), then the
+        new recordings; else all of them, or with ``drop_unused_requests`` the loaded ones
+        played, in the order first played, then the new recordings."""
         if self.mode != "all":
+            if self._drops_unused():
+                played = [self._interactions[index] for index in self._played]
+                return played + self._interactions[self._loaded :]
             return list(self._interactions)
+        if self._drop_unused:
+            return self._interactions[self._loaded :]
         data = self.vcr.data
         recorded = [request for request, _response in data[self._loaded :]]
         match_on = self.vcr._match_on
@@ -311,6 +326,8 @@ class VcrTape:
             if all(_matches(check, filtered, stored) for check in self._checks):
                 if counts[index] == 0:
                     cassette._played_interactions.append(cassette.data[index])
+                    if index < self._loaded:
+                        self._played.append(index)
                 counts[index] += 1
                 return index
         return None
