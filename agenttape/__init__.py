@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._adapters import enable as _enable_adapters
-from ._core.boundary import boundary
-from ._core.cassette import Cassette, load, use_cassette
 from ._core.errors import (
     AgentTapeError,
     AgentTapeWarning,
@@ -18,11 +19,41 @@ from ._core.llm import LLMCall
 from ._core.matching import Candidate
 from ._core.models import Failure, Interaction, Request, Response
 from ._core.options import Mode
-from ._production.recorder import Recorder, RecorderStats
-from ._production.run import Run
 from ._version import __version__
 
+if TYPE_CHECKING:
+    from ._core.boundary import boundary
+    from ._core.cassette import Cassette, load, use_cassette
+    from ._production.recorder import Recorder, RecorderStats
+    from ._production.run import Run
+
 _enable_adapters()
+
+_LAZY = {
+    "boundary": "._core.boundary",
+    "Cassette": "._core.cassette",
+    "load": "._core.cassette",
+    "use_cassette": "._core.cassette",
+    "Recorder": "._production.recorder",
+    "RecorderStats": "._production.recorder",
+    "Run": "._production.run",
+}
+"""Names imported on first use: a process that never opens a cassette or a recorder of its
+own (the pytest plugin serving a suite written for pytest-recording, say) never loads them."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "AgentTapeError",

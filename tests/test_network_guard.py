@@ -95,6 +95,12 @@ def test_allowed_hosts_let_loopback_through(serve: Serve, empty_cassette: Path) 
         connect("127.0.0.1", server.port)
     with agenttape.use_cassette(empty_cassette, allowed_hosts=["local*"]):
         connect("localhost", server.port)
+    # A regular expression, matched from the start of the host (pytest-recording's reading).
+    with agenttape.use_cassette(empty_cassette, allowed_hosts=[r"re:127\.0\.0\.\d+$"]):
+        connect("127.0.0.1", server.port)
+    refused = agenttape.use_cassette(empty_cassette, allowed_hosts=["re:0\\.0", "re:10\\."])
+    with refused, pytest.raises(agenttape.NetworkBlockedError):
+        connect("127.0.0.1", server.port)
     with agenttape.use_cassette(empty_cassette, block_network=False):
         connect("127.0.0.1", server.port)
 

@@ -344,6 +344,51 @@ def test_block_network_and_the_vcr_fixture_without_a_marker(
     assert len(server.seen) == served + 1
 
 
+ALLOWED_HOSTS = """
+import os
+
+import httpx
+import pytest
+
+API = os.environ["API"]
+
+
+@pytest.mark.block_network(allowed_hosts=[r"127\\.0\\.0\\.\\d+"])
+def test_a_regex():
+    assert httpx.get(API + "/v1/stream").status_code == 200
+
+
+@pytest.mark.block_network(allowed_hosts=["127"])
+def test_matched_from_the_start_of_the_host():
+    assert httpx.get(API + "/v1/stream").status_code == 200
+
+
+@pytest.mark.block_network(allowed_hosts=[r"10\\.\\d+", "example"])
+def test_refused():
+    with pytest.raises(Exception, match="Network is disabled"):
+        httpx.get(API + "/v1/stream")
+
+
+@pytest.mark.block_network
+def test_the_option():
+    assert httpx.get(API + "/v1/stream").status_code == 200
+"""
+
+
+@pytest.mark.parametrize("plugins", [AGENTTAPE, RECORDING], ids=["agenttape", "pytest-recording"])
+def test_allowed_hosts_are_regular_expressions(
+    pytester: pytest.Pytester, server: Server, plugins: tuple[str, ...]
+) -> None:
+    """As pytest-recording reads them: each a regular expression matched from the start of
+    the host (``re.match``), from the marker, ``--allowed-hosts`` or ``vcr_config``."""
+    served = len(server.seen)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_hosts=ALLOWED_HOSTS)
+    result = run(pytester, server, *plugins, r"--allowed-hosts=^1\d\d\.0\.")
+    result.assert_outcomes(passed=4)
+    assert len(server.seen) == served + 3
+
+
 def test_workers_report_drift_to_one_summary(suite: pytest.Pytester, server: Server) -> None:
     result = run(suite, server, *AGENTTAPE, "-n", "2", N="3")
     result.assert_outcomes(passed=5)

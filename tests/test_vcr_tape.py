@@ -71,3 +71,66 @@ def test_vcrpy_semantics_over_a_json_cassette(tmp_path: Path, serve: Callable[..
         ("a", 2),
         ("b", 4),
     ]
+
+
+def test_drop_unused_requests_as_vcrpy_keeps_what_was_played(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    server = serve(app)
+    path = tmp_path / "chat.json"
+    with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(path)):
+        for name in ("a", "b", "c"):
+            httpx.get(f"{server.url}/{name}")
+    original = path.read_text()
+
+    def paths(cassette: Path) -> list[str]:
+        return [i.request.url.rsplit("/", 1)[1] for i in agenttape.load(cassette).interactions]
+
+    # vcrpy itself, for the comparison: the cassette keeps what was played, in play order.
+    theirs = tmp_path / "theirs.json"
+    theirs.write_text(original)
+    with vcr.VCR(serializer="json").use_cassette(
+        str(theirs), record_mode="none", drop_unused_requests=True
+    ):
+        httpx.get(f"{server.url}/c")
+        httpx.get(f"{server.url}/a")
+    kept = json.loads(theirs.read_text())["interactions"]
+    assert [i["request"]["uri"].rsplit("/", 1)[1] for i in kept] == ["c", "a"]
+
+    replay = tape(path, "none", drop_unused_requests=True)
+    replay.start()
+    try:
+        httpx.get(f"{server.url}/c")
+        httpx.get(f"{server.url}/a")
+    finally:
+        replay.stop()
+    assert paths(path.with_suffix(".msgpack")) == ["c", "a"]
+    assert path.read_text() == original  # the old file stays as it is
+
+    # Everything played: nothing to drop, nothing written.
+    path.with_suffix(".msgpack").unlink()
+    replay = tape(path, "none", drop_unused_requests=True)
+    replay.start()
+    try:
+        for name in ("a", "b", "c"):
+            httpx.get(f"{server.url}/{name}")
+    finally:
+        replay.stop()
+    assert not path.with_suffix(".msgpack").exists()
+
+    # Mode all: only what was recorded now.
+    again = tape(path, "all", drop_unused_requests=True)
+    again.start()
+    try:
+        httpx.get(f"{server.url}/b")
+    finally:
+        again.stop()
+    assert paths(path.with_suffix(".msgpack")) == ["b"]
+    path.with_suffix(".msgpack").unlink()
+    without = tape(path, "all")
+    without.start()
+    try:
+        httpx.get(f"{server.url}/b")
+    finally:
+        without.stop()
+    assert paths(path.with_suffix(".msgpack")) == ["a", "c", "b"]  # b replaced, the rest kept

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
+import re
 import socket as _socket
 import sys
 from collections import OrderedDict
@@ -120,11 +122,29 @@ def _remember(address: str, name: str) -> None:
         _names.popitem(last=False)
 
 
+REGEX_PREFIX = "re:"
+"""An allow-list pattern that starts so is a regular expression, matched from the start of
+the host (``re.match``, as pytest-recording reads its ``allowed_hosts``); no host name or
+address starts so."""
+
+
 def allowed(host: str, patterns: tuple[str, ...]) -> bool:
     """True when ``host`` (a name or an address) matches one of the allow-list patterns
-    (exact names, addresses, or globs such as ``*.internal``)."""
+    (exact names, addresses, globs such as ``*.internal``, or ``re:`` and a regular
+    expression)."""
     host = host.lower().strip("[]")
-    return any(fnmatch.fnmatchcase(host, pattern.lower().strip("[]")) for pattern in patterns)
+    for pattern in patterns:
+        if pattern.startswith(REGEX_PREFIX):
+            if _regex(pattern[len(REGEX_PREFIX) :]).match(host):
+                return True
+        elif fnmatch.fnmatchcase(host, pattern.lower().strip("[]")):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
 
 
 _watching = False

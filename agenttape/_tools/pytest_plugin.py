@@ -27,11 +27,10 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.options import (
     MODE_ENVIRONMENT_VARIABLE,
@@ -41,7 +40,10 @@ from .._core.options import (
     mode_argument,
 )
 
-_CASSETTE = pytest.StashKey[Cassette]()
+if TYPE_CHECKING:
+    from .._core.cassette import Cassette
+
+_CASSETTE = pytest.StashKey["Cassette"]()
 _FAILED = pytest.StashKey[bool]()
 _RUN_ID = pytest.StashKey[str]()
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
@@ -236,6 +238,8 @@ def _run_id(config: pytest.Config) -> str:
 @pytest.fixture
 def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     """The cassette active for this test (from its ``agenttape`` marker, or the defaults)."""
+    from .._core.cassette import Cassette  # imported by the first test that has one
+
     item = request.node
     assert isinstance(item, pytest.Item)
     path, options = _options(item)

@@ -14,12 +14,14 @@ import contextlib
 import copy
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .._adapters.network_guard import REGEX_PREFIX
 from .drift import DRIFT_MODES, DriftReport, drift_text
 from .network_block import NetworkBlock
 from .vcr_cache import deserialize_cached
@@ -123,6 +125,20 @@ def vcr_markers(request: pytest.FixtureRequest) -> list[pytest.Mark]:
     return list(request.node.iter_markers(name="vcr"))
 
 
+def as_patterns(hosts: list[str] | None) -> tuple[str, ...]:
+    """pytest-recording's allowed hosts, each a regular expression matched from the start of
+    the host, as agenttape's network guard takes them."""
+    patterns = tuple(hosts or ())
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise pytest.UsageError(
+                f"allowed_hosts: {pattern!r} is not a regular expression: {exc}"
+            ) from None
+    return tuple(REGEX_PREFIX + pattern for pattern in patterns)
+
+
 def merge_kwargs(config: dict[str, Any], markers: list[pytest.Mark]) -> dict[str, Any]:
     """``vcr_config`` with the markers' keywords over it, the closest marker last."""
     kwargs = copy.deepcopy(config)
@@ -155,7 +171,7 @@ def block_network(
     if vcr_markers or not _blocks(request, record_mode, vcr_markers):
         yield
         return
-    hosts = tuple(request.getfixturevalue("allowed_hosts") or ())
+    hosts = as_patterns(request.getfixturevalue("allowed_hosts"))
     with NetworkBlock(Path(str(request.node.path)), hosts):
         yield
 
@@ -263,7 +279,7 @@ def open_tape(
         config["path"] = transformer(config["path"])
     drift = pytestconfig.getoption("agenttape_drift") != "off"
     blocks = _blocks(request, record_mode, markers)
-    hosts = tuple(request.getfixturevalue("allowed_hosts") or ()) if blocks else ()
+    hosts = as_patterns(request.getfixturevalue("allowed_hosts")) if blocks else ()
     return VcrTape(
         Cassette(**config),
         suffix=suffix,

@@ -89,6 +89,21 @@ def _matches(matcher: VcrMatcher, incoming: Any, stored: Any) -> bool:
     return result is None or bool(result)
 
 
+_BODY_HEADERS = ("content-type", "content-encoding")
+
+
+def _as_recorded(sent: Any, stored: Any) -> bool:
+    """True when the request sent is the recorded one, as vcrpy holds both, in all the drift
+    check compares: method, URL and body bytes, and the headers that say how a body is
+    redacted (so both redact alike). The common replay then needs no comparison."""
+    body = sent.body
+    if not isinstance(body, bytes) or body != stored.body:
+        return False
+    if sent.method != stored.method or sent.uri != stored.uri:
+        return False
+    return all(sent.headers.get(name) == stored.headers.get(name) for name in _BODY_HEADERS)
+
+
 def msgpack_path(vcr_path: Path, suffix: str) -> Path:
     """Where a vcrpy cassette's agenttape successor lives: same folder, same stem."""
     name = vcr_path.name
@@ -139,7 +154,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self.metadata: dict[str, Any] = {}
         self._interactions: list[Interaction] = []  # in step with ``vcr.data``
         self._loaded = 0
-        self.redactor = Redactor()
+        self.redactor = Redactor.from_rules(None)  # the defaults, shared (and what they saw)
         self._strict = Matcher()
         self._lock = threading.Lock()
         self._token: Token[Tape | None] | None = None
@@ -153,6 +168,9 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self._key_of = tuple(_attribute_key(keyed[m]) for m in match_on if m in keyed)
         self._checks = tuple(_parts_or(m) if m is body else m for m in match_on if m not in keyed)
         self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
+        # vcrpy 9.4's drop_unused_requests: the loaded interactions played, in play order.
+        self._drop_unused = bool(getattr(cassette, "drop_unused_requests", False))
+        self._played: list[int] = []
 
     @property
     def interactions(self) -> list[Interaction]:
@@ -202,8 +220,13 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
             provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
-        if self._dirty:
+        if self._dirty or self._drops_unused():
             self.save()
+
+    def _drops_unused(self) -> bool:
+        """Whether the cassette is saved without the loaded interactions no request played
+        (``drop_unused_requests``, outside mode ``all``, which keeps only new recordings)."""
+        return self._drop_unused and self.mode != "all" and len(self._played) < self._loaded
 
     def save(self) -> None:
         with self._lock:
@@ -218,9 +241,16 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
 
     def _kept(self) -> list[Interaction]:
         """What the cassette holds once saved: in mode ``all``, as vcrpy keeps it, the loaded
-        interactions no new recording matches, then the new recordings."""
+        interactions no new recording matches (none with ``drop_unused_requests``), then the
+        new recordings; else all of them, or with ``drop_unused_requests`` the loaded ones
+        played, in the order first played, then the new recordings."""
         if self.mode != "all":
+            if self._drops_unused():
+                played = [self._interactions[index] for index in self._played]
+                return played + self._interactions[self._loaded :]
             return list(self._interactions)
+        if self._drop_unused:
+            return self._interactions[self._loaded :]
         data = self.vcr.data
         recorded = [request for request, _response in data[self._loaded :]]
         match_on = self.vcr._match_on
@@ -292,11 +322,15 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
             if all(_matches(check, filtered, stored) for check in self._checks):
                 if counts[index] == 0:
                     cassette._played_interactions.append(cassette.data[index])
+                    if index < self._loaded:
+                        self._played.append(index)
                 counts[index] += 1
                 return index
         return None
 
     def _check_drift(self, index: int, interaction: Interaction, filtered: Any) -> None:
+        if _as_recorded(filtered, self.vcr.data[index][0]):
+            return
         recorded = interaction.request
         sent = self.redactor.request(request_of(filtered))
         if self._strict.key(recorded) == self._strict.key(sent):
