@@ -215,3 +215,12 @@ def write_run(
     path = folder / f"{run_id}.msgpack"
     path.write_bytes(codec.encode(header, interactions))
     return path
+
+
+def signals_as_at_a_terminal() -> None:
+    """``preexec_fn`` for a child a test signals: it starts as a command typed at a terminal
+    does, SIGINT and SIGTERM at their defaults and unblocked, whatever the test's process
+    inherited or was left with by a library an earlier test used."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})

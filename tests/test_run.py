@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import agenttape
-from tests.cli_support import AGENTTAPE, assert_one_line_error, cli
+from tests.cli_support import AGENTTAPE, assert_one_line_error, cli, signals_as_at_a_terminal
 from tests.servers import Seen, Server, json_reply
 
 PROGRAM = """
@@ -277,6 +277,7 @@ def test_a_signal_to_run_saves_the_recording_marked_interrupted(
     run = subprocess.Popen(
         [str(AGENTTAPE), "run", "--mode", "once", "--", "python", str(script), "wait"],
         stdin=subprocess.DEVNULL,
+        preexec_fn=signals_as_at_a_terminal,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -327,6 +328,7 @@ def test_sigterm_to_run_keeps_what_a_non_python_command_sent_through_the_proxy(
     run = subprocess.Popen(
         [*command, "--", "bash", str(script)],
         stdin=subprocess.DEVNULL,
+        preexec_fn=signals_as_at_a_terminal,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

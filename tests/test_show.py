@@ -16,6 +16,7 @@ import pytest
 
 import agenttape
 from agenttape._tools.cli import main
+from tests.cli_support import signals_as_at_a_terminal
 from tests.servers import Server, json_reply
 
 
@@ -95,6 +96,7 @@ def test_ctrl_c_in_a_script_leaves_a_cassette_that_says_it_was_cut_short(
     running = subprocess.Popen(
         [sys.executable, str(script), str(cassette), weather.url],
         stdin=subprocess.DEVNULL,
+        preexec_fn=signals_as_at_a_terminal,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
