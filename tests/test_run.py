@@ -266,6 +266,25 @@ STEPS = """
 """
 
 
+def run_until_ready(
+    args: list[str], cwd: Path, api: str
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """Starts ``agenttape ARGS`` as a terminal would and reads the command's first four lines
+    (its last says it is ready for the signal)."""
+    run = subprocess.Popen(
+        [str(AGENTTAPE), *args],
+        stdin=subprocess.DEVNULL,
+        preexec_fn=signals_as_at_a_terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "API": api},
+    )
+    assert run.stdout is not None
+    return run, [run.stdout.readline() for _ in range(4)]
+
+
 @pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_run_saves_the_recording_marked_interrupted(
     sent: signal.Signals, tmp_path: Path, serve: Callable[..., Server]
@@ -274,18 +293,9 @@ def test_a_signal_to_run_saves_the_recording_marked_interrupted(
     script = tmp_path / "steps.py"
     script.write_text(textwrap.dedent(STEPS))
     cassette = tmp_path / "cassettes" / "steps.msgpack"
-    run = subprocess.Popen(
-        [str(AGENTTAPE), "run", "--mode", "once", "--", "python", str(script), "wait"],
-        stdin=subprocess.DEVNULL,
-        preexec_fn=signals_as_at_a_terminal,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "API": server.url},
+    run, lines = run_until_ready(
+        ["run", "--mode", "once", "--", "python", str(script), "wait"], tmp_path, server.url
     )
-    assert run.stdout is not None
-    lines = [run.stdout.readline() for _ in range(4)]
     assert lines[-1] == "ready\n", lines
     run.send_signal(sent)  # to agenttape run alone, as kill or a supervisor sends it
     _out, err = run.communicate(timeout=60)
@@ -324,19 +334,8 @@ def test_sigterm_to_run_keeps_what_a_non_python_command_sent_through_the_proxy(
         'for i in 0 1 2; do curl -s "$API/step?i=$i"; echo; done\necho ready\nexec sleep 60\n'
     )
     cassette = tmp_path / "steps.msgpack"
-    command = [str(AGENTTAPE), "run", "--cassette", str(cassette), "--mode", "once"]
-    run = subprocess.Popen(
-        [*command, "--", "bash", str(script)],
-        stdin=subprocess.DEVNULL,
-        preexec_fn=signals_as_at_a_terminal,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "API": server.url},
-    )
-    assert run.stdout is not None
-    lines = [run.stdout.readline() for _ in range(4)]
+    command = ["run", "--cassette", str(cassette), "--mode", "once"]
+    run, lines = run_until_ready([*command, "--", "bash", str(script)], tmp_path, server.url)
     assert lines == ['{"step": "0"}\n', '{"step": "1"}\n', '{"step": "2"}\n', "ready\n"]
     run.send_signal(signal.SIGTERM)
     _out, err = run.communicate(timeout=60)
