@@ -29,17 +29,21 @@ AGENTTAPE = Path(sys.executable).parent / "agenttape"
 GZIP_DOCUMENT = {"order": "A-1", "items": [{"sku": "X", "qty": 2}]}
 
 
+def run_captured(
+    command: list[str], *, env: dict[str, str], cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Runs a command to its end, its output kept as text; the status is the caller's to
+    check."""
+    return subprocess.run(
+        command, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, check=False
+    )
+
+
 def cli(
     *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [str(AGENTTAPE), *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=environment,
-        timeout=60,
+    return run_captured(
+        [str(AGENTTAPE), *map(str, args)], cwd=cwd, env={**os.environ, **(env or {})}
     )
 
 

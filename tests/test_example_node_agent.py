@@ -16,7 +16,7 @@ import openai
 from llm_standin import StandIn
 
 import agenttape
-from tests.cli_support import cli
+from tests.cli_support import cli, run_captured
 from tests.proxy_support import needs_node, node_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,14 +75,8 @@ def offline_env(modules: Path) -> dict[str, str]:
 def run_clean(
     *args: str | Path, env: dict[str, str], cwd: Path
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agenttape", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-        check=False,
+    return run_captured(
+        [sys.executable, "-m", "agenttape", *map(str, args)], env=env, cwd=cwd, timeout=120
     )
 
 
@@ -108,18 +102,9 @@ def test_node_agent_records_from_the_standin_then_replays(
 ) -> None:
     cassette = tmp_path / "agent.msgpack"
     environment = offline_env(node_modules)
-    recorded = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "node_agent" / "record.py"),
-            "--cassette",
-            str(cassette),
-        ],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=120,
-        check=False,
+    record = ROOT / "examples" / "node_agent" / "record.py"
+    recorded = run_captured(
+        [sys.executable, str(record), "--cassette", str(cassette)], env=environment, timeout=120
     )
     assert recorded.returncode == 0, recorded.stderr
     assert recorded.stdout == EXPECTED

@@ -10,21 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_support import run_captured
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_example(*args: str) -> subprocess.CompletedProcess[str]:
     environment = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
     environment.pop("OPENAI_BASE_URL", None)
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_captured([sys.executable, *args], cwd=ROOT, env=environment, timeout=120)
 
 
 def test_support_bot_demo_replays_offline_without_a_key() -> None:
@@ -115,15 +109,7 @@ def as_written(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     for name in ("OPENAI_BASE_URL", "VIRTUAL_ENV", "PYTHONPATH", "NODE_PATH"):
         environment.pop(name, None)
-    return subprocess.run(
-        ["bash", "-c", line],
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_captured(["bash", "-c", line], cwd=cwd, env=environment, timeout=600)
 
 
 def untracked(clone: Path) -> str:

@@ -78,12 +78,17 @@ def run_node(modules: Path, target: str, proxy: ProxyProcess, proto: Path) -> di
     return document
 
 
+def written_proto(folder: Path) -> Path:
+    """The service's .proto, where the Node client loads it from."""
+    proto = folder / "vectors.proto"
+    proto.write_text(PROTO)
+    return proto
+
+
 def test_grpc_js_records_and_replays_through_the_proxy(
     tmp_path: Path, start_proxy: Callable[..., ProxyProcess]
 ) -> None:
-    modules = grpc_js()
-    proto = tmp_path / "vectors.proto"
-    proto.write_text(PROTO)
+    modules, proto = grpc_js(), written_proto(tmp_path)
     cassette = tmp_path / "node.msgpack"
     server = GrpcServer()
     recording = start_proxy("--cassette", cassette, "--mode", "all")
@@ -129,9 +134,7 @@ def test_grpc_js_records_and_replays_through_the_proxy(
 def test_an_in_process_recording_replays_to_grpc_js(
     tmp_path: Path, start_proxy: Callable[..., ProxyProcess]
 ) -> None:
-    modules = grpc_js()
-    proto = tmp_path / "vectors.proto"
-    proto.write_text(PROTO)
+    modules, proto = grpc_js(), written_proto(tmp_path)
     cassette = tmp_path / "python.msgpack"
     pb, services = stubs()
     with GrpcServer() as server:
