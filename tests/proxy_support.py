@@ -163,40 +163,37 @@ def curl(
     )
 
 
-@pytest.fixture(scope="session")
-def node_modules() -> Path:
-    """``node_modules`` holding the official openai npm package, installed once per machine."""
-    if NODE is None:
-        pytest.skip("Node.js is not installed on this machine")
+def npm_installed(prefix: Path, marker: str, *packages: str) -> Path:
+    """``prefix/node_modules`` holding ``packages`` from the npm registry, installed once per
+    machine (``marker``, a path under node_modules, says they are there); skips where Node or
+    npm is missing."""
     npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed on this machine")
-    NODE_CACHE.mkdir(parents=True, exist_ok=True)
-    modules = NODE_CACHE / "node_modules"
+    if NODE is None or npm is None:
+        pytest.skip("Node.js and npm are not installed on this machine")
+    prefix.mkdir(parents=True, exist_ok=True)
+    modules = prefix / "node_modules"
     import fcntl  # POSIX; the tests that use Node run there
 
-    with open(NODE_CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers install it once between them
-        if not (modules / "openai" / "package.json").exists():
+    with open(prefix / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers install them once between them
+        if not (modules / marker).exists():
+            command = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund"]
             result = subprocess.run(
-                [
-                    npm,
-                    "install",
-                    "--prefix",
-                    str(NODE_CACHE),
-                    "--no-audit",
-                    "--no-fund",
-                    "--no-save",
-                    OPENAI_NPM,
-                ],
+                [*command, "--no-save", *packages],
                 capture_output=True,
                 text=True,
                 timeout=600,
                 check=False,
             )
             if result.returncode != 0:
-                pytest.fail(f"npm could not install {OPENAI_NPM}: {result.stderr[-2000:]}")
+                pytest.fail(f"npm could not install {packages}: {result.stderr[-2000:]}")
     return modules
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    """``node_modules`` holding the official openai npm package, installed once per machine."""
+    return npm_installed(NODE_CACHE, "openai/package.json", OPENAI_NPM)
 
 
 def node_env(modules: Path) -> dict[str, str]:

@@ -4,10 +4,8 @@ wrote replays in-process to a Python stub, one form."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,7 @@ pytest.importorskip("h2")
 
 import agenttape  # noqa: E402
 from tests.grpc_support import PROTO, GrpcServer, stubs  # noqa: E402
-from tests.proxy_support import NODE, NODE_CACHE, ProxyProcess  # noqa: E402
+from tests.proxy_support import NODE, NODE_CACHE, ProxyProcess, npm_installed  # noqa: E402
 
 CLIENT = Path(__file__).resolve().parent / "grpc_node" / "client.js"
 GRPC_JS = ("@grpc/grpc-js@^1.10", "@grpc/proto-loader@^0.7")
@@ -28,34 +26,7 @@ GRPC_JS = ("@grpc/grpc-js@^1.10", "@grpc/proto-loader@^0.7")
 
 def grpc_js() -> Path:
     """``node_modules`` holding @grpc/grpc-js from the npm registry, installed once."""
-    npm = shutil.which("npm")
-    if NODE is None or npm is None:
-        pytest.skip("Node.js and npm are not installed on this machine")
-    cache = NODE_CACHE / "grpc"
-    cache.mkdir(parents=True, exist_ok=True)
-    modules = cache / "node_modules"
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (modules / "@grpc" / "grpc-js" / "package.json").exists():
-            result = subprocess.run(
-                [
-                    npm,
-                    "install",
-                    "--prefix",
-                    str(cache),
-                    "--no-audit",
-                    "--no-fund",
-                    "--no-save",
-                    *GRPC_JS,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            if result.returncode != 0:
-                pytest.fail(f"npm could not install {GRPC_JS}: {result.stderr[-2000:]}")
-    return modules
+    return npm_installed(NODE_CACHE / "grpc", "@grpc/grpc-js/package.json", *GRPC_JS)
 
 
 def run_node(modules: Path, target: str, proxy: ProxyProcess, proto: Path) -> dict[str, object]:
