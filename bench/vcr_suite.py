@@ -3,6 +3,7 @@ agenttape's drop-in: wall time of the same suite, side by side.
 
     python -m bench.vcr_suite                   # 360 tests, 3 runs each, best of
     python -m bench.vcr_suite --tests 120 --runs 1
+    python -m bench.vcr_suite --client-per-module   # the plugins' own share, SDK clients reused
 
 The suite is what such suites look like: test modules of ``@pytest.mark.vcr`` tests calling
 the OpenAI SDK (chat completions, one in four streamed, one in three a tool-call turn of two
@@ -41,11 +42,11 @@ def vcr_config():
     return {"filter_headers": ["authorization"]}
 
 
-@pytest.fixture
+@pytest.fixture(CLIENT_SCOPE)
 def client():
     with openai.OpenAI(api_key="sk-test", base_url="BASE_URL", max_retries=0) as client:
         yield client
-""".replace("BASE_URL", BASE_URL)
+"""
 
 TEST = """
 
@@ -151,12 +152,14 @@ def _cassette(n: int) -> tuple[str, list[tuple[object, dict]]]:
     return PLAIN, [_interaction(body, _completion(n, final), False)]
 
 
-def write_suite(root: Path, tests: int) -> None:
+def write_suite(root: Path, tests: int, *, client_per_module: bool = False) -> None:
     """The suite's files: conftest, test modules, and a YAML cassette per test."""
     from vcr.serialize import serialize
     from vcr.serializers import yamlserializer
 
-    (root / "conftest.py").write_text(CONFTEST)
+    scope = 'scope="module"' if client_per_module else 'scope="function"'
+    conftest = CONFTEST.replace("BASE_URL", BASE_URL).replace("CLIENT_SCOPE", scope)
+    (root / "conftest.py").write_text(conftest)
     (root / "pytest.ini").write_text(
         "[pytest]\naddopts = -p no:cacheprovider\nasyncio_default_fixture_loop_scope = function\n"
     )
@@ -219,10 +222,15 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=360)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", help="one runner's name, as the table shows it")
+    parser.add_argument(
+        "--client-per-module",
+        action="store_true",
+        help="one SDK client per test module, made before any cassette, instead of one per test",
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="agenttape-vcr-suite-"))
     try:
-        write_suite(root, args.tests)
+        write_suite(root, args.tests, client_per_module=args.client_per_module)
         print(
             f"{args.tests} tests in {MODULES} modules, {args.runs} run(s) each, the runners "
             "taking turns; best and median wall time, then CPU time (user + system)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gzip
+import importlib.util
 import threading
 import time
 from pathlib import Path
@@ -479,3 +480,80 @@ def test_a_stream_waiting_for_a_request_never_made_still_ends(
         with client.stream("GET", f"{url}/events") as response:
             assert list(response.iter_raw()) == [b"data: 1\n\n"]
         assert tape.play_count == 1, "the POST was not made"
+
+
+def test_a_client_made_under_a_cassette_loads_its_tls_context_only_when_it_goes_live(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    with agenttape.use_cassette(cassette_path, mode="once"), hx.Client() as client:
+        # Recording: built as the library builds it, so no recorded timing waits for it.
+        assert "_pool" in vars(client._transport)
+        for _ in range(2):
+            assert client.get(f"{server.url}/a").json() == {"path": "/a"}
+    server.stop()
+
+    with agenttape.use_cassette(cassette_path) as tape:
+        closed = hx.Client(transport=hx.HTTPTransport(retries=1))  # as the Anthropic SDK does
+        with closed:
+            assert closed.get(f"{server.url}/a").json() == {"path": "/a"}
+        kept = hx.Client()
+        assert kept.get(f"{server.url}/a").json() == {"path": "/a"}
+        assert tape.all_played
+    for replayed in (closed, kept):
+        assert isinstance(replayed._transport, hx.HTTPTransport)
+        assert "_pool" not in vars(replayed._transport)
+
+    later = serve(lambda seen: json_reply({"later": seen.path}))
+    assert kept.get(f"{later.url}/b").json() == {"later": "/b"}  # live, after the cassette
+    with hx.Client() as outside:
+        assert type(outside._transport) is hx.HTTPTransport
+        made_outside = outside._transport._pool._ssl_context
+        made_late = vars(kept._transport)["_pool"]._ssl_context
+        assert made_late.cert_store_stats() == made_outside.cert_store_stats()
+        assert made_late.cert_store_stats()["x509_ca"] > 0
+        assert (made_late.verify_mode, made_late.check_hostname) == (
+            made_outside.verify_mode,
+            made_outside.check_hostname,
+        )
+    kept.close()
+
+
+async def test_an_async_client_made_under_a_cassette_closes_without_a_tls_context(
+    hx: ModuleType, serve: Any, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+
+    async def exchange() -> tuple[Any, Any]:
+        async with hx.AsyncClient() as client:
+            return (await client.get(f"{server.url}/a")).json(), client._transport
+
+    async with agenttape.use_cassette(cassette_path, mode="once"):
+        live, transport = await exchange()
+    assert "_pool" in vars(transport)
+    server.stop()
+    async with agenttape.use_cassette(cassette_path):
+        replayed, transport = await exchange()
+    assert replayed == live == {"path": "/a"}
+    assert isinstance(transport, hx.AsyncHTTPTransport)
+    assert "_pool" not in vars(transport)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # verify=<str>, from httpx 0.28
+def test_a_client_whose_construction_fails_under_a_cassette_still_fails_there(
+    hx: ModuleType, serve: Any, tmp_path: Path, cassette_path: Path
+) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        hx.get(f"{server.url}/a")
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert not tape.is_recording
+        with pytest.raises(OSError):
+            hx.Client(verify=str(tmp_path / "no-such-bundle.pem"))
+        if importlib.util.find_spec("h2") is None:
+            with pytest.raises(ImportError, match="h2"):
+                hx.Client(http2=True)
+        else:
+            with hx.Client(http2=True) as client:
+                assert "_pool" in vars(client._transport)
+        assert hx.get(f"{server.url}/a").json() == {"path": "/a"}

@@ -134,3 +134,37 @@ def test_drop_unused_requests_as_vcrpy_keeps_what_was_played(
     finally:
         without.stop()
     assert paths(path.with_suffix(".msgpack")) == ["a", "c", "b"]  # b replaced, the rest kept
+
+
+@pytest.mark.parametrize(
+    ("record_mode", "recorded_before", "is_recording"),
+    [
+        ("none", True, False),
+        ("once", True, False),
+        ("once", False, True),
+        ("new_episodes", True, True),
+        ("all", True, True),
+    ],
+)
+def test_the_tape_says_whether_it_records_as_vcrpy_record_modes_mean(
+    tmp_path: Path,
+    serve: Callable[..., Server],
+    record_mode: str,
+    recorded_before: bool,
+    is_recording: bool,
+) -> None:
+    """What decides whether an httpx transport made under it waits to load the CA bundle."""
+    server = serve(app)
+    path = tmp_path / "chat.json"
+    if recorded_before:
+        with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(path)):
+            httpx.get(f"{server.url}/a")
+    played = tape(path, record_mode)
+    played.start()
+    try:
+        assert played.is_recording is is_recording
+        with httpx.Client() as client:
+            assert ("_pool" in vars(client._transport)) is is_recording
+            assert client.get(f"{server.url}/a").json()["path"] == "/a"
+    finally:
+        played.stop()

@@ -173,7 +173,7 @@ def _account(sock: Any, address: Any) -> None:
     code opened it, where the stack shows one). Adapters open their live connections inside
     ``runtime.enter_adapter``, where ``runtime.active()`` is None: those are accounted for."""
     tape = runtime.active()
-    if tape is None or not getattr(tape, "is_recording", False):
+    if tape is None or not tape.is_recording:
         return
     note = getattr(tape, "unaccounted", None)
     if note is None or sock.family not in _INET:

@@ -31,6 +31,12 @@ class Tape(Protocol):
     def is_active(self) -> bool: ...
 
     @property
+    def is_recording(self) -> bool:
+        """Whether a request may be recorded from the network (a miss is otherwise an error,
+        or a live request to an allowed host that is not kept)."""
+        ...
+
+    @property
     def realtime(self) -> bool: ...
 
     @property

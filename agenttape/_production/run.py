@@ -104,6 +104,7 @@ class Run(runtime.Block):
     # What a run is to the adapters: it records everything, waits as the agent waits and
     # lets every connection through.
     mode: Mode = "all"
+    is_recording = True
     realtime = False
     fast_retries = False
     block_network = False

@@ -22,6 +22,7 @@ class NetworkBlock(runtime.Block):
     error's words."""
 
     mode: Mode = "none"
+    is_recording = False
     ignore_json_fields: tuple[str, ...] = ()
     realtime = False
     fast_retries = False

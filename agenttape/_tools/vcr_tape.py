@@ -159,7 +159,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self._lock = threading.Lock()
         self._token: Token[Tape | None] | None = None
         self._replays = False
-        self._records = False
+        self.is_recording = False
         self._dirty = False
         self._pending: dict[Recording, Any] = {}  # a recording and vcrpy's request for it
         self._ignored: set[Recording] = set()
@@ -183,9 +183,9 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         and serve every request from here on."""
         existed = self._load()
         mode = self.mode
-        self._records = mode in ("new_episodes", "all") or (mode == "once" and not existed)
+        self.is_recording = mode in ("new_episodes", "all") or (mode == "once" and not existed)
         self._replays = mode in ("none", "new_episodes") or (mode == "once" and existed)
-        if not self._records:
+        if not self.is_recording:
             provider_keys.acquire()
         self.is_active = True
         self._token = runtime.activate(self)
@@ -216,7 +216,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         """Deactivate, and write what was recorded into the msgpack successor."""
         if not self._deactivate():
             return
-        if not self._records:
+        if not self.is_recording:
             provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
@@ -278,7 +278,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
                 if self.check_drift:
                     self._check_drift(index, interaction, filtered)
                 return interaction
-        if not self._records:
+        if not self.is_recording:
             raise self._miss(request, boundary)
         recording = Recording(self, self.redactor.request(request), boundary)
         with self._lock:
