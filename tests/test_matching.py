@@ -113,6 +113,12 @@ def test_ignore_json_fields(cassette_path: Path) -> None:
         agenttape.UnmatchedInteractionError, match=re.escape("body.metadata.request_id")
     ):
         replay(cassette_path, "POST", "/chat", changed)
+    # What still differs is named from the body's root, the ignored paths left out.
+    changed["metadata"]["user"] = "v"  # type: ignore[index]
+    with pytest.raises(agenttape.UnmatchedInteractionError) as miss:
+        replay(cassette_path, "POST", "/chat", changed, ignore_json_fields=ignore)
+    assert "body.metadata.user: expected 'u', got 'v'" in str(miss.value)
+    assert "request_id" not in str(miss.value) and "messages" not in str(miss.value)
 
 
 def test_identical_requests_are_served_in_order_each_once(cassette_path: Path) -> None:

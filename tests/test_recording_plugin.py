@@ -259,6 +259,29 @@ def test_requests_changed_since_recording_are_named_field_by_field(
     assert "changed since recording" not in quiet.stdout.str()
 
 
+def test_fields_drawn_anew_each_run_are_left_out_of_the_drift_report(
+    suite: pytest.Pytester, server: Server
+) -> None:
+    """A tool call id a library draws on each run is no change since recording."""
+    pytester = suite
+    changed = {"N": "2", "CHOICE": json.dumps({"type": "auto"})}
+    pytester.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+        "agenttape_ignore_json_fields =\n    n\n    tool_choice.type\n"
+    )
+    result = run(pytester, server, *AGENTTAPE, **changed)
+    result.assert_outcomes(passed=5)
+    text = result.stdout.str()
+    summary = text[text.index("agenttape: requests changed since recording") :]
+    assert "body.n:" not in summary
+    assert "body.tool_choice: not recorded, got {}" in summary  # what is left of it
+
+    pytester.makeini("[pytest]\nagenttape_ignore_json_fields = messages[\n")
+    bad = run(pytester, server, *AGENTTAPE)
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*agenttape_ignore_json_fields: not a JSON path: 'messages['*"])
+
+
 def test_new_recordings_are_agenttape_cassettes_read_first(
     suite: pytest.Pytester, server: Server
 ) -> None:

@@ -214,9 +214,9 @@ class Matcher:
             want_doc, got_doc = json.loads(want), json.loads(got)
         except (ValueError, RecursionError):
             return [f"{path}: expected {_show_bytes(want)}, got {_show_bytes(got)}"]
-        for path in self.ignore_json_fields:
-            jsonpath.delete(want_doc, path)
-            jsonpath.delete(got_doc, path)
+        for ignored in self.ignore_json_fields:
+            jsonpath.delete(want_doc, ignored)
+            jsonpath.delete(got_doc, ignored)
         diffs: list[str] = []
         json_differences(path, want_doc, got_doc, diffs)
         return diffs

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from .._adapters.network_guard import REGEX_PREFIX
+from .._core.matching import Matcher
 from .drift import DRIFT_MODES, DriftReport, drift_text
 from .network_block import NetworkBlock
 from .vcr_cache import deserialize_cached
@@ -31,6 +32,7 @@ NAME = "agenttape.recording"
 RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
 _TAPE = pytest.StashKey[VcrTape]()
 _DRIFT = "agenttape-drift"
+_IGNORE_JSON_FIELDS = "agenttape_ignore_json_fields"
 
 try:
     MAX_FILENAME_LEN = os.pathconf(".", "PC_NAME_MAX")
@@ -73,6 +75,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="requests that changed since their vcrpy cassette was recorded: report them at "
         "the end of the session (default), fail the test, or say nothing",
     )
+    parser.addini(
+        _IGNORE_JSON_FIELDS,
+        type="linelist",
+        default=[],
+        help="JSON paths (a.b, items[*].id) the drift report leaves out of the request bodies "
+        "it compares: ids and times the code draws anew on each run",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,6 +93,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "allowed_hosts: List of hosts to where connection must be allowed."
     )
+    try:
+        Matcher(ignore_json_fields=config.getini(_IGNORE_JSON_FIELDS))
+    except ValueError as error:
+        raise pytest.UsageError(f"{_IGNORE_JSON_FIELDS}: {error}") from None
     config.pluginmanager.register(DriftReport(config.getoption("agenttape_drift")), _DRIFT)
 
 
@@ -278,6 +291,7 @@ def open_tape(
     if transformer:
         config["path"] = transformer(config["path"])
     drift = pytestconfig.getoption("agenttape_drift") != "off"
+    ignored = tuple(pytestconfig.getini(_IGNORE_JSON_FIELDS))
     blocks = _blocks(request, record_mode, markers)
     hosts = as_patterns(request.getfixturevalue("allowed_hosts")) if blocks else ()
     return VcrTape(
@@ -285,6 +299,7 @@ def open_tape(
         suffix=suffix,
         record_mode=str(config["record_mode"].value),
         drift=drift,
+        ignore_json_fields=ignored,
         block_network=blocks,
         allowed_hosts=hosts,
     )

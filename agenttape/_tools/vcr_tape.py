@@ -128,8 +128,6 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
     realtime = False
     fast_retries = True
 
-    ignore_json_fields: tuple[str, ...] = ()
-
     def __init__(
         self,
         cassette: Any,
@@ -137,6 +135,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         suffix: str,
         record_mode: str,
         drift: bool = True,
+        ignore_json_fields: tuple[str, ...] = (),
         block_network: bool = False,
         allowed_hosts: tuple[str, ...] = (),
     ) -> None:
@@ -155,7 +154,8 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self._interactions: list[Interaction] = []  # in step with ``vcr.data``
         self._loaded = 0
         self.redactor = Redactor.from_rules(None)  # the defaults, shared (and what they saw)
-        self._strict = Matcher()
+        self.ignore_json_fields = ignore_json_fields
+        self._strict = Matcher(ignore_json_fields=ignore_json_fields)
         self._lock = threading.Lock()
         self._token: Token[Tape | None] | None = None
         self._replays = False
