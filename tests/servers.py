@@ -4,6 +4,7 @@ half-written bodies are exactly what a test asks for."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import http.server
@@ -243,6 +244,53 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RawServer:
+    """A server on 127.0.0.1 that hands each connection, raw, to ``answer`` (in a thread of its
+    own; the connection is closed when ``answer`` returns): for what ``Server`` cannot send — a
+    reset mid-body, framing by Content-Length alone, an upgrade it never completes."""
+
+    def __init__(self, answer: Callable[[socket.socket], None]) -> None:
+        self._answer = answer
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)  # accept wakes up to see the listener closed
+        self.port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.settimeout(10)
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection, contextlib.suppress(OSError):  # a client that left, a read timed out
+            self._answer(connection)
+
+    def stop(self) -> None:
+        """Closes the port: nothing connects once this returns."""
+        self._listener.close()
+        self._thread.join(5)
+
+
+def read_head(connection: socket.socket, received: bytes = b"") -> tuple[bytes, bytes] | None:
+    """A request head (up to its blank line) and the bytes after it, reading on from
+    ``received`` (what came after the previous request); None when the client closed first."""
+    while b"\r\n\r\n" not in received:
+        data = connection.recv(65536)
+        if not data:
+            return None
+        received += data
+    head, _, rest = received.partition(b"\r\n\r\n")
+    return head, rest
 
 
 class OTLPReceiver:

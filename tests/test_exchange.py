@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import threading
 import time
 import traceback
 import urllib.request
@@ -19,7 +18,7 @@ import requests
 import urllib3
 
 import agenttape
-from tests.servers import Reply, Server, refused_port
+from tests.servers import RawServer, Reply, Server, read_head, refused_port
 
 
 def _note(exc: BaseException) -> str:
@@ -109,44 +108,16 @@ PART = b'{"choices": [{"delta": "Hel'
 PROMISED = 100
 
 
-class _Resetting:
-    """A server that answers each request with a head promising ``PROMISED`` bytes and
-    ``PART`` of them, then resets the connection (RST)."""
-
-    def __init__(self) -> None:
-        self._socket = socket.create_server(("127.0.0.1", 0))
-        self._socket.settimeout(0.05)  # accept wakes up to see the socket closed
-        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._socket.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            connection.settimeout(10)
-            with connection:
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    data = connection.recv(65536)
-                    if not data:
-                        break
-                    request += data
-                head = (
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {PROMISED}\r\n\r\n"
-                )
-                connection.sendall(head.encode() + PART)
-                time.sleep(0.3)  # the client has read the part and waits for the rest
-                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-
-    def stop(self) -> None:
-        self._socket.close()
-        self._thread.join(5)
+def _reset_after_part(connection: socket.socket) -> None:
+    """Answers with a head promising ``PROMISED`` bytes and ``PART`` of them, then resets the
+    connection (RST)."""
+    read_head(connection)
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {PROMISED}\r\n\r\n"
+    )
+    connection.sendall(head.encode() + PART)
+    time.sleep(0.3)  # the client has read the part and waits for the rest
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 def _httpx(url: str) -> bytes:
@@ -228,11 +199,11 @@ def test_a_body_cut_mid_stream_replays_with_the_note(
     name: str, ending: str, tmp_path: Path, serve: Callable[..., Server]
 ) -> None:
     read = READERS[name]
-    server: Server | _Resetting
+    server: Server | RawServer
     if ending == "closed":
         server = serve(lambda seen: Reply(chunks=[PART], length=PROMISED))
     else:
-        server = _Resetting()
+        server = RawServer(_reset_after_part)
     url = f"{server.url}/v1/chat?stream=1"
     path = tmp_path / f"{name}-{ending}.msgpack"
     try:

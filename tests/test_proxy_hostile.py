@@ -8,7 +8,6 @@ import os
 import socket
 import stat
 import subprocess
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -19,55 +18,38 @@ import pytest
 import agenttape
 from tests.cli_support import AGENTTAPE
 from tests.proxy_support import ProxyProcess
-from tests.servers import Reply, Seen, Server
+from tests.servers import RawServer, Reply, Seen, Server, read_head
 
 
-class NaiveUpstream:
+class NaiveUpstream(RawServer):
     """A server that frames requests by ``Content-Length`` alone, as many do, and answers
     each request it reads with 200 ``ok``: it lists every request line it saw."""
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
         self.seen: list[str] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(self._answer_each)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
-
-    def _serve(self, sock: socket.socket) -> None:
+    def _answer_each(self, sock: socket.socket) -> None:
         buffer = b""
-        with sock:
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    data = sock.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, buffer = buffer.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                self.seen.append(lines[0].split(" ")[1])
-                length = 0
-                for line in lines[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value.split(",")[0].strip() or 0)
-                while len(buffer) < length:
-                    data = sock.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                buffer = buffer[length:]
-                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-
-    def stop(self) -> None:
-        self.listener.close()
+        while True:
+            request = read_head(sock, buffer)
+            if request is None:
+                return
+            head, buffer = request
+            lines = head.decode("latin-1").split("\r\n")
+            self.seen.append(lines[0].split(" ")[1])
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.split(",")[0].strip() or 0)
+            while len(buffer) < length:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                buffer += data
+            buffer = buffer[length:]
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
 
 @pytest.fixture
@@ -228,30 +210,26 @@ def _ws_frame(payload: bytes, *, opcode: int = 0x2, rsv1: bool = False, fin: boo
     return head + mask + body
 
 
-class DrainingWebSocketServer:
-    """Accepts one WebSocket upgrade with permessage-deflate and counts the bytes that follow
+class DrainingWebSocketServer(RawServer):
+    """Accepts a WebSocket upgrade with permessage-deflate and counts the bytes that follow
     without inflating them."""
 
     def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
         self.received = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(self._drain)
 
-    def _serve(self) -> None:
-        sock, _ = self.listener.accept()
-        with sock:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += sock.recv(65536)
-            sock.sendall(
-                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                b"Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
-                b"Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n"
-            )
-            self.received = len(head.partition(b"\r\n\r\n")[2])
-            while data := sock.recv(1 << 20):
-                self.received += len(data)
+    def _drain(self, sock: socket.socket) -> None:
+        request = read_head(sock)
+        if request is None:
+            return
+        sock.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+            b"Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n"
+        )
+        self.received = len(request[1])
+        while data := sock.recv(1 << 20):
+            self.received += len(data)
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
