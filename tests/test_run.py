@@ -154,8 +154,13 @@ def test_run_passes_the_exit_status_through(tmp_path: Path) -> None:
     cassette = tmp_path / "tape.msgpack"
     result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script)
     assert result.returncode == 7
-    # It made no request: no empty cassette is left to block the next recording.
-    assert "nothing was recorded" in result.stderr and "not written" in result.stderr
+    # It made no request: no empty cassette is left to block the next recording, and the run
+    # says so once (not again from each process in a warning of its own).
+    assert result.stderr.splitlines() == [
+        "agenttape run: nothing was recorded: the command made no HTTP request (did it fail "
+        f"before sending one, for a missing API key say?); {cassette} was not written, so the "
+        "next run records again"
+    ]
     assert not cassette.exists()
 
 
@@ -285,6 +290,20 @@ def run_until_ready(
     return run, [run.stdout.readline() for _ in range(4)]
 
 
+def stderr_once_ended(run: subprocess.Popen[str]) -> str:
+    """What ``agenttape run`` wrote to stderr once it and its command ended; if they have not
+    a minute after the signal, which of them is still running."""
+    try:
+        return run.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        if run.poll() is None:
+            state = "is still running"
+        else:
+            state = f"ended ({run.returncode}), yet its command still holds the output open"
+        run.kill()
+        pytest.fail(f"a minute after the signal agenttape run {state}")
+
+
 @pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_run_saves_the_recording_marked_interrupted(
     sent: signal.Signals, tmp_path: Path, serve: Callable[..., Server]
@@ -298,7 +317,7 @@ def test_a_signal_to_run_saves_the_recording_marked_interrupted(
     )
     assert lines[-1] == "ready\n", lines
     run.send_signal(sent)  # to agenttape run alone, as kill or a supervisor sends it
-    _out, err = run.communicate(timeout=60)
+    err = stderr_once_ended(run)
     assert run.returncode == 128 + sent  # the command's own status for the signal
     assert len(server.seen) == 3
     server.stop()
@@ -323,6 +342,37 @@ def test_a_signal_to_run_saves_the_recording_marked_interrupted(
     )
 
 
+THREAD_MASKS = """
+    import os
+    from pathlib import Path
+
+    run = os.getppid()
+    for task in sorted(Path(f"/proc/{run}/task").iterdir(), key=lambda task: int(task.name)):
+        status = dict(
+            line.split(":\\t", 1) for line in (task / "status").read_text().splitlines()
+        )
+        blocked = int(status["SigBlk"], 16)
+        main = "main" if int(task.name) == run else "other"
+        print(main, all(blocked >> (number - 1) & 1 for number in (2, 15)))
+"""
+
+
+def test_only_the_main_thread_of_run_takes_its_signals(tmp_path: Path) -> None:
+    # A signal the kernel gave one of the proxy's threads would wait for the main thread,
+    # blocked in its wait for the command, to run Python code: the command would not stop.
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("needs /proc")
+    script = tmp_path / "masks.py"
+    script.write_text(textwrap.dedent(THREAD_MASKS))
+    cassette = tmp_path / "tape.msgpack"
+    result = cli("run", "--cassette", cassette, "--mode", "all", "--", "python", script)
+    assert result.returncode == 0, result.stderr
+    threads = result.stdout.splitlines()
+    assert threads[0] == "main False"  # SIGINT and SIGTERM reach the main thread
+    assert len(threads) > 1  # the recording proxy's
+    assert set(threads[1:]) == {"other True"}
+
+
 def test_sigterm_to_run_keeps_what_a_non_python_command_sent_through_the_proxy(
     tmp_path: Path, serve: Callable[..., Server]
 ) -> None:
@@ -338,7 +388,7 @@ def test_sigterm_to_run_keeps_what_a_non_python_command_sent_through_the_proxy(
     run, lines = run_until_ready([*command, "--", "bash", str(script)], tmp_path, server.url)
     assert lines == ['{"step": "0"}\n', '{"step": "1"}\n', '{"step": "2"}\n', "ready\n"]
     run.send_signal(signal.SIGTERM)
-    _out, err = run.communicate(timeout=60)
+    err = stderr_once_ended(run)
     assert run.returncode == 128 + signal.SIGTERM
     assert f"the run was stopped by SIGTERM: {cassette} is marked interrupted" in err
     tape = agenttape.load(cassette)

@@ -10,11 +10,12 @@ lock, so a TLS socket is never used from two threads at once.
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from .adapter import ProxyAdapter
 from .ca import CertificateAuthority
@@ -87,7 +88,11 @@ class ProxyServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> ProxyServer:
-        self._thread.start()
+        # Its threads, and the ones they start, leave the process's signals to the main
+        # thread: one delivered to them waits until the main thread next runs Python code,
+        # which may be blocked waiting for a command the signal was meant to stop.
+        with _signals_blocked(_PROCESS_SIGNALS):
+            self._thread.start()
         return self
 
     def stop(self) -> None:
@@ -227,3 +232,21 @@ class ProxyServer:
             )
         else:
             self.log(f"TLS handshake with the client for {host} failed: {exc}")
+
+
+_PROCESS_SIGNALS = frozenset(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def _signals_blocked(numbers: frozenset[int]) -> Iterator[None]:
+    """Threads started inside inherit a mask that blocks ``numbers`` (on POSIX)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, numbers)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

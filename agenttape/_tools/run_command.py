@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,7 +247,10 @@ def _save_at_multiprocessing_exit(cassette: Cassette) -> None:
 
 def _close(cassette: Cassette) -> None:
     try:
-        cassette.__exit__(None, None, None)
+        with warnings.catch_warnings():
+            # The run says once, for all its processes, when nothing was recorded.
+            warnings.filterwarnings("ignore", "nothing was recorded into ", UserWarning)
+            cassette.__exit__(None, None, None)
     except AgentTapeError as exc:
         sys.stderr.write(f"agenttape run: error: {exc}\n")
 
@@ -502,42 +506,63 @@ def _run_child(
         environment.update(proxy.environment(fragments, environment))
         for name in NO_PROXY_VARIABLES:  # everything the program sends is recorded
             environment.pop(name, None)
-    try:
-        child = subprocess.Popen(_python(command), env=environment)
-    except FileNotFoundError:
-        raise AgentTapeError(f"command not found: {command[0]}") from None
-    except PermissionError:
-        raise AgentTapeError(f"command is not executable: {command[0]}") from None
-    with _forwarding(child) as received:
+    with _forwarding() as forwarder:
+        try:
+            child = subprocess.Popen(_python(command), env=environment)
+        except FileNotFoundError:
+            raise AgentTapeError(f"command not found: {command[0]}") from None
+        except PermissionError:
+            raise AgentTapeError(f"command is not executable: {command[0]}") from None
+        forwarder.started(child)
         status = child.wait()
     if status < 0:
         status = 128 - status
-    return status, received[0] if received else None
+    return status, forwarder.received[0].name if forwarder.received else None
+
+
+@dataclass(slots=True)
+class _Forwarder:
+    """Ctrl-C (SIGINT) and SIGTERM sent to ``agenttape run`` go to the command too, which
+    stops and saves what it recorded; ``received`` names them for the cassette's mark. A
+    Ctrl-C typed at the terminal already reached the command (it shares the terminal's
+    process group) and is not sent twice. A second signal stops the command for good. One
+    that comes while the command is starting is sent as soon as it has started: it never
+    ends ``agenttape run`` alone, leaving the command running without it."""
+
+    child: subprocess.Popen[bytes] | None = None
+    received: list[signal.Signals] = field(default_factory=list)
+
+    def __call__(self, number: int, frame: Any) -> None:
+        if self.received and self.child is not None:
+            self.child.kill()
+        received = signal.Signals(number)
+        self.received.append(received)
+        if self.child is not None:
+            self._send(self.child, received)
+
+    def started(self, child: subprocess.Popen[bytes]) -> None:
+        self.child = child
+        if self.received:
+            self._send(child, self.received[0])
+
+    @staticmethod
+    def _send(child: subprocess.Popen[bytes], received: signal.Signals) -> None:
+        if received != signal.SIGINT or not _typed_at_terminal():
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(received)
 
 
 @contextlib.contextmanager
-def _forwarding(child: subprocess.Popen[bytes]) -> Iterator[list[str]]:
-    """While the command runs, Ctrl-C (SIGINT) and SIGTERM sent to ``agenttape run`` go to the
-    command too, which stops and saves what it recorded; the list names the signals
-    received, for the cassette's mark. A Ctrl-C typed at the terminal already reached the
-    command (it shares the terminal's process group) and is not sent twice. A second signal
-    stops the command for good."""
-    received: list[str] = []
+def _forwarding() -> Iterator[_Forwarder]:
+    """Forwards the signals from before the command starts until it has ended (from the
+    main thread only, where Python handles signals)."""
+    forwarder = _Forwarder()
     if threading.current_thread() is not threading.main_thread():
-        yield received
+        yield forwarder
         return
-
-    def forward(number: int, frame: Any) -> None:
-        if received:
-            child.kill()
-        received.append(signal.Signals(number).name)
-        if number != signal.SIGINT or not _typed_at_terminal():
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(number)
-
-    previous = {number: signal.signal(number, forward) for number in _FORWARDED}
+    previous = {number: signal.signal(number, forwarder) for number in _FORWARDED}
     try:
-        yield received
+        yield forwarder
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
