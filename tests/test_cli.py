@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -84,24 +85,40 @@ def test_show_json_is_for_machines(session: Path) -> None:
     assert events["llm"]["stream"] is True
 
 
+COMMANDS = (
+    "show",
+    "view",
+    "diff",
+    "export",
+    "import-vcr",
+    "redact",
+    "audit",
+    "run",
+    "proxy",
+    "runs",
+    "index",
+    "fetch",
+)
+
+
 def test_every_command_has_help() -> None:
-    for command in (
-        "show",
-        "diff",
-        "export",
-        "import-vcr",
-        "redact",
-        "audit",
-        "run",
-        "runs",
-        "fetch",
-    ):
+    for command in COMMANDS:
         result = cli(command, "--help")
         assert result.returncode == 0 and result.stdout.startswith("usage: agenttape " + command)
     module = subprocess.run(
         [sys.executable, "-m", "agenttape", "--help"], capture_output=True, text=True, check=True
     )
     assert "import-vcr" in module.stdout
+
+
+def test_help_survives_python_dropping_docstrings() -> None:
+    # PYTHONOPTIMIZE=2 (python -OO), which some container images set, removes docstrings.
+    listed = cli("--help", env={"PYTHONOPTIMIZE": "2"}).stdout
+    commands = listed[listed.index("positional arguments:") : listed.index("options:")]
+    for command in COMMANDS:  # its help beside it, or below a long name
+        assert re.search(rf"^    {command}( +|\n {{14}})\w", commands, re.MULTILINE), command
+    run = cli("run", "--help", env={"PYTHONOPTIMIZE": "2"}).stdout
+    assert "Run COMMAND with every process it starts recording to or replaying" in run
 
 
 def test_bad_usage_and_bad_files_give_one_line_and_exit_2(tmp_path: Path, session: Path) -> None:

@@ -12,7 +12,6 @@ get stable text either way.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -52,7 +51,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    """table of a cassette's interactions, or one in full"""
     from .show import OutOfRange, show
 
     try:
@@ -66,7 +64,6 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
-    """compare two runs interaction by interaction (exit 1 when they differ)"""
     from .._core.jsonpath import parse
     from .diff import compare
 
@@ -100,7 +97,6 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
-    """JSON for reading, HAR 1.2 for devtools and HAR viewers, or OpenTelemetry spans"""
     from .export import dumps, to_har, to_json
 
     if args.endpoint and args.format != "otlp":
@@ -131,7 +127,6 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
-    """convert a vcrpy cassette (YAML, or JSON by .json name)"""
     from .._core import meta
     from .vcr import load_serializer, read_vcr
 
@@ -158,13 +153,6 @@ def cmd_import_vcr(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_redact(args: argparse.Namespace, out: TextIO) -> int:
-    """redact secrets in place, atomically (the default rules always apply)
-
-    Redact CASSETTE in place, atomically. The default rules always apply: secret headers
-    and query parameters, and credential-shaped values in URLs, headers and bodies,
-    response bodies included (compressed ones are decompressed, redacted and compressed
-    again).
-    """
     from .._core.redaction import Redactor
     from .redact import BodyTooLarge, redact
 
@@ -213,7 +201,6 @@ def _cassette_files(paths: list[str]) -> list[Path]:
 
 
 def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
-    """scan cassettes for secrets; exit 1 when one is found"""
     from .audit import TOO_LARGE, audit
 
     files = _cassette_files(args.paths)
@@ -252,14 +239,6 @@ def cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
-    """run any program (Python, Node, curl, ...) and its subprocesses under a cassette
-
-    Run COMMAND with every process it starts recording to or replaying from one
-    cassette, with no change to its code: Python processes in-process, every other
-    program through the recording proxy (HTTPS_PROXY, with the agenttape CA trusted). A
-    bare 'python' means this interpreter. Exits with the command's status, or 1 when it
-    succeeded but a request through the proxy had no recorded interaction.
-    """
     from . import run_command
 
     command = list(args.command)
@@ -298,13 +277,6 @@ def _routes(routes: list[str]) -> dict[Any, Any]:
 
 
 def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
-    """the recording proxy on its own, for programs started elsewhere
-
-    Serve a cassette to any program through a proxy on 127.0.0.1: as a forward proxy
-    (HTTPS_PROXY/HTTP_PROXY; HTTPS is opened with a certificate from the agenttape CA,
-    which the program must trust) and, with --upstream, at a base URL. Runs until
-    Ctrl-C, then saves. A request nothing recorded serves is answered with status 599.
-    """
     from . import proxy_command
 
     if args.print_ca:
@@ -334,7 +306,6 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
-    """list the runs a Recorder kept in STORE, newest first, with tags and status"""
     from .._production.stored_runs import list_runs, parse_since
     from .runs_table import format_runs, parse_tags
 
@@ -353,7 +324,6 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
-    """copy one run out of STORE to replay it as a test"""
     from .._production.run import RUN_ID
     from .._production.stored_runs import fetch_run
 
@@ -374,16 +344,10 @@ def _warn(command: str) -> Callable[[str], None]:
 
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
-    """the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)
-
-    Maintain the run index a Recorder writes beside the runs:
-    STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install 'agenttape-recorder[index]'.
-    """
     raise UsageError(f"give an action: rebuild or compact (see '{PROG} index --help')")
 
 
 def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
-    """index the run files again: for runs written before the index, or a lost batch"""
     from .._production.stored_runs import parse_since, rebuild_index
 
     try:
@@ -402,7 +366,6 @@ def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
-    """merge each day's small index files into one, atomically"""
     from .._production.stored_runs import compact_index
 
     done = compact_index(args.store)
@@ -423,13 +386,6 @@ def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
-    """one self-contained HTML page: timeline, decoded bodies, replay kit
-
-    Lay out CASSETTE as one HTML page that works offline: a waterfall of the
-    interactions (boundaries, errors, 429s and streams cut short marked), each one's
-    request and response decoded for reading, and the replay kit. Without -o the page
-    goes to a temporary file opened in the browser.
-    """
     import tempfile
     import webbrowser
 
@@ -462,13 +418,12 @@ Handler = Callable[[argparse.Namespace, TextIO], int]
 STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
 
 
-def _command(commands: Any, name: str, handler: Handler) -> argparse.ArgumentParser:
-    """The subcommand ``name`` that runs ``handler``: the first paragraph of the handler's
-    docstring is its help line, the rest its description (argparse folds their lines)."""
-    help, _blank, description = inspect.cleandoc(handler.__doc__ or "").partition("\n\n")
-    command: argparse.ArgumentParser = commands.add_parser(
-        name, help=help, description=description or None
-    )
+def _command(
+    commands: Any, name: str, handler: Handler, *, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """The subcommand ``name`` that runs ``handler``. Its texts are given here rather than
+    taken from the handler's docstring, which ``python -OO`` drops."""
+    command: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
     command.set_defaults(handler=handler)
     return command
 
@@ -504,7 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
     json_help = "JSON for machines"
 
-    show = _command(commands, "show", cmd_show)
+    show = _command(
+        commands, "show", cmd_show, help="table of a cassette's interactions, or one in full"
+    )
     show.add_argument("cassette", metavar="CASSETTE")
     show.add_argument(
         "-i",
@@ -515,7 +472,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("--json", action="store_true", help=json_help)
 
-    diff = _command(commands, "diff", cmd_diff)
+    diff = _command(
+        commands,
+        "diff",
+        cmd_diff,
+        help="compare two runs interaction by interaction (exit 1 when they differ)",
+    )
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")
     _repeatable(
@@ -529,7 +491,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="also list the interactions that are the same"
     )
 
-    export = _command(commands, "export", cmd_export)
+    export = _command(
+        commands,
+        "export",
+        cmd_export,
+        help="JSON for reading, HAR 1.2 for devtools and HAR viewers, or OpenTelemetry spans",
+    )
     export.add_argument("cassette", metavar="CASSETTE", help="a cassette or a kept run")
     export.add_argument("--format", choices=("json", "har", "otlp"), default="json")
     export.add_argument(
@@ -542,7 +509,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(http://127.0.0.1:4318, as a collector, Jaeger or Phoenix listens) instead",
     )
 
-    vcr = _command(commands, "import-vcr", cmd_import_vcr)
+    vcr = _command(
+        commands,
+        "import-vcr",
+        cmd_import_vcr,
+        help="convert a vcrpy cassette (YAML, or JSON by .json name)",
+    )
     vcr.add_argument("source", metavar="VCR.yaml")
     vcr.add_argument("output", metavar="OUT.msgpack")
     vcr.add_argument("--force", action="store_true", help="overwrite OUT.msgpack if it exists")
@@ -552,7 +524,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="the project's own vcrpy serializer (the one its conftest registers)",
     )
 
-    redact = _command(commands, "redact", cmd_redact)
+    redact = _command(
+        commands,
+        "redact",
+        cmd_redact,
+        help="redact secrets in place, atomically (the default rules always apply)",
+        description=(
+            "Redact CASSETTE in place, atomically. The default rules always apply: secret "
+            "headers and query parameters, and credential-shaped values in URLs, headers "
+            "and bodies, response bodies included (compressed ones are decompressed, "
+            "redacted and compressed again)."
+        ),
+    )
     redact.add_argument("cassette", metavar="CASSETTE")
     for flag, metavar, what in (
         ("--header", "H", "header name to redact"),
@@ -562,7 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         _repeatable(redact, flag, metavar, f"{what} (repeatable)")
 
-    audit = _command(commands, "audit", cmd_audit)
+    audit = _command(
+        commands, "audit", cmd_audit, help="scan cassettes for secrets; exit 1 when one is found"
+    )
     audit.add_argument(
         "paths",
         nargs="+",
@@ -570,12 +555,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="cassette files or directories (searched for *.msgpack)",
     )
 
-    run = _command(commands, "run", cmd_run)
+    run = _command(
+        commands,
+        "run",
+        cmd_run,
+        help="run any program (Python, Node, curl, ...) and its subprocesses under a cassette",
+        description=(
+            "Run COMMAND with every process it starts recording to or replaying from one "
+            "cassette, with no change to its code: Python processes in-process, every "
+            "other program through the recording proxy (HTTPS_PROXY, with the agenttape "
+            "CA trusted). A bare 'python' means this interpreter. Exits with the "
+            "command's status, or 1 when it succeeded but a request through the proxy had "
+            "no recorded interaction."
+        ),
+    )
     run.add_argument("--cassette", metavar="P", help="default: cassettes/<script name>.msgpack")
     _add_mode_and_routes(run)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
 
-    view = _command(commands, "view", cmd_view)
+    view = _command(
+        commands,
+        "view",
+        cmd_view,
+        help="one self-contained HTML page: timeline, decoded bodies, replay kit",
+        description=(
+            "Lay out CASSETTE as one HTML page that works offline: a waterfall of the "
+            "interactions (boundaries, errors, 429s and streams cut short marked), each "
+            "one's request and response decoded for reading, and the replay kit. Without "
+            "-o the page goes to a temporary file opened in the browser."
+        ),
+    )
     view.add_argument("cassette", metavar="CASSETTE")
     view.add_argument(
         "-o",
@@ -584,7 +593,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the page here (atomically) and open no browser",
     )
 
-    proxy = _command(commands, "proxy", cmd_proxy)
+    proxy = _command(
+        commands,
+        "proxy",
+        cmd_proxy,
+        help="the recording proxy on its own, for programs started elsewhere",
+        description=(
+            "Serve a cassette to any program through a proxy on 127.0.0.1: as a forward "
+            "proxy (HTTPS_PROXY/HTTP_PROXY; HTTPS is opened with a certificate from the "
+            "agenttape CA, which the program must trust) and, with --upstream, at a base "
+            "URL. Runs until Ctrl-C, then saves. A request nothing recorded serves is "
+            "answered with status 599."
+        ),
+    )
     proxy.add_argument(
         "--cassette", metavar="P", default="cassettes/proxy.msgpack", help="default: %(default)s"
     )
@@ -604,7 +625,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the path of the agenttape CA certificate (made if need be) and exit",
     )
 
-    runs = _command(commands, "runs", cmd_runs)
+    runs = _command(
+        commands,
+        "runs",
+        cmd_runs,
+        help="list the runs a Recorder kept in STORE, newest first, with tags and status",
+    )
     runs.add_argument("store", metavar="STORE", help=STORE_HELP)
     _repeatable(runs, "--tag", "K=V", "only runs tagged so (repeatable)")
     runs.add_argument(
@@ -615,17 +641,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("--json", action="store_true", help=json_help)
 
-    index = _command(commands, "index", cmd_index)
+    index = _command(
+        commands,
+        "index",
+        cmd_index,
+        help="the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)",
+        description=(
+            "Maintain the run index a Recorder writes beside the runs: "
+            "STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install "
+            "'agenttape-recorder[index]'."
+        ),
+    )
     actions = index.add_subparsers(dest="index_action", metavar="ACTION", parser_class=_Parser)
-    rebuild = _command(actions, "rebuild", cmd_index_rebuild)
+    rebuild = _command(
+        actions,
+        "rebuild",
+        cmd_index_rebuild,
+        help="index the run files again: for runs written before the index, or a lost batch",
+    )
     rebuild.add_argument("store", metavar="STORE", help=STORE_HELP)
     rebuild.add_argument(
         "--since", metavar="T", help="only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"
     )
-    compact = _command(actions, "compact", cmd_index_compact)
+    compact = _command(
+        actions,
+        "compact",
+        cmd_index_compact,
+        help="merge each day's small index files into one, atomically",
+    )
     compact.add_argument("store", metavar="STORE", help=STORE_HELP)
 
-    fetch = _command(commands, "fetch", cmd_fetch)
+    fetch = _command(
+        commands, "fetch", cmd_fetch, help="copy one run out of STORE to replay it as a test"
+    )
     fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
     fetch.add_argument("run_id", metavar="RUN_ID")
     fetch.add_argument("output", metavar="OUT.msgpack")
