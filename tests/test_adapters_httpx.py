@@ -557,3 +557,32 @@ def test_a_client_whose_construction_fails_under_a_cassette_still_fails_there(
             with hx.Client(http2=True) as client:
                 assert "_pool" in vars(client._transport)
         assert hx.get(f"{server.url}/a").json() == {"path": "/a"}
+
+
+def test_a_ca_bundle_the_environment_names_is_read_when_the_client_is_made(
+    hx: ModuleType, serve: Any, tmp_path: Path, cassette_path: Path, monkeypatch: Any
+) -> None:
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        hx.get(f"{server.url}/a")
+
+    def construction_error() -> type[BaseException] | None:
+        try:
+            hx.Client().close()
+        except Exception as exc:
+            return type(exc)
+        return None
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-bundle.pem"))
+    outside = construction_error()  # FileNotFoundError where the library reads it at once
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert construction_error() is outside
+        with hx.Client(trust_env=False) as untrusting:  # it reads no variable: held back
+            assert untrusting.get(f"{server.url}/a").json() == {"path": "/a"}
+            assert "_pool" not in vars(untrusting._transport)
+        assert tape.all_played
+
+    monkeypatch.setenv("SSL_CERT_FILE", pytest.importorskip("certifi").where())
+    with agenttape.use_cassette(cassette_path), hx.Client() as trusting:  # one that is there
+        assert trusting.get(f"{server.url}/a").json() == {"path": "/a"}
+        assert "_pool" not in vars(trusting._transport)

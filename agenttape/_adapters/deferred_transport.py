@@ -5,12 +5,13 @@ that makes an SDK client per test costs, and never needed by a client whose requ
 replayed. The transport stays the library's own class (a subclass of it); the library's own
 ``__init__`` runs with the same arguments the first time the transport is used for anything
 but being closed. Only transports whose construction cannot fail are held back (default
-``verify``, no ``cert``, no ``proxy``, no ``http2``): an error the library raises on
-construction is still raised there.
+``verify``, no ``cert``, no ``proxy``, no ``http2``, no missing CA bundle named by the environment):
+an error the library raises on construction is still raised there.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from types import ModuleType
 from typing import Any
@@ -42,7 +43,15 @@ def _can_wait(arguments: dict[str, Any]) -> bool:
         and arguments.get("cert") is None
         and arguments.get("proxy") is None
         and not arguments.get("http2", False)
+        and not (arguments.get("trust_env", True) and _missing_ca_file())
     )
+
+
+def _missing_ca_file() -> bool:
+    """``SSL_CERT_FILE``, which the library reads on construction when it trusts the
+    environment, names no file (a missing ``SSL_CERT_DIR`` raises nothing)."""
+    named = os.environ.get("SSL_CERT_FILE")
+    return named is not None and named != "" and not os.path.isfile(named)
 
 
 def _replaying() -> bool:
