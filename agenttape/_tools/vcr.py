@@ -130,15 +130,31 @@ def _already_decoded(headers: Headers, body: bytes) -> bool:
     return True
 
 
-def _drop_encoding(headers: Headers, body: bytes) -> Headers:
-    """Headers that describe the decoded body vcrpy kept, so clients do not decode it again."""
-    fixed: list[tuple[str, str]] = []
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered == "content-encoding":
-            continue
-        fixed.append((name, str(len(body)) if lowered == "content-length" else value))
-    return fixed
+def _drop_encoding(headers: Headers) -> Headers:
+    """Headers that describe the decoded body vcrpy kept, so clients do not decode it again
+    (its Content-Length is then fitted to it, as every body's is)."""
+    return [(name, value) for name, value in headers if name.lower() != "content-encoding"]
+
+
+_BODILESS_STATUS = frozenset((204, 304))
+
+
+def _fit_length(headers: Headers, body: bytes, method: str, status: int) -> Headers:
+    """Headers whose Content-Length is the length of the body as stored: a project's
+    serializer that rebuilds a body (JSON from its parsed form) gives it another length than
+    the one recorded, and vcrpy hands a client the whole body whatever the header says. An
+    answer that has no body by its nature (HEAD, 1xx, 204, 304) and one framed by
+    Transfer-Encoding keep theirs."""
+    if method == "HEAD" or status < 200 or status in _BODILESS_STATUS:
+        return headers
+    if first_header(headers, "transfer-encoding") is not None:
+        return headers
+    length = str(len(body))
+    if all(value.strip() == length for name, value in headers if name.lower() == "content-length"):
+        return headers
+    return [
+        (name, length if name.lower() == "content-length" else value) for name, value in headers
+    ]
 
 
 def load_serializer(spec: str) -> Any:
@@ -167,15 +183,17 @@ def interaction_of(
     vcr_request: Any, vcr_response: Any, redactor: Redactor
 ) -> tuple[Interaction, bool]:
     """One interaction from vcrpy's request and response dict, the bytes as vcrpy stored
-    them; True beside it when the body was stored already decompressed (its
-    Content-Encoding is then dropped)."""
+    them, the Content-Length fitted to the body (``_fit_length``); True beside it when the
+    body was stored already decompressed (its Content-Encoding is then dropped)."""
     status = vcr_response["status"]
     body_field = vcr_response.get("body") or {}
     body = _bytes(body_field.get("string", vcr_response.get("content")))
     headers = _headers(vcr_response.get("headers"))
     decoded = _already_decoded(headers, body)
     if decoded:
-        headers = _drop_encoding(headers, body)
+        headers = _drop_encoding(headers)
+    request = request_of(vcr_request)
+    headers = _fit_length(headers, body, request.method, int(status["code"]))
     response = Response(
         status=int(status["code"]),
         reason=str(status.get("message") or ""),
@@ -183,9 +201,7 @@ def interaction_of(
         body=body,
         chunks=[(len(body), 0.0)] if body else [],
     )
-    return Interaction(
-        request=redactor.request(request_of(vcr_request)), response=response
-    ), decoded
+    return Interaction(request=redactor.request(request), response=response), decoded
 
 
 def request_of(vcr_request: Any) -> Request:
