@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 # Imported here, once: an in-process run would otherwise import yaml anew after the one
 # before it dropped it, and libyaml's C loader keeps the first import's node classes.
 import vcr  # noqa: F401
+import yaml
 
 from agenttape._tools.vcr import read_vcr
 
