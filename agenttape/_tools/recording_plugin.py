@@ -253,8 +253,7 @@ def open_tape(
         from vcr.cassette import Cassette
     except ImportError:
         pytest.fail(
-            "@pytest.mark.vcr: reading vcrpy cassettes needs vcrpy: "
-            "pip install 'agenttape-recorder[vcr]'",
+            "@pytest.mark.vcr: reading vcrpy cassettes needs vcrpy: pip install vcrpy",
             pytrace=False,
         )
     merged = merge_kwargs(request.getfixturevalue("vcr_config"), markers)

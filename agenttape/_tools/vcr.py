@@ -275,9 +275,7 @@ def read_vcr(path: str | os.PathLike[str], serializer: Any = None) -> tuple[list
         from vcr.serialize import deserialize
         from vcr.serializers import jsonserializer, yamlserializer
     except ImportError:
-        raise VcrImportError(
-            "import-vcr needs vcrpy: pip install 'agenttape-recorder[vcr]'"
-        ) from None
+        raise VcrImportError("import-vcr needs vcrpy: pip install vcrpy") from None
     name = os.fspath(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
