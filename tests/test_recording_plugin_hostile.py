@@ -76,7 +76,7 @@ def test_hostile_yaml_is_refused_naming_the_file_in_bounded_time_and_memory(
         env=env,
         address_space=1 << 30,
     )
-    assert result.seconds < 60 and result.peak < 640 << 20, result
+    assert result.peak < 640 << 20, result  # and done within BOUNDED_WAIT, or killed
     out = result.stdout
     assert "1 passed, 3 errors" in out, out
     errors = {line.split(" - ", 1)[0]: line for line in out.splitlines() if " - " in line}
