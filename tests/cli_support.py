@@ -81,14 +81,27 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def run_bounded(*args: str | Path) -> Bounded:
     """``agenttape ARGS`` with its address space capped, its own peak memory measured; a
     command still running after ``BOUNDED_WAIT`` seconds is killed (and fails the test)."""
+    return bounded([str(AGENTTAPE), *map(str, args)])
+
+
+def bounded(
+    command: list[str],
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    address_space: int = ADDRESS_SPACE,
+) -> Bounded:
+    """Any command run as ``run_bounded`` runs ``agenttape``: its address space capped at
+    ``address_space``, its peak memory measured, killed after ``BOUNDED_WAIT`` seconds."""
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "peak"
         started = time.monotonic()
         process = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCHER, str(ADDRESS_SPACE), str(report), str(AGENTTAPE)]
-            + [str(arg) for arg in args],
+            [sys.executable, "-c", _LAUNCHER, str(address_space), str(report), *command],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
             start_new_session=True,  # the command and its launcher, to stop both at once
         )
         try:

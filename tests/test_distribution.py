@@ -69,3 +69,18 @@ def test_every_install_line_names_the_distribution() -> None:
             if re.search(r"pip install[^\n]*['\"\s]agenttape([\[<>=~!'\"\s]|$)", line):
                 wrong.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert wrong == []
+
+
+def test_every_page_installs_from_a_checkout_until_the_first_release() -> None:
+    """``agenttape-recorder`` is not on PyPI yet: a page that installs it by name from the
+    index fails for every reader (README's Install says so)."""
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    documents += sorted((ROOT / "examples").rglob("*.md"))
+    wrong = []
+    for path in documents:
+        if "node_modules" in path.parts:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"pip install[^\n]*['\"\s]agenttape-recorder", line):
+                wrong.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert wrong == []

@@ -12,12 +12,11 @@ get stable text either way.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteNotFoundError
@@ -25,27 +24,9 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from .reading import (
-    reading,
-)
-
-PROG = "agenttape"
-
-
-class UsageError(Exception):
-    """Bad usage: exit 2 with the one-line message, after the name of the command."""
-
-    def __init__(self, message: str, *, prog: str | None = None) -> None:
-        super().__init__(message)
-        self.prog = prog
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line, not the usage block and a traceback-like dump."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')", prog=self.prog)
-
+from .cli_usage import PROG, Handler, Parser, UsageError, repeatable, subcommand
+from .reading import reading
+from .store_commands import add_store_commands
 
 # -- show --------------------------------------------------------------------------------------
 
@@ -302,86 +283,6 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
     )
 
 
-# -- runs / fetch ------------------------------------------------------------------------------
-
-
-def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import list_runs, parse_since
-    from .runs_table import format_runs, parse_tags
-
-    try:
-        tags = parse_tags(args.tag)
-        since = None if args.since is None else parse_since(args.since)
-    except ValueError as exc:
-        raise UsageError(f"{exc}") from None
-    runs = list_runs(args.store, tags=tags, since=since, errors=args.errors, warn=_warn("runs"))
-    if args.json:
-        json.dump([info.to_dict() for info in runs], out, indent=2, ensure_ascii=False)
-        out.write("\n")
-    else:
-        out.write(format_runs(runs) + "\n")
-    return 0
-
-
-def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.run import RUN_ID
-    from .._production.stored_runs import fetch_run
-
-    if not RUN_ID.fullmatch(args.run_id):
-        raise UsageError(f"{args.run_id!r} is not a run id")
-    target = fetch_run(args.store, args.run_id, args.output)
-    out.write(
-        f"copied run {args.run_id} to {target}; replay it with use_cassette({str(target)!r})\n"
-    )
-    return 0
-
-
-def _warn(command: str) -> Callable[[str], None]:
-    def warn(message: str) -> None:
-        sys.stderr.write(f"{PROG} {command}: warning: {message}\n")
-
-    return warn
-
-
-def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
-    raise UsageError(f"give an action: rebuild or compact (see '{PROG} index --help')")
-
-
-def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import parse_since, rebuild_index
-
-    try:
-        since = None if args.since is None else parse_since(args.since)
-    except ValueError as exc:
-        raise UsageError(f"{exc}") from None
-    done = rebuild_index(args.store, since=since)
-    unreadable = (
-        f", {counted(done.unreadable, 'unreadable file')} among them" if done.unreadable else ""
-    )
-    out.write(
-        f"indexed {counted(done.runs, 'run')} in {counted(done.days, 'day')}{unreadable}; "
-        f"replaced {counted(done.replaced, 'index file')}\n"
-    )
-    return 0
-
-
-def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import compact_index
-
-    done = compact_index(args.store)
-    out.write(
-        f"merged {counted(done.files, 'index file')} into one per day for "
-        f"{counted(done.days, 'day')} ({counted(done.rows, 'run')})\n"
-    )
-    if done.skipped:
-        day, reason = done.skipped[0]
-        raise AgentTapeError(
-            f"{counted(len(done.skipped), 'day')} not compacted: an index file of {day} cannot "
-            f"be read ({reason}); rebuild with: agenttape index rebuild {args.store} --since {day}"
-        )
-    return 0
-
-
 # -- view --------------------------------------------------------------------------------------
 
 
@@ -414,24 +315,6 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 # -- parser ------------------------------------------------------------------------------------
 
 
-Handler = Callable[[argparse.Namespace, TextIO], int]
-STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
-
-
-def _command(
-    commands: Any, name: str, handler: Handler, *, help: str, description: str | None = None
-) -> argparse.ArgumentParser:
-    """The subcommand ``name`` that runs ``handler``. Its texts are given here rather than
-    taken from the handler's docstring, which ``python -OO`` drops."""
-    command: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
-    command.set_defaults(handler=handler)
-    return command
-
-
-def _repeatable(parser: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
-    parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
-
-
 def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
     parser.add_argument(
@@ -440,7 +323,7 @@ def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
         metavar=MODE_METAVAR,
         help="default: $AGENTTAPE_MODE, else none (replay only); record is all",
     )
-    _repeatable(
+    repeatable(
         parser,
         "--route",
         "FROM=TO",
@@ -451,15 +334,15 @@ def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog=PROG,
         description="Record every HTTP exchange an AI agent makes, byte-exact, and replay it offline.",
     )
     parser.add_argument("--version", action="version", version=f"agenttape {__version__}")
-    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=Parser)
     json_help = "JSON for machines"
 
-    show = _command(
+    show = subcommand(
         commands, "show", cmd_show, help="table of a cassette's interactions, or one in full"
     )
     show.add_argument("cassette", metavar="CASSETTE")
@@ -472,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("--json", action="store_true", help=json_help)
 
-    diff = _command(
+    diff = subcommand(
         commands,
         "diff",
         cmd_diff,
@@ -480,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("a", metavar="A")
     diff.add_argument("b", metavar="B")
-    _repeatable(
+    repeatable(
         diff,
         "--ignore",
         "JSON_PATH",
@@ -491,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--all", action="store_true", help="also list the interactions that are the same"
     )
 
-    export = _command(
+    export = subcommand(
         commands,
         "export",
         cmd_export,
@@ -509,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(http://127.0.0.1:4318, as a collector, Jaeger or Phoenix listens) instead",
     )
 
-    vcr = _command(
+    vcr = subcommand(
         commands,
         "import-vcr",
         cmd_import_vcr,
@@ -524,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the project's own vcrpy serializer (the one its conftest registers)",
     )
 
-    redact = _command(
+    redact = subcommand(
         commands,
         "redact",
         cmd_redact,
@@ -543,9 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("--json-path", "P", "JSON path in request and response bodies, e.g. user.email"),
         ("--regex", "R", "regular expression to redact in URLs, headers and bodies"),
     ):
-        _repeatable(redact, flag, metavar, f"{what} (repeatable)")
+        repeatable(redact, flag, metavar, f"{what} (repeatable)")
 
-    audit = _command(
+    audit = subcommand(
         commands, "audit", cmd_audit, help="scan cassettes for secrets; exit 1 when one is found"
     )
     audit.add_argument(
@@ -555,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="cassette files or directories (searched for *.msgpack)",
     )
 
-    run = _command(
+    run = subcommand(
         commands,
         "run",
         cmd_run,
@@ -573,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_mode_and_routes(run)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
 
-    view = _command(
+    view = subcommand(
         commands,
         "view",
         cmd_view,
@@ -593,7 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the page here (atomically) and open no browser",
     )
 
-    proxy = _command(
+    proxy = subcommand(
         commands,
         "proxy",
         cmd_proxy,
@@ -625,58 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the path of the agenttape CA certificate (made if need be) and exit",
     )
 
-    runs = _command(
-        commands,
-        "runs",
-        cmd_runs,
-        help="list the runs a Recorder kept in STORE, newest first, with tags and status",
-    )
-    runs.add_argument("store", metavar="STORE", help=STORE_HELP)
-    _repeatable(runs, "--tag", "K=V", "only runs tagged so (repeatable)")
-    runs.add_argument(
-        "--since", metavar="T", help="only runs since T: 30m, 2h, 7d or 1w ago, or an ISO date/time"
-    )
-    runs.add_argument(
-        "--errors", action="store_true", help="only runs that raised, failed a call or were flagged"
-    )
-    runs.add_argument("--json", action="store_true", help=json_help)
-
-    index = _command(
-        commands,
-        "index",
-        cmd_index,
-        help="the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)",
-        description=(
-            "Maintain the run index a Recorder writes beside the runs: "
-            "STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install "
-            "'agenttape-recorder[index]'."
-        ),
-    )
-    actions = index.add_subparsers(dest="index_action", metavar="ACTION", parser_class=_Parser)
-    rebuild = _command(
-        actions,
-        "rebuild",
-        cmd_index_rebuild,
-        help="index the run files again: for runs written before the index, or a lost batch",
-    )
-    rebuild.add_argument("store", metavar="STORE", help=STORE_HELP)
-    rebuild.add_argument(
-        "--since", metavar="T", help="only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"
-    )
-    compact = _command(
-        actions,
-        "compact",
-        cmd_index_compact,
-        help="merge each day's small index files into one, atomically",
-    )
-    compact.add_argument("store", metavar="STORE", help=STORE_HELP)
-
-    fetch = _command(
-        commands, "fetch", cmd_fetch, help="copy one run out of STORE to replay it as a test"
-    )
-    fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
-    fetch.add_argument("run_id", metavar="RUN_ID")
-    fetch.add_argument("output", metavar="OUT.msgpack")
+    add_store_commands(commands, json_help)
     return parser
 
 

@@ -253,8 +253,7 @@ def open_tape(
         from vcr.cassette import Cassette
     except ImportError:
         pytest.fail(
-            "@pytest.mark.vcr: reading vcrpy cassettes needs vcrpy: "
-            "pip install 'agenttape-recorder[vcr]'",
+            "@pytest.mark.vcr: reading vcrpy cassettes needs vcrpy: pip install vcrpy",
             pytrace=False,
         )
     merged = merge_kwargs(request.getfixturevalue("vcr_config"), markers)
@@ -307,7 +306,8 @@ def open_tape(
 
 def combined_persister(extra_paths: list[str]) -> Any:
     """pytest-recording's persister: the test's cassette and the extra ones a marker names
-    (``@pytest.mark.vcr("shared.yaml")``) read as one, each parsed once (``vcr_cache``)."""
+    (``@pytest.mark.vcr("shared.yaml")``) read as one, each held to import-vcr's bounds and
+    parsed once (``vcr_cache``)."""
     from vcr.persisters.filesystem import CassetteNotFoundError, FilesystemPersister
 
     class CombinedPersister(FilesystemPersister):  # type: ignore[misc]
@@ -321,7 +321,7 @@ def combined_persister(extra_paths: list[str]) -> Any:
                         content = handle.read()
                 except OSError:
                     continue
-                loaded = deserialize_cached(content, serializer)
+                loaded = deserialize_cached(content, serializer, path)
                 requests.extend(loaded[0])
                 responses.extend(loaded[1])
             if not requests:

@@ -25,16 +25,36 @@ own size, at least ``ALIAS_FLOOR`` (nodes plus scalar characters). vcrpy writes 
 only for an object it met twice; a file past this is an alias bomb (billion laughs), where
 a few hundred bytes stand for gigabytes."""
 
+SCALAR_LIMIT = 64 << 20
+"""The most characters one YAML scalar may hold (a body, a binary one's base64 included):
+past it a cassette is refused, before its parser builds a copy of the value per step."""
+
 # An anchor as YAML writes one: ``&name`` where a node starts. Most cassettes have none, and
 # then the file is not walked at all.
 _ANCHOR = re.compile(r"(?:^|[\s\[{,:])&[^\s,\[\]{}]", re.MULTILINE)
 
 
-def _check_aliases(text: str, name: str) -> None:
-    """Refuses a YAML file whose aliases expand past ``ALIAS_FLOOR``; reads its events
-    once, never building the document, so the check takes time and memory in proportion to
-    the file."""
-    if not _ANCHOR.search(text):
+def not_a_cassette(name: str, error: Exception, hint: str = "") -> VcrImportError:
+    """The refusal of a file its deserializer could not read, naming the file and where the
+    parser stopped."""
+    import yaml
+
+    if isinstance(error, yaml.MarkedYAMLError):
+        where = f" at line {error.problem_mark.line + 1}" if error.problem_mark else ""
+        reason = "; ".join(filter(None, (error.context, error.problem))) + where
+    else:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return VcrImportError(f"{name}: not a vcrpy cassette ({reason}){hint}")
+
+
+def check_yaml(text: str, name: str) -> None:
+    """Refuses a YAML file whose aliases expand past ``ALIAS_FLOOR`` or which holds a scalar
+    past ``SCALAR_LIMIT``; reads its events once, never building the document, so the check
+    takes time and memory in proportion to the file. A file with no anchor and no room for
+    such a scalar is not walked. Nesting is the parser's to bound (libyaml stops at 1000
+    levels, the pure-Python loader at the interpreter's recursion limit): the deserializer's
+    error, named with ``not_a_cassette``."""
+    if not _ANCHOR.search(text) and len(text) <= SCALAR_LIMIT:
         return
     import yaml
 
@@ -50,7 +70,7 @@ def _check_aliases(text: str, name: str) -> None:
         if total > limit:
             raise VcrImportError(
                 f"{name}: its YAML aliases stand for more than {limit} nodes and characters "
-                f"(an alias bomb?); not converted"
+                f"(an alias bomb?); not read"
             )
         if open_nodes:
             open_nodes[-1][1][0] += size
@@ -58,6 +78,11 @@ def _check_aliases(text: str, name: str) -> None:
     try:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.ScalarEvent):
+                if len(event.value) > SCALAR_LIMIT:
+                    raise VcrImportError(
+                        f"{name}: holds a YAML scalar of {len(event.value)} characters, more "
+                        f"than the {SCALAR_LIMIT} a cassette may hold; not read"
+                    )
                 count(1 + len(event.value))
                 if event.anchor:
                     expanded[event.anchor] = 1 + len(event.value)
@@ -66,7 +91,7 @@ def _check_aliases(text: str, name: str) -> None:
                 if size is None:
                     raise VcrImportError(
                         f"{name}: alias *{event.anchor} refers to a node that is not complete "
-                        "(a recursive alias); not converted"
+                        "(a recursive alias); not read"
                     )
                 count(size)
             elif isinstance(event, yaml.CollectionStartEvent):
@@ -130,15 +155,31 @@ def _already_decoded(headers: Headers, body: bytes) -> bool:
     return True
 
 
-def _drop_encoding(headers: Headers, body: bytes) -> Headers:
-    """Headers that describe the decoded body vcrpy kept, so clients do not decode it again."""
-    fixed: list[tuple[str, str]] = []
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered == "content-encoding":
-            continue
-        fixed.append((name, str(len(body)) if lowered == "content-length" else value))
-    return fixed
+def _drop_encoding(headers: Headers) -> Headers:
+    """Headers that describe the decoded body vcrpy kept, so clients do not decode it again
+    (its Content-Length is then fitted to it, as every body's is)."""
+    return [(name, value) for name, value in headers if name.lower() != "content-encoding"]
+
+
+_BODILESS_STATUS = frozenset((204, 304))
+
+
+def _fit_length(headers: Headers, body: bytes, method: str, status: int) -> Headers:
+    """Headers whose Content-Length is the length of the body as stored: a project's
+    serializer that rebuilds a body (JSON from its parsed form) gives it another length than
+    the one recorded, and vcrpy hands a client the whole body whatever the header says. An
+    answer that has no body by its nature (HEAD, 1xx, 204, 304) and one framed by
+    Transfer-Encoding keep theirs."""
+    if method == "HEAD" or status < 200 or status in _BODILESS_STATUS:
+        return headers
+    if first_header(headers, "transfer-encoding") is not None:
+        return headers
+    length = str(len(body))
+    if all(value.strip() == length for name, value in headers if name.lower() == "content-length"):
+        return headers
+    return [
+        (name, length if name.lower() == "content-length" else value) for name, value in headers
+    ]
 
 
 def load_serializer(spec: str) -> Any:
@@ -167,15 +208,17 @@ def interaction_of(
     vcr_request: Any, vcr_response: Any, redactor: Redactor
 ) -> tuple[Interaction, bool]:
     """One interaction from vcrpy's request and response dict, the bytes as vcrpy stored
-    them; True beside it when the body was stored already decompressed (its
-    Content-Encoding is then dropped)."""
+    them, the Content-Length fitted to the body (``_fit_length``); True beside it when the
+    body was stored already decompressed (its Content-Encoding is then dropped)."""
     status = vcr_response["status"]
     body_field = vcr_response.get("body") or {}
     body = _bytes(body_field.get("string", vcr_response.get("content")))
     headers = _headers(vcr_response.get("headers"))
     decoded = _already_decoded(headers, body)
     if decoded:
-        headers = _drop_encoding(headers, body)
+        headers = _drop_encoding(headers)
+    request = request_of(vcr_request)
+    headers = _fit_length(headers, body, request.method, int(status["code"]))
     response = Response(
         status=int(status["code"]),
         reason=str(status.get("message") or ""),
@@ -183,9 +226,7 @@ def interaction_of(
         body=body,
         chunks=[(len(body), 0.0)] if body else [],
     )
-    return Interaction(
-        request=redactor.request(request_of(vcr_request)), response=response
-    ), decoded
+    return Interaction(request=redactor.request(request), response=response), decoded
 
 
 def request_of(vcr_request: Any) -> Request:
@@ -234,9 +275,7 @@ def read_vcr(path: str | os.PathLike[str], serializer: Any = None) -> tuple[list
         from vcr.serialize import deserialize
         from vcr.serializers import jsonserializer, yamlserializer
     except ImportError:
-        raise VcrImportError(
-            "import-vcr needs vcrpy: pip install 'agenttape-recorder[vcr]'"
-        ) from None
+        raise VcrImportError("import-vcr needs vcrpy: pip install vcrpy") from None
     name = os.fspath(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -246,16 +285,15 @@ def read_vcr(path: str | os.PathLike[str], serializer: Any = None) -> tuple[list
         raise VcrImportError(f"{name}: cannot be read as a vcrpy cassette ({exc})") from None
     if serializer is None:
         serializer = jsonserializer if name.endswith(".json") else yamlserializer
-    if serializer is yamlserializer:
-        _check_aliases(text, name)
+    if serializer is not jsonserializer:
+        check_yaml(text, name)
     try:
         requests, responses = deserialize(text, serializer)[:2]
     except Exception as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         hint = ""
         if serializer in (jsonserializer, yamlserializer):
             hint = "; a project that registers its own serializer names it with --serializer"
-        raise VcrImportError(f"{name}: not a vcrpy cassette ({reason}){hint}") from None
+        raise not_a_cassette(name, exc, hint) from None
     redactor = Redactor()
     interactions = []
     decoded = 0

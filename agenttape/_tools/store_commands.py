@@ -1,0 +1,149 @@
+"""The ``agenttape`` commands over a store of kept runs: ``runs`` lists them, ``fetch`` copies
+one out to replay as a test, ``index rebuild`` and ``index compact`` keep their index."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .._core.errors import AgentTapeError
+from .._core.text import counted
+from .cli_usage import PROG, Parser, UsageError, repeatable, subcommand
+
+STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.stored_runs import list_runs, parse_since
+    from .runs_table import format_runs, parse_tags
+
+    try:
+        tags = parse_tags(args.tag)
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError as exc:
+        raise UsageError(f"{exc}") from None
+    runs = list_runs(args.store, tags=tags, since=since, errors=args.errors, warn=_warn("runs"))
+    if args.json:
+        json.dump([info.to_dict() for info in runs], out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.write(format_runs(runs) + "\n")
+    return 0
+
+
+def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.run import RUN_ID
+    from .._production.stored_runs import fetch_run
+
+    if not RUN_ID.fullmatch(args.run_id):
+        raise UsageError(f"{args.run_id!r} is not a run id")
+    target = fetch_run(args.store, args.run_id, args.output)
+    out.write(
+        f"copied run {args.run_id} to {target}; replay it with use_cassette({str(target)!r})\n"
+    )
+    return 0
+
+
+def _warn(command: str) -> Callable[[str], None]:
+    def warn(message: str) -> None:
+        sys.stderr.write(f"{PROG} {command}: warning: {message}\n")
+
+    return warn
+
+
+def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    raise UsageError(f"give an action: rebuild or compact (see '{PROG} index --help')")
+
+
+def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.stored_runs import parse_since, rebuild_index
+
+    try:
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError as exc:
+        raise UsageError(f"{exc}") from None
+    done = rebuild_index(args.store, since=since)
+    unreadable = (
+        f", {counted(done.unreadable, 'unreadable file')} among them" if done.unreadable else ""
+    )
+    out.write(
+        f"indexed {counted(done.runs, 'run')} in {counted(done.days, 'day')}{unreadable}; "
+        f"replaced {counted(done.replaced, 'index file')}\n"
+    )
+    return 0
+
+
+def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.stored_runs import compact_index
+
+    done = compact_index(args.store)
+    out.write(
+        f"merged {counted(done.files, 'index file')} into one per day for "
+        f"{counted(done.days, 'day')} ({counted(done.rows, 'run')})\n"
+    )
+    if done.skipped:
+        day, reason = done.skipped[0]
+        raise AgentTapeError(
+            f"{counted(len(done.skipped), 'day')} not compacted: an index file of {day} cannot "
+            f"be read ({reason}); rebuild with: agenttape index rebuild {args.store} --since {day}"
+        )
+    return 0
+
+
+def add_store_commands(commands: Any, json_help: str) -> None:
+    """Declares ``runs``, ``index`` and ``fetch`` among ``commands``."""
+    runs = subcommand(
+        commands,
+        "runs",
+        cmd_runs,
+        help="list the runs a Recorder kept in STORE, newest first, with tags and status",
+    )
+    runs.add_argument("store", metavar="STORE", help=STORE_HELP)
+    repeatable(runs, "--tag", "K=V", "only runs tagged so (repeatable)")
+    runs.add_argument(
+        "--since", metavar="T", help="only runs since T: 30m, 2h, 7d or 1w ago, or an ISO date/time"
+    )
+    runs.add_argument(
+        "--errors", action="store_true", help="only runs that raised, failed a call or were flagged"
+    )
+    runs.add_argument("--json", action="store_true", help=json_help)
+
+    index = subcommand(
+        commands,
+        "index",
+        cmd_index,
+        help="the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)",
+        description=(
+            "Maintain the run index a Recorder writes beside the runs: "
+            "STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install "
+            "'agenttape-recorder[index]'."
+        ),
+    )
+    actions = index.add_subparsers(dest="index_action", metavar="ACTION", parser_class=Parser)
+    rebuild = subcommand(
+        actions,
+        "rebuild",
+        cmd_index_rebuild,
+        help="index the run files again: for runs written before the index, or a lost batch",
+    )
+    rebuild.add_argument("store", metavar="STORE", help=STORE_HELP)
+    rebuild.add_argument(
+        "--since", metavar="T", help="only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"
+    )
+    compact = subcommand(
+        actions,
+        "compact",
+        cmd_index_compact,
+        help="merge each day's small index files into one, atomically",
+    )
+    compact.add_argument("store", metavar="STORE", help=STORE_HELP)
+
+    fetch = subcommand(
+        commands, "fetch", cmd_fetch, help="copy one run out of STORE to replay it as a test"
+    )
+    fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
+    fetch.add_argument("run_id", metavar="RUN_ID")
+    fetch.add_argument("output", metavar="OUT.msgpack")
