@@ -25,6 +25,7 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
+from . import git_setup, textconv
 from .reading import (
     reading,
 )
@@ -677,6 +678,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
     fetch.add_argument("run_id", metavar="RUN_ID")
     fetch.add_argument("output", metavar="OUT.msgpack")
+    for module in (textconv, git_setup):
+        module.register(commands, _command)
     return parser
 
 
