@@ -25,7 +25,7 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import git_setup, textconv
+from . import git_setup, textconv, verdict
 from .reading import (
     reading,
 )
@@ -68,6 +68,8 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     from .._core.jsonpath import parse
     from .diff import compare
 
+    if args.verdict or args.fail_on:
+        return verdict.cmd_verdict(args, out)
     for path in args.ignore:
         try:
             parse(path)
@@ -491,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument(
         "--all", action="store_true", help="also list the interactions that are the same"
     )
+    verdict.add_options(diff)
 
     export = _command(
         commands,
