@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
+from . import jsonpath
 from .bodies import decode_body, is_sse, parse_json, parse_sse
 from .matching import Matcher, show_value
 from .models import Headers, Interaction, Request, Response
@@ -365,8 +366,11 @@ def _benign_header(name: str) -> bool:
     return name in _BENIGN_HEADERS or name.startswith(_BENIGN_HEADER_PREFIXES)
 
 
-def request_changes(old: Request, new: Request) -> list[Change]:
-    """What the code sends now against what it sent when recorded."""
+def request_changes(
+    old: Request, new: Request, *, headers: bool = True, ignore: tuple[str, ...] = ()
+) -> list[Change]:
+    """What the code sends now against what it sent when recorded; ``headers=False`` leaves
+    the headers out, ``ignore`` JSON paths of the bodies."""
     changes = []
     if old.method.upper() != new.method.upper():
         changes.append(Change(REQUEST, "method", f"{old.method}, now {new.method}"))
@@ -374,9 +378,10 @@ def request_changes(old: Request, new: Request) -> list[Change]:
     if (before.scheme, before.netloc, before.path) != (after.scheme, after.netloc, after.path):
         changes.append(Change(REQUEST, "url", f"{show_value(old.url)}, now {show_value(new.url)}"))
     changes += _pairs_changes("query", parse_qsl(before.query, True), parse_qsl(after.query, True))
-    changes += _header_changes(old.headers, new.headers)
+    if headers:
+        changes += _header_changes(old.headers, new.headers)
     if old.body != new.body:
-        changes += _body_changes(old, new)
+        changes += _body_changes(old, new, ignore)
     return changes
 
 
@@ -409,11 +414,14 @@ def _header_changes(old: Headers, new: Headers) -> list[Change]:
     return changes
 
 
-def _body_changes(old: Request, new: Request) -> list[Change]:
+def _body_changes(old: Request, new: Request, ignore: tuple[str, ...] = ()) -> list[Change]:
     want = _decoded(old.headers, old.body)
     got = _decoded(new.headers, new.body)
     (old_json, old_doc), (new_json, new_doc) = parse_json(want), parse_json(got)
     if old_json and new_json:
+        for path in ignore:
+            jsonpath.delete(old_doc, path)
+            jsonpath.delete(new_doc, path)
         return request_json_changes("request body", old_doc, new_doc)
     matcher = Matcher()
     if matcher.body_key(old.body) == matcher.body_key(new.body):
