@@ -101,6 +101,7 @@ COMMANDS = (
     "textconv",
     "init-git",
     "merge-driver",
+    "rerecord",
 )
 
 

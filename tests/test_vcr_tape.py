@@ -55,7 +55,9 @@ def test_vcrpy_semantics_over_a_json_cassette(tmp_path: Path, serve: Callable[..
         replay.stop()
     assert len(server.seen) == served
     assert replay.vcr.play_count == 2 and replay.vcr.all_played
-    assert [drift.differences for drift in replay.drifts] == [["body.n: expected 1, got 9"]]
+    assert [drift.differences for drift in replay.drifts] == [
+        ["request changed: request body.n: 1, now 9"]
+    ]
     assert not path.with_suffix(".msgpack").exists()  # nothing recorded
 
     # Mode all: every request recorded; a loaded one no new recording matches is kept.

@@ -25,7 +25,7 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import git_setup, textconv, verdict
+from . import git_setup, review, textconv, verdict
 from .reading import (
     reading,
 )
@@ -681,7 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
     fetch.add_argument("run_id", metavar="RUN_ID")
     fetch.add_argument("output", metavar="OUT.msgpack")
-    for module in (textconv, git_setup):
+    for module in (textconv, git_setup, review):
         module.register(commands, _command)
     return parser
 
