@@ -247,3 +247,21 @@ def test_a_recording_in_full_replaces_without_warning(
         warnings.simplefilter("error")
         record(path, server, again())
     assert not (tmp_path / "chat.new.msgpack").exists()
+
+
+def test_a_field_of_another_type_is_named_once() -> None:
+    from agenttape._core.models import Interaction, Request, Response
+
+    def answer(document: bytes) -> Interaction:
+        headers = [("Content-Type", "application/json")]
+        return Interaction(Request("POST", "https://api.test/v1/embeddings"),
+                           Response(200, headers=headers, body=document))  # fmt: skip
+
+    [verdict] = judge(
+        [answer(b'{"data": [{"embedding": [0.1, 0.2]}]}')],
+        [answer(b'{"data": [{"embedding": "AAAA"}], "model": "e"}')],
+    )
+    assert verdict.lines() == [
+        "response shape changed: response body.data[*].embedding: type array, now string",
+        "response shape changed: response body.model: new",
+    ]

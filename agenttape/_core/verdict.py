@@ -267,9 +267,9 @@ def _shape_changes(where: str, old: Any, new: Any) -> list[Change]:
     after: dict[str, set[str]] = {}
     _shape(old, where, before)
     _shape(new, where, after)
-    changes = []
+    changes: list[Change] = []
     for path in dict.fromkeys([*before, *after]):
-        if _under_new_or_missing(path, before, after):
+        if _under(path, {change.where for change in changes}):
             continue
         if path not in after:
             changes.append(Change(RESPONSE, path, "missing"))
@@ -290,15 +290,16 @@ def _shape_changes(where: str, old: Any, new: Any) -> list[Change]:
     return changes
 
 
-def _under_new_or_missing(path: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """True below a path already reported new or missing: the field is named once."""
+def _under(path: str, reported: set[str]) -> bool:
+    """True below a path already reported (new, missing, of another type): a field is
+    named once, not with everything inside it."""
     parent = path
     while True:
         cut = max(parent.rfind("."), parent.rfind("[*]"))
         if cut <= 0:
             return False
         parent = parent[:cut]
-        if (parent in before) != (parent in after):
+        if parent in reported:
             return True
 
 
