@@ -73,6 +73,17 @@ def test_vcrpy_semantics_over_a_json_cassette(tmp_path: Path, serve: Callable[..
         ("a", 2),
         ("b", 4),
     ]
+    assert not path.with_suffix(".previous.msgpack").exists()  # the YAML/JSON is the old one
+
+    # Mode all again, over the msgpack successor: what it held is kept beside it.
+    first_msgpack = path.with_suffix(".msgpack").read_bytes()
+    rewrite = tape(path, "all")
+    rewrite.start()
+    try:
+        httpx.post(f"{server.url}/c", json={"n": 5})
+    finally:
+        rewrite.stop()
+    assert path.with_suffix(".previous.msgpack").read_bytes() == first_msgpack
 
 
 def test_drop_unused_requests_as_vcrpy_keeps_what_was_played(

@@ -237,8 +237,15 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
 
             self.metadata = new_header()
             self.metadata["imported_from"] = {"format": "vcrpy", "path": self.vcr_path.name}
+        # Re-recording (``--record-mode=all``/``rewrite``) keeps what the msgpack held beside
+        # it, once the new recording is in place, for ``agenttape diff --verdict``.
+        replaced = self.path.exists() and self.mode == "all"
+        previous = files.read_bytes(self.path) if replaced else None
         files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
         self._dirty = False
+        if previous is not None:
+            stem = self.path.name.removesuffix(".msgpack")
+            files.write_atomic(self.path.with_name(f"{stem}.previous.msgpack"), previous)
 
     def _kept(self) -> list[Interaction]:
         """What the cassette holds once saved: in mode ``all``, as vcrpy keeps it, the loaded
