@@ -265,3 +265,27 @@ def test_a_field_of_another_type_is_named_once() -> None:
         "response shape changed: response body.data[*].embedding: type array, now string",
         "response shape changed: response body.model: new",
     ]
+
+
+def test_a_websocket_session_is_judged_frame_by_frame() -> None:
+    from agenttape._core.models import Closed, Frame, Interaction, Request, Response
+
+    def session(sent: bytes, received: bytes) -> Interaction:
+        return Interaction(
+            Request("GET", "wss://api.test/v1/realtime"),
+            Response(101),
+            frames=[Frame("client", "text", sent, 0.1), Frame("server", "text", received, 0.2)],
+            closed=Closed(1000, "", "client"),
+        )
+
+    [verdict] = judge(
+        [session(b'{"type":"hello","voice":"alloy","id":"evt_abcdef123"}', b'{"n":1}')],
+        [session(b'{"type":"hello","voice":"verse","id":"evt_zzzzzz999"}', b'{"n":"x","m":1}')],
+    )
+    assert verdict.kind == "request changed"
+    assert verdict.lines() == [
+        "request changed: client frames[0].voice: 'alloy', now 'verse'",
+        "response shape changed: server frames[*].n: type number, now string",
+        "response shape changed: server frames[*].m: new",
+        "benign (ids): client frames[0].id",
+    ]

@@ -459,19 +459,21 @@ def interaction_changes(old: Interaction, new: Interaction) -> list[Change]:
     return changes + _response_changes(old.response, new.response)
 
 
+def _frames(interaction: Interaction, direction: str) -> list[Any]:
+    """One side's frames of a WebSocket session: JSON read, anything else as hex."""
+    found = []
+    for frame in interaction.frames or ():
+        if frame.direction == direction and frame.opcode != "close":
+            is_json, document = parse_json(frame.payload)
+            found.append(document if is_json else frame.payload.hex())
+    return found
+
+
 def _frame_changes(old: Interaction, new: Interaction) -> list[Change]:
-    sides = {}
-    for direction in ("client", "server"):
-        sides[direction] = [
-            [parse_json(f.payload)[1] if parse_json(f.payload)[0] else f.payload.hex()
-             for f in (i.frames or []) if f.direction == direction and f.opcode != "close"]
-            for i in (old, new)
-        ]  # fmt: skip
-    client_old, client_new = sides["client"]
-    changes = request_json_changes("client frames", client_old, client_new)
-    server_old, server_new = sides["server"]
-    changes += _shape_changes("server frames", server_old, server_new)
-    return changes
+    """A WebSocket session: what the client sent as a request, what the server sent by
+    shape."""
+    changes = request_json_changes("client frames", _frames(old, "client"), _frames(new, "client"))
+    return changes + _shape_changes("server frames", _frames(old, "server"), _frames(new, "server"))
 
 
 def judge(old: list[Interaction], new: list[Interaction]) -> list[Verdict]:

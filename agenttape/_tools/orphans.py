@@ -72,7 +72,11 @@ class Found:
 
 
 def _module_files(folder: Path) -> set[Path]:
-    return {p for p in folder.iterdir() if p.suffix == ".py" and p.name.startswith("test")}
+    return {
+        p
+        for p in folder.iterdir()
+        if p.suffix == ".py" and (p.name.startswith("test") or p.stem.endswith("_test"))
+    }
 
 
 def _candidates(items: list[pytest.Item], used: set[Path]) -> set[str]:
