@@ -150,7 +150,11 @@ def test_record_then_replay_offline(project: tuple[pytest.Pytester, Server]) -> 
     hits = len(server.seen)
     assert hits == 20
     base = pytester.path / "cassettes" / "test_agent"
-    names = {p.name for p in base.iterdir()}
+    names = {p.name for p in base.iterdir() if not p.name.endswith(".previous.msgpack")}
+    # each re-recorded cassette keeps what it held beside it, for agenttape diff --verdict
+    assert {p.name for p in base.glob("*.previous.msgpack")} == {
+        name.replace(".msgpack", ".previous.msgpack") for name in names
+    }
     unsafe = {n for n in names if n.startswith("test_pages[a")}
     assert names - unsafe == {
         "test_plain.msgpack",

@@ -103,12 +103,19 @@ import pytest
 API = os.environ["API"]
 N = int(os.environ.get("N", "1"))
 CHOICE = json.loads(os.environ.get("CHOICE", "null"))
+CALL = os.environ.get("CALL", "call_Rec0rded00000001")  # an SDK draws one per run
+EXTRA = json.loads(os.environ.get("EXTRA", "{}"))
 
 
 def ask(content, **extra):
-    body = {"model": "m1", "messages": [{"role": "user", "content": content}], "n": N}
+    messages = [
+        {"role": "user", "content": content},
+        {"role": "tool", "tool_call_id": CALL, "content": "ok"},
+    ]
+    body = {"model": "m1", "messages": messages, "n": N}
     if CHOICE:
         body["tool_choice"] = CHOICE
+    body.update(EXTRA)
     body.update(extra)
     return httpx.post(
         API + "/v1/chat/completions", json=body, headers={"Authorization": "Bearer sk-live-1"}
@@ -243,8 +250,8 @@ def test_requests_changed_since_recording_are_named_field_by_field(
     summary = text[text.index("agenttape: requests changed since recording") :]
     assert "test_agent.py::test_chat: its requests changed since" in summary
     assert "cassettes/test_agent/test_chat.parsed was recorded" in summary
-    assert "body.n: expected 1, got 2" in summary
-    assert 'body.tool_choice: not recorded, got {"type": "auto"}' in summary
+    assert "request changed: request body.n: 1, now 2" in summary
+    assert 'request changed: request body.tool_choice: added ({"type": "auto"})' in summary
     assert "TestTurns::test_two_models" in summary and "test_shared_cassette" in summary
     assert "test_upload" not in summary  # a new multipart boundary is no change
     assert "test_stream" not in summary
@@ -252,7 +259,7 @@ def test_requests_changed_since_recording_are_named_field_by_field(
 
     failing = run(pytester, server, *AGENTTAPE, "--agenttape-drift=fail", **changed)
     failing.assert_outcomes(passed=2, failed=3)
-    failing.stdout.fnmatch_lines(["*body.n: expected 1, got 2*"])
+    failing.stdout.fnmatch_lines(["*request changed: request body.n: 1, now 2*"])
 
     quiet = run(pytester, server, *AGENTTAPE, "--agenttape-drift=off", **changed)
     quiet.assert_outcomes(passed=5)
@@ -274,12 +281,37 @@ def test_fields_drawn_anew_each_run_are_left_out_of_the_drift_report(
     text = result.stdout.str()
     summary = text[text.index("agenttape: requests changed since recording") :]
     assert "body.n:" not in summary
-    assert "body.tool_choice: not recorded, got {}" in summary  # what is left of it
+    assert "request body.tool_choice: added ({})" in summary  # what is left of it
 
     pytester.makeini("[pytest]\nagenttape_ignore_json_fields = messages[\n")
     bad = run(pytester, server, *AGENTTAPE)
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*agenttape_ignore_json_fields: not a JSON path: 'messages['*"])
+
+
+def test_ids_drawn_anew_are_left_out_and_explicit_nulls_said_in_one_line(
+    suite: pytest.Pytester, server: Server
+) -> None:
+    """On a real suite most drift lines were tool-call ids an SDK draws per run, and another
+    client now sends explicit nulls: neither is a change worth a line per field."""
+    nulls = json.dumps({"store": None, "user": None})
+    result = run(
+        suite, server, *AGENTTAPE, "--agenttape-drift=fail", CALL="call_Drawn4new", EXTRA=nulls
+    )
+    result.assert_outcomes(passed=5)
+    text = result.stdout.str()
+    summary = text[text.index("agenttape: requests changed since recording") :]
+    assert "its requests changed" not in summary and "tool_call_id" not in summary
+    assert summary.splitlines()[1] == (
+        "benign: 3 tests now send explicit nulls where the cassettes hold nothing "
+        "(request body.store, request body.user); left out"
+    )
+
+    both = run(suite, server, *AGENTTAPE, CALL="call_Drawn4new", EXTRA=nulls, N="2")
+    both.assert_outcomes(passed=5)
+    out = both.stdout.str()
+    assert "request changed: request body.n: 1, now 2" in out
+    assert "tool_call_id" not in out and "body.store" not in out.split("benign: ")[0]
 
 
 def test_new_recordings_are_agenttape_cassettes_read_first(
@@ -416,7 +448,7 @@ def test_workers_report_drift_to_one_summary(suite: pytest.Pytester, server: Ser
     result = run(suite, server, *AGENTTAPE, "-n", "2", N="3")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
-        ["*agenttape: requests changed since recording*", "*body.n: expected 1, got 3*"]
+        ["*agenttape: requests changed since recording*", "*request body.n: 1, now 3*"]
     )
 
 

@@ -55,7 +55,9 @@ def test_vcrpy_semantics_over_a_json_cassette(tmp_path: Path, serve: Callable[..
         replay.stop()
     assert len(server.seen) == served
     assert replay.vcr.play_count == 2 and replay.vcr.all_played
-    assert [drift.differences for drift in replay.drifts] == [["body.n: expected 1, got 9"]]
+    assert [drift.differences for drift in replay.drifts] == [
+        ["request changed: request body.n: 1, now 9"]
+    ]
     assert not path.with_suffix(".msgpack").exists()  # nothing recorded
 
     # Mode all: every request recorded; a loaded one no new recording matches is kept.
@@ -71,6 +73,17 @@ def test_vcrpy_semantics_over_a_json_cassette(tmp_path: Path, serve: Callable[..
         ("a", 2),
         ("b", 4),
     ]
+    assert not path.with_suffix(".previous.msgpack").exists()  # the YAML/JSON is the old one
+
+    # Mode all again, over the msgpack successor: what it held is kept beside it.
+    first_msgpack = path.with_suffix(".msgpack").read_bytes()
+    rewrite = tape(path, "all")
+    rewrite.start()
+    try:
+        httpx.post(f"{server.url}/c", json={"n": 5})
+    finally:
+        rewrite.stop()
+    assert path.with_suffix(".previous.msgpack").read_bytes() == first_msgpack
 
 
 def test_drop_unused_requests_as_vcrpy_keeps_what_was_played(

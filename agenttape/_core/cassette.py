@@ -9,10 +9,12 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable
 from contextvars import Token
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from . import codec, files, locking, provider_keys, runtime, tracebacks
+from . import age, codec, files, locking, provider_keys, runtime, tracebacks
+from .age import OnExpired
 from .clock import freeze_clock
 from .errors import (
     AgentTapeError,
@@ -64,6 +66,11 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         freeze_time: while replaying, the clock starts at the recorded run's start.
         tags: anything msgpack-serialisable, written into the cassette's header.
         on_unused: ``"warn"`` or ``"fail"`` when recorded interactions were never played.
+        max_age: how old the recording may be (``"90d"``; ``s``, ``m``, ``h``, ``d``, ``w``,
+            ``y``, a ``timedelta`` or seconds), counted from its recorded time.
+        on_expired: what an older one does when replayed: ``"warn"`` (default), ``"fail"``,
+            or ``"rerecord"`` (records it again when the hosts answer and the providers'
+            keys are set; replays with a warning otherwise).
     """
 
     mode_label: str | None = None
@@ -90,6 +97,8 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         freeze_time: bool = False,
         tags: dict[str, Any] | None = None,
         on_unused: OnUnused = "ignore",
+        max_age: str | float | timedelta | None = None,
+        on_expired: OnExpired = "warn",
     ) -> None:
         self._setup(
             Path(path),
@@ -110,6 +119,8 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
                 freeze_time=freeze_time,
                 tags=dict(tags or {}),
                 on_unused=on_unused,
+                max_age=max_age,  # type: ignore[arg-type]  # parsed to seconds there
+                on_expired=on_expired,
             ),
         )
 
@@ -151,6 +162,8 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         self._unfreeze_clock: Callable[[], None] | None = None
         self._placeholder_keys = False
         self._interrupted: dict[str, Any] | None = None
+        # Mode 'all' over an existing file: what it held, kept beside it when saving.
+        self._replaced: list[Interaction] | None = None
 
     def _blocks_network(self) -> bool:
         option = self.options.block_network
@@ -210,10 +223,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
     @property
     def derived_path(self) -> Path:
         """Where a ``live=`` replay writes what its changed requests produced."""
-        stem = (
-            self.path.name[: -len(".msgpack")] if self.path.suffix == ".msgpack" else self.path.name
-        )
-        return self.path.with_name(f"{stem}.derived.msgpack")
+        return self.sibling("derived")
 
     @property
     def is_recording(self) -> bool:
@@ -275,9 +285,13 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
                 self._digest = files.digest(data)
             else:
                 self.metadata, loaded = files.read(self.path)
+            if self.options.max_age is not None and self.mode != "all":
+                self.mode = self._check_age(loaded)
+                self.block_network = self._blocks_network()
         else:
             loaded = []
         self._frozen_pool, self._derived, self._derived_dirty = None, None, False
+        self._replaced = None
         if self.mode == "all" or not exists:
             if loaded and self._frozen_scope:
                 # Re-recording keeps serving frozen calls from the previous recording.
@@ -288,6 +302,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             from .meta import new_header  # platform, git and package metadata: only to record
 
             self.metadata = new_header(self.tags)
+            self._replaced = loaded if exists and self.mode == "all" else None
             loaded = []
         for interaction in loaded:
             self.queue.add(interaction, played=False)
@@ -311,6 +326,36 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             provider_keys.acquire()
         self.is_active = True
         self._token = runtime.activate(self)
+
+    def _check_age(self, loaded: list[Interaction]) -> Mode:
+        """The mode this activation runs in once the recording's age is known: ``all`` for
+        an expired cassette that ``on_expired="rerecord"`` can record again now."""
+        seconds = age.age(self.metadata)
+        assert self.options.max_age is not None
+        if seconds is None or seconds <= self.options.max_age:
+            return self.mode
+        expired = (
+            f"cassette {self.path} was recorded {age.say_age(seconds)} ago, more than its "
+            f"max_age of {age.say_age(self.options.max_age)}"
+        )
+        action = self.options.on_expired
+        if action == "fail":
+            raise AgentTapeError(
+                f"{expired} (on_expired='fail'). Record it again: pytest --agenttape-record, "
+                f"or {MODE_ENVIRONMENT_VARIABLE}=all"
+            )
+        if action == "rerecord":
+            missing = age.why_not_record(loaded)
+            if not missing:
+                warnings.warn(f"{expired}: recording it again", AgentTapeWarning, stacklevel=5)
+                return "all"
+            expired += f"; not recorded again now ({missing}), replayed as it is"
+        else:
+            expired += (
+                "; record it again (pytest --agenttape-record), or pass on_expired='rerecord'"
+            )
+        warnings.warn(expired, AgentTapeWarning, stacklevel=5)
+        return self.mode
 
     def _recorded_start(self) -> Any:
         created = self.metadata.get("created_at")
@@ -491,8 +536,53 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             return
         with self._lock:
             interactions = list(self.interactions)
+        replaced, self._replaced = self._replaced, None
+        previous = None
+        if replaced is not None and self.path.exists():
+            from .verdict import worse
+
+            failed = worse(replaced, interactions)
+            if failed:
+                self._keep_old(replaced, interactions, failed)
+                self._dirty = False
+                return
+            previous = files.read_bytes(self.path)
         files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
         self._dirty = False
+        if previous is not None:
+            # Once the new recording is in place: a save that fails leaves nothing beside it.
+            files.write_atomic(self.sibling("previous"), previous)
+
+    def sibling(self, kind: str) -> Path:
+        """``<stem>.<kind>.msgpack`` beside the cassette: ``previous``, ``new``."""
+        stem = (
+            self.path.name[: -len(".msgpack")] if self.path.suffix == ".msgpack" else self.path.name
+        )
+        return self.path.with_name(f"{stem}.{kind}.msgpack")
+
+    def _keep_old(self, old: list[Interaction], new: list[Interaction], failed: list[int]) -> None:
+        """A re-recording that failed where the old one holds answers (the service was
+        down): the old file stays, the new recording goes beside it as
+        ``<stem>.new.msgpack``, and a warning says so with the verdict."""
+        from . import verdict
+
+        target = self.sibling("new")
+        files.write_atomic(target, codec.encode_pieces(self.metadata, new))
+        lines = [
+            f"  #{v.index} {v.label}: {v.kind}" + "".join(f"\n      {line}" for line in v.lines(3))
+            for v in verdict.judge(old, new)
+            if v.kind != verdict.IDENTICAL
+        ]
+        warnings.warn(
+            f"re-recording {self.path} kept the old cassette: "
+            f"{counted(len(failed), 'request')} failed without an answer "
+            f"(#{', #'.join(map(str, failed))}) where the old recording holds one, so the "
+            f"service was down or unreachable. The new recording is {target}; compare with "
+            f"agenttape diff {self.path} {target} --verdict, and record again when the "
+            "service is up.\n" + "\n".join(lines),
+            AgentTapeWarning,
+            stacklevel=5,
+        )
 
     def _save_derived(self) -> None:
         """The run as it happened (replayed and live calls, in order) beside the original,

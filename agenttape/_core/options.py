@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from . import codec
+from .age import ON_EXPIRED, OnExpired, parse_age
 
 Mode = Literal["none", "once", "new_episodes", "all"]
 """What a cassette does per request: ``none`` replays only, ``once`` records a cassette that
@@ -100,9 +101,16 @@ class CassetteOptions:
     freeze_time: bool = False
     tags: dict[str, Any] = field(default_factory=dict)
     on_unused: OnUnused = "ignore"
+    max_age: float | None = None
+    on_expired: OnExpired = "warn"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", parse_mode(self.mode))
+        object.__setattr__(self, "max_age", parse_age(self.max_age))
+        if self.on_expired not in ON_EXPIRED:
+            raise ValueError(
+                f"on_expired must be one of {', '.join(ON_EXPIRED)}; got {self.on_expired!r}"
+            )
         if self.on_unused not in ON_UNUSED:
             raise ValueError(
                 f"on_unused must be one of {', '.join(ON_UNUSED)}; got {self.on_unused!r}"

@@ -24,6 +24,7 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
+from . import git_setup, review, textconv, verdict
 from .cli_usage import PROG, Handler, Parser, UsageError, repeatable, subcommand
 from .reading import reading
 from .store_commands import add_store_commands
@@ -48,6 +49,8 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     from .._core.jsonpath import parse
     from .diff import compare
 
+    if args.verdict or args.fail_on:
+        return verdict.cmd_verdict(args, out)
     for path in args.ignore:
         try:
             parse(path)
@@ -373,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument(
         "--all", action="store_true", help="also list the interactions that are the same"
     )
+    verdict.add_options(diff)
 
     export = subcommand(
         commands,
@@ -509,6 +513,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     add_store_commands(commands, json_help)
+    for module in (textconv, git_setup, review):
+        module.register(commands, subcommand)
     return parser
 
 

@@ -4,7 +4,11 @@ vcrpy's default matching compares method and URL only, so a test whose request b
 (a new parameter, a field dropped) still gets the old answer and passes on a stale cassette.
 agenttape compares each replayed request with the recorded one anyway; this plugin gathers
 what differed, from every xdist worker too (it travels on the teardown report), and names
-the tests, field by field, at the end of the session.
+the tests, field by field, at the end of the session, in the classes and words of
+``agenttape diff --verdict``. What is benign by nature is left out without being told: ids a
+client draws anew on every run (tool-call ids, request ids, uuids), model output the code
+sends back; fields a client now sends as explicit nulls where the cassettes hold nothing are
+said in one line for the whole session.
 """
 
 from __future__ import annotations
@@ -30,16 +34,25 @@ class Drift:
     method: str
     url: str
     differences: list[str] = field(default_factory=list)
+    nulls: list[str] = field(default_factory=list)
+    """Fields now sent as explicit nulls where the recording had none: benign, counted."""
 
     def as_list(self) -> list[Any]:
         """As it travels on a report (plain values, for xdist)."""
-        return [self.number, self.method, self.url, self.differences]
+        return [self.number, self.method, self.url, self.differences, self.nulls]
+
+
+def changed_requests(drifts: list[list[Any]]) -> bool:
+    """Whether a test's drift holds a request change, not only benign nulls."""
+    return any(differences for _n, _m, _u, differences, _nulls in drifts)
 
 
 def drift_text(nodeid: str, cassette: str, drifts: list[list[Any]]) -> str:
     """One test's drift, as the summary and a failing test show it."""
     lines = [f"{nodeid}: its requests changed since {cassette} was recorded"]
-    for number, method, url, differences in drifts:
+    for number, method, url, differences, _nulls in drifts:
+        if not differences:
+            continue
         lines.append(f"  #{number} {method} {url}")
         lines += [f"      {line}" for line in differences[:SHOWN]]
         if len(differences) > SHOWN:
@@ -63,9 +76,22 @@ class DriftReport:
         if not self.tests or self.mode == "off":
             return
         terminalreporter.write_sep("=", "agenttape: requests changed since recording")
-        for nodeid, (cassette, drifts) in self.tests.items():
+        changed = {n: t for n, t in self.tests.items() if changed_requests(t[1])}
+        for nodeid, (cassette, drifts) in changed.items():
             terminalreporter.write_line(drift_text(nodeid, cassette, drifts))
-        one = len(self.tests) == 1
+        nulls = {n: [f for d in t[1] for f in d[4]] for n, t in self.tests.items()}
+        fields = sorted({field for found in nulls.values() for field in found})
+        if fields:
+            shown = ", ".join(fields[:6]) + (
+                f", and {len(fields) - 6} more" if len(fields) > 6 else ""
+            )
+            terminalreporter.write_line(
+                f"benign: {counted(sum(1 for f in nulls.values() if f), 'test')} now send "
+                f"explicit nulls where the cassettes hold nothing ({shown}); left out"
+            )
+        if not changed:
+            return
+        one = len(changed) == 1
         advice = (
             "failed (--agenttape-drift=fail)"
             if self.mode == "fail"
@@ -73,7 +99,7 @@ class DriftReport:
             "(--agenttape-drift=fail makes such a test fail)"
         )
         terminalreporter.write_line(
-            f"{counted(len(self.tests), 'test')} "
+            f"{counted(len(changed), 'test')} "
             f"{'replays a cassette' if one else 'replay cassettes'} recorded for other "
             f"requests: {'it' if one else 'they'} {advice}. "
             "Re-record with --record-mode=rewrite."

@@ -39,6 +39,7 @@ from .._core.options import (
     environment_mode,
     mode_argument,
 )
+from . import markers, orphans
 
 if TYPE_CHECKING:
     from .._core.cassette import Cassette
@@ -105,6 +106,19 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         default=None,
         help="what a recorded interaction the test never played does (default: ignore)",
     )
+    orphans.add_option(group)
+    parser.addini(
+        "agenttape_max_age",
+        "how old a cassette may be (90d; s, m, h, d, w, y) before on_expired applies; "
+        "a marker's max_age= wins",
+        default="",
+    )
+    parser.addini(
+        "agenttape_on_expired",
+        "what an older cassette does: warn (default), fail, or rerecord (when the network "
+        "and keys are there)",
+        default="",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -113,12 +127,20 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import recording_plugin
 
         config.pluginmanager.register(recording_plugin, recording_plugin.NAME)
+    if config.getoption("agenttape_orphans"):
+        config.pluginmanager.register(
+            orphans.Orphans(config, used_cassette, replayed), "agenttape-orphans"
+        )
     config.addinivalue_line(
         "markers",
         "agenttape(path=None, **options): run the test under a cassette "
         "(default cassettes/<test module>/<test name>.msgpack beside the test file); "
         "options are those of agenttape.use_cassette",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    markers.check_spelling(config, items)
 
 
 def cassette_name(item: pytest.Item) -> str:
@@ -223,7 +245,32 @@ def _options(item: pytest.Item) -> tuple[Path, dict[str, Any]]:
         options["mode"] = config.getoption("agenttape_mode")
     if config.getoption("agenttape_on_unused"):
         options["on_unused"] = config.getoption("agenttape_on_unused")
+    for name in ("max_age", "on_expired"):
+        ini = config.getini(f"agenttape_{name}")
+        if ini and name not in options:
+            options[name] = ini
     return path, options
+
+
+def used_cassette(item: pytest.Item) -> Path | None:
+    """The cassette a collected test uses (its marker's, or the default one of the
+    ``agenttape_cassette`` fixture); None when it has none, or a marker that is wrong."""
+    fixtures = getattr(item, "fixturenames", ())
+    if item.get_closest_marker("agenttape") is None and "agenttape_cassette" not in fixtures:
+        return None
+    try:
+        return _options(item)[0]
+    except pytest.fail.Exception:
+        return None
+
+
+def replayed(item: pytest.Item) -> tuple[Path, list[int]] | None:
+    """The cassette a test replayed and how often each interaction was played; None when
+    the test recorded, or had no cassette."""
+    cassette = item.stash.get(_CASSETTE, None)
+    if cassette is None or cassette.is_recording:
+        return None
+    return cassette.path, list(cassette.queue.play_counts)
 
 
 def _run_id(config: pytest.Config) -> str:

@@ -23,7 +23,7 @@ import pytest
 
 from .._adapters.network_guard import REGEX_PREFIX
 from .._core.matching import Matcher
-from .drift import DRIFT_MODES, DriftReport, drift_text
+from .drift import DRIFT_MODES, DriftReport, changed_requests, drift_text
 from .network_block import NetworkBlock
 from .vcr_cache import deserialize_cached
 from .vcr_tape import VcrTape, msgpack_path
@@ -342,7 +342,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     with contextlib.suppress(ValueError):
         cassette = cassette.relative_to(item.config.rootpath)
     drifts = [drift.as_list() for drift in tape.drifts]
-    if call.when == "call" and report.passed and item.config.getoption("agenttape_drift") == "fail":
+    failing = item.config.getoption("agenttape_drift") == "fail" and changed_requests(drifts)
+    if call.when == "call" and report.passed and failing:
         report.outcome = "failed"
         report.longrepr = drift_text(item.nodeid, str(cassette), drifts)
     if call.when == "teardown":

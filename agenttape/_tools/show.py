@@ -177,7 +177,12 @@ def _describe_header(path: str, header: dict[str, Any], count: int) -> str:
     return title
 
 
-def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -> list[str]:
+def body_lines(
+    label: str, headers: Headers, body: bytes, chunks: int | None, *, sort_keys: bool = False
+) -> list[str]:
+    """A body for reading, under ``label``: JSON pretty (keys sorted with ``sort_keys``, as
+    ``textconv`` wants them for a stable text), SSE as numbered events, gRPC messages, text,
+    or the first bytes of a binary body."""
     kind, value, note = readable_body(headers, body)
     facts = [f"{len(body)} bytes stored"]
     if chunks is not None:
@@ -186,20 +191,24 @@ def _body_lines(label: str, headers: Headers, body: bytes, chunks: int | None) -
         facts.append(note)
     lines = [f"{label} ({kind}; {', '.join(facts)})"]
     if kind == "json":
-        text = json.dumps(value, indent=2, ensure_ascii=False)
+        text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=sort_keys)
     elif kind == "sse":
         blocks = []
         for number, event in enumerate(value):
             data = event.pop("data")
             head = " ".join(f"{k}={v}" for k, v in event.items())
-            shown = json.dumps(data, ensure_ascii=False) if not isinstance(data, str) else data
+            shown = (
+                json.dumps(data, ensure_ascii=False, sort_keys=sort_keys)
+                if not isinstance(data, str)
+                else data
+            )
             blocks.append(f"[{number}] {head + ' ' if head else ''}{shown}")
         text = "\n".join(blocks)
     elif kind == "grpc":
         blocks = []
         for number, message in enumerate(value):
             shown = (
-                json.dumps(message["fields"], indent=2, ensure_ascii=False)
+                json.dumps(message["fields"], indent=2, ensure_ascii=False, sort_keys=sort_keys)
                 if "fields" in message
                 else f"<binary> {message['hex']}"
             )
@@ -239,7 +248,7 @@ def detail(index: int, interaction: Interaction) -> str:
         )
     lines += ["", "Request headers"] + [f"  {k}: {v}" for k, v in request.headers]
     if request.body:
-        lines += _body_lines("Request body", request.headers, request.body, None)
+        lines += body_lines("Request body", request.headers, request.body, None)
     lines.append("")
     if response is not None:
         end = body_end(interaction)
@@ -248,7 +257,7 @@ def detail(index: int, interaction: Interaction) -> str:
             f"Response {response.http_version} {response.status} {response.reason}{ending}"
         )
         lines += [f"  {k}: {v}" for k, v in response.headers]
-        lines += _body_lines("Response body", response.headers, response.body, len(response.chunks))
+        lines += body_lines("Response body", response.headers, response.body, len(response.chunks))
         if response.trailers:
             lines += ["Response trailers"] + [f"  {k}: {v}" for k, v in response.trailers]
         call = grpc_wire.summary(interaction)

@@ -29,6 +29,7 @@ from .._core.redaction import Redacting, Redactor
 from .._core.replay_queue import KeepsMisses, Precedents, ReplayQueue
 from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
+from .._core.verdict import REQUEST, request_changes
 from .drift import Drift
 from .vcr import interaction_of, request_of, vcr_request_of, vcr_response_of
 
@@ -236,8 +237,15 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
 
             self.metadata = new_header()
             self.metadata["imported_from"] = {"format": "vcrpy", "path": self.vcr_path.name}
+        # Re-recording (``--record-mode=all``/``rewrite``) keeps what the msgpack held beside
+        # it, once the new recording is in place, for ``agenttape diff --verdict``.
+        replaced = self.path.exists() and self.mode == "all"
+        previous = files.read_bytes(self.path) if replaced else None
         files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
         self._dirty = False
+        if previous is not None:
+            stem = self.path.name.removesuffix(".msgpack")
+            files.write_atomic(self.path.with_name(f"{stem}.previous.msgpack"), previous)
 
     def _kept(self) -> list[Interaction]:
         """What the cassette holds once saved: in mode ``all``, as vcrpy keeps it, the loaded
@@ -335,10 +343,16 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         sent = self.redactor.request(request_of(filtered))
         if self._strict.key(recorded) == self._strict.key(sent):
             return
-        differences = self._strict.differences(recorded, sent)
-        if differences:
+        # In the verdict's classes and words; what is benign by nature (ids a client draws
+        # anew, echoed model output) is left out, explicit nulls are said in one line.
+        changes = request_changes(
+            recorded, sent, headers=False, ignore=self._strict.ignore_json_fields
+        )
+        lines = [f"{change.kind}: {change}" for change in changes if change.kind == REQUEST]
+        nulls = [change.where for change in changes if change.null]
+        if lines or nulls:
             with self._lock:
-                self.drifts.append(Drift(index, sent.method, sent.url, differences))
+                self.drifts.append(Drift(index, sent.method, sent.url, lines, nulls))
 
     def _miss(self, request: Request, boundary: str) -> UnmatchedInteractionError:
         queue = ReplayQueue(self._strict)

@@ -114,8 +114,10 @@ def schedule(rng: random.Random, moments: dict[str, float]) -> tuple[str | None,
 
 
 def sweep(directory: Path, keep: str) -> int:
-    """Removes (and counts) what a kill left beside the cassette: temporary files only."""
-    left = [p for p in directory.iterdir() if p.name != keep]
+    """Removes (and counts) what a kill left beside the cassette: temporary files only (a
+    re-recording keeps the file it replaced as ``<stem>.previous.msgpack``, on purpose)."""
+    previous = keep.replace(".msgpack", ".previous.msgpack")
+    left = [p for p in directory.iterdir() if p.name not in (keep, previous)]
     for stray in left:
         assert stray.name.startswith(f".{keep}.") and stray.name.endswith(".tmp"), stray.name
         stray.unlink()
