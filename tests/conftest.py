@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import atexit
+import inspect
 import os
 import shutil
 import sys
@@ -27,6 +28,25 @@ if not os.environ.get("AGENTTAPE_CONFIG_DIR"):
     _config = tempfile.mkdtemp(prefix="agenttape-test-config-")
     os.environ["AGENTTAPE_CONFIG_DIR"] = _config
     atexit.register(shutil.rmtree, _config, True)
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An async test runs under blockbuster, as users' async suites do: a blocking call made
+    inside the running event loop (a file read, ``time.sleep``, a socket waited on) raises
+    ``BlockingError``. The test servers run in threads of their own; starting and stopping
+    one (waiting for its thread) is the test's own doing, as are sync fixtures, run before
+    the loop."""
+    if not inspect.iscoroutinefunction(getattr(request, "function", None)):
+        yield
+        return
+    from blockbuster import blockbuster_ctx
+
+    with blockbuster_ctx() as blockbuster:
+        for function in blockbuster.functions.values():
+            function.can_block_in("tests/servers.py", {"__init__", "stop", "__exit__"})
+            function.can_block_in("examples/standin_server.py", {"__init__", "stop", "__exit__"})
+        yield
 
 
 @pytest.fixture

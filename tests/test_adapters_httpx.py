@@ -373,7 +373,7 @@ def test_a_stream_left_early_stays_open_until_the_client_closes_it(
 async def test_an_async_stream_left_early_stays_open_until_the_client_closes_it(
     hx: ModuleType, serve: Any, cassette_path: Path
 ) -> None:
-    url = _left_after_first_event(hx, serve, cassette_path)
+    url = await asyncio.to_thread(_left_after_first_event, hx, serve, cassette_path)
     received: list[bytes] = []
     async with (
         agenttape.use_cassette(cassette_path),
@@ -452,7 +452,7 @@ async def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_rep
     """Replayed at once, the stream still ends only once the request that ended it live is
     made again: a client that reconnects when a stream ends would otherwise reconnect with
     requests that were never recorded."""
-    url = _ended_by_a_later_request(hx, serve, cassette_path)
+    url = await asyncio.to_thread(_ended_by_a_later_request, hx, serve, cassette_path)
     order: list[str] = []
     async with agenttape.use_cassette(cassette_path) as tape, hx.AsyncClient(timeout=5) as client:
         async with client.stream("GET", f"{url}/events") as response:
