@@ -46,6 +46,10 @@ def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[Non
         for function in blockbuster.functions.values():
             function.can_block_in("tests/servers.py", {"__init__", "stop", "__exit__"})
             function.can_block_in("examples/standin_server.py", {"__init__", "stop", "__exit__"})
+            # httpx before 0.28 looks at the files SSL_CERT_FILE and ~/.netrc name on each
+            # client and request, with or without agenttape: the library's own.
+            function.can_block_in("httpx/_utils.py", {"get_ca_bundle_from_env", "netrc_info"})
+            function.can_block_in("httpx/_config.py", {"load_ssl_context_verify"})
         yield
 
 
