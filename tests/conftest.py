@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import importlib
 import inspect
 import os
 import shutil
@@ -22,6 +24,12 @@ from llm_standin import StandIn  # noqa: E402
 
 from tests.cli_support import recorded_session  # noqa: E402
 from tests.proxy_support import node_modules, serve_tls, start_proxy, upstream_ca  # noqa: E402, F401
+
+# httpx and httpx2 import their transport library when they make their first transport,
+# reading its package metadata: imported here, before any test's loop runs.
+for _lazy in ("httpcore", "httpcore2"):
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_lazy)
 
 # The recording proxy's CA goes to a directory of the test run's own, never the user's.
 if not os.environ.get("AGENTTAPE_CONFIG_DIR"):

@@ -4,7 +4,6 @@ recorded live, then replayed with the server stopped."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -21,11 +20,9 @@ import agenttape
 from tests.servers import MCPApp, loaded
 
 pytest.importorskip("mcp")
-# Imported lazily by mcp (checking a tool's result) and httpx2 (making a client's transport),
-# reading files: imported here, before any loop runs.
+# mcp imports jsonschema when it first checks a tool's result, reading its schema files:
+# imported here, before any loop runs.
 pytest.importorskip("jsonschema")
-with contextlib.suppress(ImportError):
-    import httpcore2  # noqa: F401
 pytestmark = pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 
 RECONNECT_DELAY = 1.0  # the MCP client's wait before it reopens an event stream that ended
