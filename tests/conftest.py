@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import agenttape
+from agenttape._adapters import install_adapters
 from tests.servers import App, Server, WebSocketServer, refused_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -50,6 +51,10 @@ def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[Non
         return
     from blockbuster import blockbuster_ctx
 
+    # blockbuster puts back, when it stops, the socket and time functions it found when it
+    # started: agenttape's patches of them (the network guard) are made first, or a guard
+    # installed during this test would be undone for every test after it.
+    install_adapters()
     with blockbuster_ctx() as blockbuster:
         for function in blockbuster.functions.values():
             function.can_block_in("tests/servers.py", {"__init__", "stop", "__exit__"})
