@@ -35,6 +35,8 @@ BASE = [
     "trustme>=1.1",
     "msgpack>=1.0",
     "hypothesis",
+    # async tests run under it (tests/conftest.py)
+    "blockbuster>=1.5",
 ]
 SDKS = ["httpx", "websockets"]
 

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import importlib
+import inspect
 import os
 import shutil
 import sys
@@ -12,6 +15,7 @@ from typing import Any
 import pytest
 
 import agenttape
+from agenttape._adapters import install_adapters
 from tests.servers import App, Server, WebSocketServer, refused_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -22,11 +26,44 @@ from llm_standin import StandIn  # noqa: E402
 from tests.cli_support import recorded_session  # noqa: E402
 from tests.proxy_support import node_modules, serve_tls, start_proxy, upstream_ca  # noqa: E402, F401
 
+# httpx and httpx2 import their transport library when they make their first transport,
+# reading its package metadata: imported here, before any test's loop runs.
+for _lazy in ("httpcore", "httpcore2"):
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_lazy)
+
 # The recording proxy's CA goes to a directory of the test run's own, never the user's.
 if not os.environ.get("AGENTTAPE_CONFIG_DIR"):
     _config = tempfile.mkdtemp(prefix="agenttape-test-config-")
     os.environ["AGENTTAPE_CONFIG_DIR"] = _config
     atexit.register(shutil.rmtree, _config, True)
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An async test runs under blockbuster, as users' async suites do: a blocking call made
+    inside the running event loop (a file read, ``time.sleep``, a socket waited on) raises
+    ``BlockingError``. The test servers run in threads of their own; starting and stopping
+    one (waiting for its thread) is the test's own doing, as are sync fixtures, run before
+    the loop."""
+    if not inspect.iscoroutinefunction(getattr(request, "function", None)):
+        yield
+        return
+    from blockbuster import blockbuster_ctx
+
+    # blockbuster puts back, when it stops, the socket and time functions it found when it
+    # started: agenttape's patches of them (the network guard) are made first, or a guard
+    # installed during this test would be undone for every test after it.
+    install_adapters()
+    with blockbuster_ctx() as blockbuster:
+        for function in blockbuster.functions.values():
+            function.can_block_in("tests/servers.py", {"__init__", "stop", "__exit__"})
+            function.can_block_in("examples/standin_server.py", {"__init__", "stop", "__exit__"})
+            # httpx before 0.28 looks at the files SSL_CERT_FILE and ~/.netrc name on each
+            # client and request, with or without agenttape: the library's own.
+            function.can_block_in("httpx/_utils.py", {"get_ca_bundle_from_env", "netrc_info"})
+            function.can_block_in("httpx/_config.py", {"load_ssl_context_verify"})
+        yield
 
 
 @pytest.fixture

@@ -561,6 +561,16 @@ def record_then_replay(
     return live, replayed
 
 
+async def loaded(path: Path) -> Any:
+    """``agenttape.load(path)`` from a coroutine: read in a worker thread, as a blocking read
+    must be inside a running loop."""
+    import asyncio
+
+    import agenttape
+
+    return await asyncio.to_thread(agenttape.load, path)
+
+
 async def record_then_replay_async(
     path: Path, server: Server, run: Callable[[], Awaitable[Any]], **options: Any
 ) -> tuple[Any, Any]:

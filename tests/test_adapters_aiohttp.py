@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import importlib
 import itertools
 import json
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from tests.servers import (
     ended_by_a_later_request,
     gzip_reply,
     json_reply,
+    loaded,
     record_then_replay_async,
     refused_port,
     sequence,
@@ -55,7 +57,7 @@ async def test_get_and_post_json(serve: Serve, cassette_path: Path) -> None:
     assert replayed == live
     assert live[1] == (200, {"path": "/items", "query": [], "body": '{"name": "lamp"}'})
     assert (b"X-Trace", b"a") in live[0][2] and (b"x-trace", b"b") in live[0][2]
-    post = agenttape.load(cassette_path).interactions[1].request
+    post = (await loaded(cassette_path)).interactions[1].request
     assert post.method == "POST" and post.body == b'{"name": "lamp"}'
 
 
@@ -91,7 +93,7 @@ async def test_streaming_reads_keep_the_recorded_boundaries(
 
     live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
-    stored = agenttape.load(cassette_path).interactions[0].response
+    stored = (await loaded(cassette_path)).interactions[0].response
     assert stored is not None
     assert stored.body == b"".join(LINES)
     if reader == "iter_any":
@@ -116,7 +118,7 @@ async def test_gzip_is_stored_raw_and_decoded_on_replay(serve: Serve, cassette_p
 
     live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live == (payload, gzip.compress(payload, mtime=0))
-    stored = agenttape.load(cassette_path).interactions[0].response
+    stored = (await loaded(cassette_path)).interactions[0].response
     assert stored is not None and stored.body == gzip.compress(payload, mtime=0)
 
 
@@ -137,7 +139,7 @@ async def test_redirect_hops_are_recorded_one_by_one(serve: Serve, cassette_path
     assert live[2] == {"at": "/new"}
     hops = [
         (i.request.url, i.response.status)
-        for i in agenttape.load(cassette_path).interactions
+        for i in (await loaded(cassette_path)).interactions
         if i.response
     ]
     assert hops == [(f"{server.url}/old", 301), (f"{server.url}/new", 200)]
@@ -164,7 +166,7 @@ async def test_429_half_json_then_200_in_order(serve: Serve, cassette_path: Path
     assert live[0][0] == 429 and live[0][2] == HALF_JSON
     assert (b"retry-after", b"7") in live[0][1]
     assert live[1][0] == 200
-    stored = agenttape.load(cassette_path).interactions[0].response
+    stored = (await loaded(cassette_path)).interactions[0].response
     assert stored is not None and stored.headers[:3] == RATE_LIMIT_HEADERS
 
 
@@ -189,7 +191,7 @@ async def test_body_cut_short_replays_the_same_bytes_then_the_same_error(
     live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
     assert live[1] == HALF_JSON
-    stored = agenttape.load(cassette_path).interactions[0]
+    stored = (await loaded(cassette_path)).interactions[0]
     assert stored.error is not None and stored.error.kind == "protocol_error"
 
 
@@ -207,7 +209,7 @@ async def test_connection_refused_replays_as_client_connector_error(cassette_pat
     async with agenttape.use_cassette(cassette_path):
         replayed = await run()
     assert replayed == live
-    assert agenttape.load(cassette_path).interactions[0].error.kind == "connect_error"  # type: ignore[union-attr]
+    assert (await loaded(cassette_path)).interactions[0].error.kind == "connect_error"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("realtime", [False, True])
@@ -226,7 +228,7 @@ async def test_read_timeout_replays_as_socket_timeout(
 
     live, replayed = await record_then_replay_async(cassette_path, server, run, realtime=realtime)
     assert replayed == live
-    assert agenttape.load(cassette_path).interactions[0].error.kind == "read_timeout"  # type: ignore[union-attr]
+    assert (await loaded(cassette_path)).interactions[0].error.kind == "read_timeout"  # type: ignore[union-attr]
 
 
 @pytest.mark.skipif(
@@ -235,7 +237,9 @@ async def test_read_timeout_replays_as_socket_timeout(
 async def test_httpx_on_an_aiohttp_transport_records_each_exchange_once(
     serve: Serve, cassette_path: Path
 ) -> None:
-    from httpx_aiohttp import AiohttpTransport
+    # Imported off the loop: a first import reads files.
+    httpx_aiohttp = await asyncio.to_thread(importlib.import_module, "httpx_aiohttp")
+    AiohttpTransport = httpx_aiohttp.AiohttpTransport
 
     server = serve(lambda seen: json_reply({"path": seen.path}))
 
@@ -245,7 +249,7 @@ async def test_httpx_on_an_aiohttp_transport_records_each_exchange_once(
 
     live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live == [{"path": f"/{n}"} for n in range(3)]
-    assert len(agenttape.load(cassette_path).interactions) == 3
+    assert len((await loaded(cassette_path)).interactions) == 3
 
 
 async def test_a_cassette_recorded_with_requests_replays_through_aiohttp(
@@ -254,8 +258,12 @@ async def test_a_cassette_recorded_with_requests_replays_through_aiohttp(
     import requests
 
     server = serve(lambda seen: Reply(status=429, headers=RATE_LIMIT_HEADERS, chunks=[HALF_JSON]))
-    with agenttape.use_cassette(cassette_path, mode="once"):
-        live = requests.get(f"{server.url}/x", timeout=5)
+
+    def record() -> requests.Response:  # a sync client: off the loop
+        with agenttape.use_cassette(cassette_path, mode="once"):
+            return requests.get(f"{server.url}/x", timeout=5)
+
+    live = await asyncio.to_thread(record)
     server.stop()
     async with (
         agenttape.use_cassette(cassette_path),
@@ -326,7 +334,7 @@ async def test_a_stream_left_early_is_recorded_as_truncated_not_failed(
 
     live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live == LINES[0]
-    (interaction,) = agenttape.load(cassette_path).interactions
+    (interaction,) = (await loaded(cassette_path)).interactions
     assert interaction.error is None
     assert interaction.response is not None and interaction.response.truncated
     assert interaction.response.body == LINES[0]

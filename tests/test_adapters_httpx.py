@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import gzip
 import importlib.util
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -372,7 +373,7 @@ def test_a_stream_left_early_stays_open_until_the_client_closes_it(
 async def test_an_async_stream_left_early_stays_open_until_the_client_closes_it(
     hx: ModuleType, serve: Any, cassette_path: Path
 ) -> None:
-    url = _left_after_first_event(hx, serve, cassette_path)
+    url = await asyncio.to_thread(_left_after_first_event, hx, serve, cassette_path)
     received: list[bytes] = []
     async with (
         agenttape.use_cassette(cassette_path),
@@ -451,7 +452,7 @@ async def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_rep
     """Replayed at once, the stream still ends only once the request that ended it live is
     made again: a client that reconnects when a stream ends would otherwise reconnect with
     requests that were never recorded."""
-    url = _ended_by_a_later_request(hx, serve, cassette_path)
+    url = await asyncio.to_thread(_ended_by_a_later_request, hx, serve, cassette_path)
     order: list[str] = []
     async with agenttape.use_cassette(cassette_path) as tape, hx.AsyncClient(timeout=5) as client:
         async with client.stream("GET", f"{url}/events") as response:
@@ -482,15 +483,25 @@ def test_a_stream_waiting_for_a_request_never_made_still_ends(
         assert tape.play_count == 1, "the POST was not made"
 
 
-def test_a_client_made_under_a_cassette_loads_its_tls_context_only_when_it_goes_live(
+def _context(client: Any) -> Any:
+    """The TLS context the client's transport connects with."""
+    return client._transport._pool._ssl_context
+
+
+def test_clients_made_while_replaying_share_one_tls_context_and_keep_their_types(
     hx: ModuleType, serve: Any, cassette_path: Path
 ) -> None:
+    """Loading the CA bundle (tens of ms per client) happens once per replay, not once per
+    client; the transport stays the library's own class, built by its own ``__init__``."""
     server = serve(lambda seen: json_reply({"path": seen.path}))
-    with agenttape.use_cassette(cassette_path, mode="once"), hx.Client() as client:
-        # Recording: built as the library builds it, so no recorded timing waits for it.
-        assert "_pool" in vars(client._transport)
+    with (
+        agenttape.use_cassette(cassette_path, mode="once"),
+        hx.Client() as first,
+        hx.Client() as second,
+    ):
+        assert _context(first) is not _context(second)  # recording: as the library builds
         for _ in range(2):
-            assert client.get(f"{server.url}/a").json() == {"path": "/a"}
+            assert first.get(f"{server.url}/a").json() == {"path": "/a"}
     server.stop()
 
     with agenttape.use_cassette(cassette_path) as tape:
@@ -499,27 +510,29 @@ def test_a_client_made_under_a_cassette_loads_its_tls_context_only_when_it_goes_
             assert closed.get(f"{server.url}/a").json() == {"path": "/a"}
         kept = hx.Client()
         assert kept.get(f"{server.url}/a").json() == {"path": "/a"}
+        asynchronous = hx.AsyncClient()
         assert tape.all_played
-    for replayed in (closed, kept):
-        assert isinstance(replayed._transport, hx.HTTPTransport)
-        assert "_pool" not in vars(replayed._transport)
+    assert type(closed._transport) is hx.HTTPTransport
+    assert type(kept._transport) is hx.HTTPTransport
+    assert type(asynchronous._transport) is hx.AsyncHTTPTransport
+    shared = _context(kept)
+    assert _context(closed) is shared and _context(asynchronous) is shared
 
     later = serve(lambda seen: json_reply({"later": seen.path}))
     assert kept.get(f"{later.url}/b").json() == {"later": "/b"}  # live, after the cassette
-    with hx.Client() as outside:
-        assert type(outside._transport) is hx.HTTPTransport
-        made_outside = outside._transport._pool._ssl_context
-        made_late = vars(kept._transport)["_pool"]._ssl_context
-        assert made_late.cert_store_stats() == made_outside.cert_store_stats()
-        assert made_late.cert_store_stats()["x509_ca"] > 0
-        assert (made_late.verify_mode, made_late.check_hostname) == (
+    with hx.Client() as outside, hx.Client() as another:
+        assert _context(outside) is not _context(another) is not shared
+        made_outside = _context(outside)
+        assert shared.cert_store_stats() == made_outside.cert_store_stats()
+        assert shared.cert_store_stats()["x509_ca"] > 0
+        assert (shared.verify_mode, shared.check_hostname) == (
             made_outside.verify_mode,
             made_outside.check_hostname,
         )
     kept.close()
 
 
-async def test_an_async_client_made_under_a_cassette_closes_without_a_tls_context(
+async def test_an_async_client_made_while_replaying_keeps_its_transport_class(
     hx: ModuleType, serve: Any, cassette_path: Path
 ) -> None:
     server = serve(lambda seen: json_reply({"path": seen.path}))
@@ -529,18 +542,40 @@ async def test_an_async_client_made_under_a_cassette_closes_without_a_tls_contex
             return (await client.get(f"{server.url}/a")).json(), client._transport
 
     async with agenttape.use_cassette(cassette_path, mode="once"):
-        live, transport = await exchange()
-    assert "_pool" in vars(transport)
+        live, _ = await exchange()
     server.stop()
-    async with agenttape.use_cassette(cassette_path):
+    async with agenttape.use_cassette(cassette_path, allow_repeats=True):
         replayed, transport = await exchange()
+        _, again = await exchange()
     assert replayed == live == {"path": "/a"}
-    assert isinstance(transport, hx.AsyncHTTPTransport)
-    assert "_pool" not in vars(transport)
+    assert type(transport) is hx.AsyncHTTPTransport
+    assert transport._pool._ssl_context is again._pool._ssl_context
+
+
+def test_the_shared_tls_context_follows_the_arguments_and_the_environment(
+    hx: ModuleType, serve: Any, cassette_path: Path, monkeypatch: Any
+) -> None:
+    """What changes the context the library would build changes the one shared: another
+    ``trust_env``, another ``SSL_CERT_FILE``; ``verify=<context>`` is the caller's own."""
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        hx.get(f"{server.url}/a")
+    certifi = pytest.importorskip("certifi")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    own = ssl.create_default_context()
+    with agenttape.use_cassette(cassette_path, allow_repeats=True):
+        with hx.Client() as plain, hx.Client() as again, hx.Client(trust_env=False) as untrusting:
+            assert _context(plain) is _context(again)
+            assert _context(untrusting) is not _context(plain)
+        monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+        with hx.Client() as named, hx.Client() as named_again, hx.Client(verify=own) as mine:
+            assert _context(named) is _context(named_again) is not _context(plain)
+            assert _context(mine) is own
+            assert named.get(f"{server.url}/a").json() == {"path": "/a"}
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # verify=<str>, from httpx 0.28
-def test_a_client_whose_construction_fails_under_a_cassette_still_fails_there(
+def test_a_client_whose_construction_fails_while_replaying_still_fails_there(
     hx: ModuleType, serve: Any, tmp_path: Path, cassette_path: Path
 ) -> None:
     server = serve(lambda seen: json_reply({"path": seen.path}))
@@ -548,14 +583,15 @@ def test_a_client_whose_construction_fails_under_a_cassette_still_fails_there(
         hx.get(f"{server.url}/a")
     with agenttape.use_cassette(cassette_path) as tape:
         assert not tape.is_recording
-        with pytest.raises(OSError):
-            hx.Client(verify=str(tmp_path / "no-such-bundle.pem"))
-        if importlib.util.find_spec("h2") is None:
-            with pytest.raises(ImportError, match="h2"):
-                hx.Client(http2=True)
-        else:
-            with hx.Client(http2=True) as client:
-                assert "_pool" in vars(client._transport)
+        for _ in range(2):  # a failure is not kept: the second raises as the first
+            with pytest.raises(OSError):
+                hx.Client(verify=str(tmp_path / "no-such-bundle.pem"))
+            if importlib.util.find_spec("h2") is None:
+                with pytest.raises(ImportError, match="h2"):
+                    hx.Client(http2=True)
+            else:
+                with hx.Client(http2=True) as client:
+                    assert type(client._transport) is hx.HTTPTransport
         assert hx.get(f"{server.url}/a").json() == {"path": "/a"}
 
 
@@ -577,12 +613,7 @@ def test_a_ca_bundle_the_environment_names_is_read_when_the_client_is_made(
     outside = construction_error()  # FileNotFoundError where the library reads it at once
     with agenttape.use_cassette(cassette_path) as tape:
         assert construction_error() is outside
-        with hx.Client(trust_env=False) as untrusting:  # it reads no variable: held back
+        assert construction_error() is outside
+        with hx.Client(trust_env=False) as untrusting:  # it reads no variable
             assert untrusting.get(f"{server.url}/a").json() == {"path": "/a"}
-            assert "_pool" not in vars(untrusting._transport)
         assert tape.all_played
-
-    monkeypatch.setenv("SSL_CERT_FILE", pytest.importorskip("certifi").where())
-    with agenttape.use_cassette(cassette_path), hx.Client() as trusting:  # one that is there
-        assert trusting.get(f"{server.url}/a").json() == {"path": "/a"}
-        assert "_pool" not in vars(trusting._transport)

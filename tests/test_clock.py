@@ -11,7 +11,7 @@ import pytest
 import time_machine
 
 import agenttape
-from tests.servers import json_reply
+from tests.servers import json_reply, loaded
 
 RECORDED_AT = dt.datetime(2026, 3, 14, 9, 30, tzinfo=dt.timezone.utc)
 
@@ -55,9 +55,10 @@ def test_replay_starts_the_clock_at_the_recorded_start_and_ticks(recorded: Path)
 
 
 async def test_async_replay_freezes_too(recorded: Path) -> None:
+    url = (await loaded(recorded)).interactions[0].request.url
     async with agenttape.use_cassette(recorded, freeze_time=True):
         async with httpx.AsyncClient() as client:
-            order = (await client.get(_url(recorded))).json()
+            order = (await client.get(url)).json()
         assert due_today(order)
 
 

@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 
 import agenttape
-from tests.servers import MCPApp
+from tests.servers import MCPApp, loaded
 
 pytest.importorskip("mcp")
+# mcp imports jsonschema when it first checks a tool's result, reading its schema files:
+# imported here, before any loop runs.
+pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 
 RECONNECT_DELAY = 1.0  # the MCP client's wait before it reopens an event stream that ended
@@ -220,17 +223,17 @@ async def test_session_records_then_replays_offline(era: str, cassette_path: Pat
     else:
         assert outcome["results"]["era"] == MODERN
         assert {s.session_id for s in live.sent} == {None}
-    assert recorded_requests(cassette_path) == sent_requests(live)
-    recorded = cassette_path.read_bytes()
+    assert (await asyncio.to_thread(recorded_requests, cassette_path)) == sent_requests(live)
+    recorded = await asyncio.to_thread(cassette_path.read_bytes)
 
     async with agenttape.use_cassette(cassette_path, mode="none") as tape:
         replayed = await session(app.url, era, stagger=True)
     assert replayed.outcome() == outcome
-    assert sent_requests(replayed) == recorded_requests(cassette_path)
+    assert sent_requests(replayed) == (await asyncio.to_thread(recorded_requests, cassette_path))
     assert tape.all_played and tape.play_count == len(tape.interactions) == len(live.sent)
     assert tape.misses == []
     assert replayed.add_order() == sorted(replayed.add_order(), reverse=True)
-    assert cassette_path.read_bytes() == recorded
+    assert (await asyncio.to_thread(cassette_path.read_bytes)) == recorded
 
 
 async def test_handshake_era_event_stream_resumes_with_last_event_id(cassette_path: Path) -> None:
@@ -243,7 +246,11 @@ async def test_handshake_era_event_stream_resumes_with_last_event_id(cassette_pa
             live = await session(app.url, LEGACY)
     gets = [s for s in live.sent if s.method == "GET"]
     assert [s.last_event_id is None for s in gets] == [True, False]
-    streams = [i for i in interactions(cassette_path) if i.request.method == "GET"]
+    streams = [
+        i
+        for i in (await asyncio.to_thread(interactions, cassette_path))
+        if i.request.method == "GET"
+    ]
     assert len(streams) == 2
     first, resumed = (stream.response for stream in streams)
     assert first is not None and resumed is not None
@@ -252,7 +259,11 @@ async def test_handshake_era_event_stream_resumes_with_last_event_id(cassette_pa
     assert event_ids and streams[1].request.header("last-event-id") == event_ids[-1].decode()
     assert b"notifications/tools/list_changed" in first.body
     assert b"notifications/tools/list_changed" in resumed.body, "sent while it was down"
-    (delete,) = [i for i in interactions(cassette_path) if i.request.method == "DELETE"]
+    (delete,) = [
+        i
+        for i in (await asyncio.to_thread(interactions, cassette_path))
+        if i.request.method == "DELETE"
+    ]
     assert delete.started_at < streams[1].started_at + (streams[1].duration or 0)
 
     async with agenttape.use_cassette(cassette_path, mode="none") as tape:
@@ -276,7 +287,7 @@ async def test_session_id_differs_live_and_replay_hands_back_the_recorded_one(
                 await session(app.url, LEGACY)
     assigned = []
     for path in paths:
-        initialize = interactions(path)[0]
+        initialize = (await asyncio.to_thread(interactions, path))[0]
         assert initialize.response is not None
         assert json.loads(initialize.request.body)["method"] == "initialize"
         assigned.append(initialize.response.header("mcp-session-id"))
@@ -378,9 +389,9 @@ async def test_event_stream_the_client_left_open_stays_open_on_replay(
             live = await mcp_session(app.url, live_methods)
     assert live == ["3", "7"]
     assert live_methods.count("GET") == 1
-    (stream,) = [i for i in agenttape.load(cassette_path).interactions if i.request.method == "GET"]
+    (stream,) = [i for i in (await loaded(cassette_path)).interactions if i.request.method == "GET"]
     assert stream.error is None and stream.response is not None and stream.response.truncated
-    recorded = cassette_path.read_bytes()
+    recorded = await asyncio.to_thread(cassette_path.read_bytes)
 
     for mode in ("none", "new_episodes"):
         caplog.clear()
@@ -390,4 +401,4 @@ async def test_event_stream_the_client_left_open_stays_open_on_replay(
             assert tape.all_played
         assert sorted(methods) == sorted(live_methods), mode
         assert not [r for r in caplog.records if "reconnect" in r.getMessage()], mode
-        assert cassette_path.read_bytes() == recorded, mode
+        assert (await asyncio.to_thread(cassette_path.read_bytes)) == recorded, mode

@@ -22,6 +22,7 @@ import pytest
 import requests
 
 import agenttape
+from agenttape._core.provider_keys import PLACEHOLDER
 from tests.servers import App, Server, json_reply
 
 Serve = Callable[[App], Server]
@@ -229,13 +230,26 @@ def _fetch(url: str, outcome: Any) -> None:
         outcome.put("fetched")
 
 
-def test_python_children_inherit_the_guard(serve: Serve, empty_cassette: Path) -> None:
+def environment() -> dict[str, str]:
+    """``os.environ``, less the placeholder provider keys a replay fills in for the SDKs of
+    this process (a separate matter: the guard must add nothing)."""
+    return {name: value for name, value in os.environ.items() if value != PLACEHOLDER}
+
+
+def test_python_children_inherit_the_guard(
+    serve: Serve, empty_cassette: Path, tmp_path: Path
+) -> None:
     """A Python child the code under test starts is guarded as the code is: with the
-    inherited environment, with an environment of its own, through a shell."""
+    inherited environment, with an environment of its own, through a shell, through
+    ``os.system``; the guard reaches each through its own environment, ``os.environ`` is
+    left as it is."""
     server = serve(lambda seen: json_reply({}))
     command = [sys.executable, "-c", FETCH, server.url]
     own = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    system_err = tmp_path / "system.err"
+    before = environment()
     with agenttape.use_cassette(empty_cassette):
+        assert environment() == before
         children = [
             subprocess.run(command, capture_output=True, text=True, timeout=60),
             subprocess.run(command, capture_output=True, text=True, timeout=60, env=own),
@@ -243,27 +257,48 @@ def test_python_children_inherit_the_guard(serve: Serve, empty_cassette: Path) -
                 shlex.join(command), shell=True, capture_output=True, text=True, timeout=60
             ),
         ]
-    for child in children:
-        assert child.returncode != 0
-        assert "NetworkBlockedError: agenttape blocked a connection to 127.0.0.1" in child.stderr
-        assert f"cassette {empty_cassette} in the parent process" in child.stderr
+        status = os.system(f"{shlex.join(command)} 2> {shlex.quote(str(system_err))}")
+        assert environment() == before
+    assert status != 0
+    stderrs = [child.stderr for child in children] + [system_err.read_text()]
+    assert all(child.returncode != 0 for child in children)
+    for stderr in stderrs:
+        assert "NetworkBlockedError: agenttape blocked a connection to 127.0.0.1" in stderr
+        assert f"cassette {empty_cassette} in the parent process" in stderr
     assert not server.seen
-    assert "AGENTTAPE_GUARD" not in os.environ
+    assert environment() == before
     after = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert after.returncode == 0, after.stderr
-    assert len(server.seen) == 1
+    assert os.system(shlex.join(command)) == 0
+    assert len(server.seen) == 2
 
 
-def test_multiprocessing_children_inherit_the_guard(serve: Serve, empty_cassette: Path) -> None:
+@pytest.mark.parametrize(
+    ("method", "refusal"),
+    [
+        pytest.param("spawn", "agenttape blocked a connection to 127.0.0.1", id="spawn"),
+        # A fork copies the process: the cassette itself is active in the child.
+        pytest.param("fork", "No recorded interaction matches GET", id="fork"),
+    ],
+)
+def test_multiprocessing_children_inherit_the_guard(
+    serve: Serve, empty_cassette: Path, method: str, refusal: str
+) -> None:
     server = serve(lambda seen: json_reply({}))
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context(method)
     outcome = context.Queue()
+    before = environment()
     with agenttape.use_cassette(empty_cassette):
         child = context.Process(target=_fetch, args=(server.url, outcome))
         child.start()
         child.join(60)
-    assert "agenttape blocked a connection to 127.0.0.1" in outcome.get(timeout=10)
+        assert environment() == before
+    assert refusal in outcome.get(timeout=10)
     assert not server.seen
+    after = context.Process(target=_fetch, args=(server.url, outcome))
+    after.start()
+    after.join(60)
+    assert outcome.get(timeout=10) == "fetched"
 
 
 def test_a_recording_cassette_leaves_children_free(serve: Serve, cassette_path: Path) -> None:

@@ -418,3 +418,37 @@ def test_lock_files_never_follow_what_another_user_planted(
     else:
         result.assert_outcomes(errors=1)
         assert f"the lock directory {locks}" in result.stdout.str()
+
+
+LISTS_PLUGINS = """
+    import pytest
+
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(config):
+        config.pluginmanager.get_plugins()  # a set: every plugin object must be hashable
+"""
+
+SNAPSHOT = """
+    from inline_snapshot import snapshot
+
+
+    def test_answer():
+        assert {"answer": 42} == snapshot({"answer": 42})
+"""
+
+
+@pytest.mark.parametrize("recording", ["pytest-recording", "drop-in"])
+def test_plugins_that_list_plugins_run_beside_agenttape(
+    pytester: pytest.Pytester, recording: str
+) -> None:
+    """inline-snapshot (and any plugin that calls ``get_plugins()``) lists pytest's plugins
+    in a set: an unhashable object of agenttape's there is an INTERNALERROR before any test,
+    with pytest-recording active and with agenttape's drop-in serving it alike."""
+    pytest.importorskip("inline_snapshot")
+    pytester.makeconftest(textwrap.dedent(LISTS_PLUGINS))
+    pytester.makepyfile(test_snapshot=textwrap.dedent(SNAPSHOT))
+    disabled = ("-p", "no:recording") if recording == "drop-in" else ()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *disabled)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)

@@ -20,7 +20,7 @@ import pytest
 import requests
 
 import agenttape
-from tests.servers import Reply
+from tests.servers import Reply, loaded
 
 GAP = 1.0  # the server's pause between the two chunks
 READ_TIMEOUT = 0.5  # the reader gives up after this long without a chunk
@@ -67,7 +67,7 @@ async def test_httpx_read_timeout_fires_on_replay_as_it_did_live(
     server.stop()
     assert live_chunks == [b"data: first\n\n"]
     assert isinstance(live_error, httpx.ReadTimeout)
-    recorded = agenttape.load(cassette_path).interactions[0]
+    recorded = (await loaded(cassette_path)).interactions[0]
     assert recorded.error is not None and recorded.error.kind == "read_timeout"
 
     async with agenttape.use_cassette(cassette_path, realtime=True), _client() as client:
@@ -104,7 +104,7 @@ async def test_readers_own_timeout_fires_on_replay_as_it_did_live(
         live = await _read_with_own_timeout(server.url)
     server.stop()
     assert live == ([b"data: first\n\n"], True)
-    recorded = agenttape.load(cassette_path).interactions[0]
+    recorded = (await loaded(cassette_path)).interactions[0]
     assert recorded.response is not None and recorded.response.truncated
 
     async with agenttape.use_cassette(cassette_path, realtime=True):
@@ -191,7 +191,7 @@ async def test_a_timeout_before_the_head_fires_at_its_recorded_moment(
         chunks, error = await _read_with_httpx_timeout(client, server.url)
     server.stop()
     assert chunks == [] and isinstance(error, httpx.ReadTimeout)
-    recorded = agenttape.load(cassette_path).interactions[0]
+    recorded = (await loaded(cassette_path)).interactions[0]
     assert recorded.response is None and recorded.error is not None
 
     async with agenttape.use_cassette(cassette_path, realtime=True), _client() as client:

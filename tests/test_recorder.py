@@ -163,8 +163,8 @@ async def test_a_cancelled_async_run_is_kept_as_raised(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    recorder.flush(timeout=10)
-    [info] = list_runs(tmp_path / "runs")
+    await asyncio.to_thread(recorder.flush, 10)
+    [info] = await asyncio.to_thread(list_runs, tmp_path / "runs")
     assert (info.status, info.reasons) == ("raised", ["raised CancelledError"])
 
 
@@ -271,9 +271,9 @@ async def test_runs_in_parallel_asyncio_tasks_each_get_exactly_their_own_exchang
 
     async with httpx.AsyncClient() as client:
         runs = await asyncio.gather(*(handle(client, task) for task in range(20)))
-    recorder.flush(timeout=10)
+    await asyncio.to_thread(recorder.flush, 10)
     for task, run in enumerate(runs):
-        recorded = paths(stored(store, run))
+        recorded = paths(await asyncio.to_thread(stored, store, run))
         assert recorded[:4] == [f"/t{task}/{step}" for step in range(4)]
         assert sorted(recorded[4:]) == [f"/t{task}/child0", f"/t{task}/child1"]
 
@@ -312,8 +312,8 @@ async def test_to_thread_inside_an_async_run_is_covered(
     recorder = recorders(tmp_path / "runs", keep="all")
     async with recorder.run() as run:
         await asyncio.to_thread(httpx.get, server.url + "/in-thread")
-    recorder.flush(timeout=10)
-    assert paths(stored(tmp_path / "runs", run)) == ["/in-thread"]
+    await asyncio.to_thread(recorder.flush, 10)
+    assert paths(await asyncio.to_thread(stored, tmp_path / "runs", run)) == ["/in-thread"]
 
 
 def test_a_run_inside_a_replaying_cassette_leaves_the_cassette_in_charge(

@@ -54,10 +54,13 @@ async def test_run_in_executor_inside_an_async_run_carries_it(
     loop = asyncio.get_running_loop()
     async with recorder.run() as run:
         await loop.run_in_executor(None, httpx.get, server.url + "/default")
-        with ThreadPoolExecutor(1) as pool:
+        pool = ThreadPoolExecutor(1)
+        try:
             await loop.run_in_executor(pool, httpx.get, server.url + "/own-pool")
-    recorder.flush(timeout=10)
-    assert _paths(store, run) == ["/default", "/own-pool"]
+        finally:
+            await asyncio.to_thread(pool.shutdown)  # it waits for its thread: off the loop
+    await asyncio.to_thread(recorder.flush, 10)
+    assert (await asyncio.to_thread(_paths, store, run)) == ["/default", "/own-pool"]
 
 
 def test_concurrent_runs_fanning_out_to_one_pool_get_exactly_their_own(

@@ -1,13 +1,15 @@
 """Python processes the code under test starts inherit the network guard.
 
-While a cassette that blocks the network is active, the environment says so
-(``AGENTTAPE_GUARD``: the cassette, its mode and allowed hosts) and puts
-``agenttape/_bootstrap`` first on ``PYTHONPATH``; the ``sitecustomize`` there guards each
-Python child before its own code runs, as ``agenttape run`` children open their cassette. So
-a child started through ``subprocess`` (with the inherited environment, or an explicit one),
-``os.system`` or ``multiprocessing`` (spawn, and fork, which copies the guard) cannot reach
-the network either. A child that is not Python, or a socket made in C, stays out of reach:
-see the network guard in the documentation.
+While a cassette that blocks the network is active, each child process started from then on
+gets the guard in its own environment at start (``AGENTTAPE_GUARD``: the cassette, its mode
+and allowed hosts; ``agenttape/_bootstrap`` first on its ``PYTHONPATH``), and the
+``sitecustomize`` there guards it before its own code runs, as ``agenttape run`` children
+open their cassette. ``os.environ`` itself is never edited: the guard is added where a child
+is started — ``subprocess.Popen`` (with the inherited environment, or an explicit one), an
+``os.system`` command (run by a shell that exports the two variables first), and a
+``multiprocessing`` spawn (whose child guards itself before it unpickles anything); a fork
+copies the parent's guard. A child that is not Python, or a socket made in C, stays out of
+reach: see the network guard in the documentation.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import subprocess
+import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,38 +29,46 @@ from .._core.tape import Tape
 
 GUARD_VARIABLE = "AGENTTAPE_GUARD"
 BOOTSTRAP = str(Path(__file__).resolve().parent.parent / "_bootstrap")
+_MARK = "__agenttape__"
 
 _lock = threading.Lock()
-_before: dict[str, str | None] | None = None  # the variables as they were, while changed
-_guard: dict[str, str] = {}  # what a child's environment gets now; empty: nothing
+_guard: dict[str, str] = {}  # what a child's environment gets now (replaced, never changed)
+
+# Run first by a multiprocessing spawn child, before its own code and the pickled target.
+_SPAWNED = """\
+try:
+    from agenttape._adapters.children import guard_spawned
+except ImportError as exc:
+    import sys
+    sys.stderr.write("agenttape: cannot import agenttape (%s); its network is not guarded\\n" % exc)
+else:
+    guard_spawned({settings!r})
+"""
 
 
 def update(tape: Tape | None) -> None:
-    """Follows the newest process-wide tape: while it blocks the network, the environment
-    children inherit carries the guard; otherwise it is as it was."""
-    global _before
+    """Follows the newest process-wide tape: while it blocks the network, children started
+    from here on get the guard; otherwise they start as they would."""
+    global _guard
     with _lock:
         if tape is not None and tape.block_network:
-            if _before is None:
-                _before = {name: os.environ.get(name) for name in (GUARD_VARIABLE, "PYTHONPATH")}
-                _patch_popen()
+            _install()
             settings = {
                 "cassette": str(tape.path),
                 "mode": tape.mode,
                 "allowed_hosts": list(tape.allowed_hosts),
             }
-            _guard.clear()
-            _guard[GUARD_VARIABLE] = json.dumps(settings)
-            _guard["PYTHONPATH"] = _on_path(_before["PYTHONPATH"])
-            os.environ.update(_guard)
-        elif _before is not None:
-            for name, value in _before.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-            _before = None
-            _guard.clear()
+            _guard = {GUARD_VARIABLE: json.dumps(settings)}
+        else:
+            _guard = {}
+
+
+def for_child(environment: Mapping[str, str]) -> dict[str, str]:
+    """The variables to add to a child's ``environment``; none while nothing is guarded."""
+    guard = _guard
+    if not guard:
+        return {}
+    return {**guard, "PYTHONPATH": _on_path(environment.get("PYTHONPATH"))}
 
 
 def _on_path(python_path: str | None) -> str:
@@ -64,32 +76,96 @@ def _on_path(python_path: str | None) -> str:
     return os.pathsep.join(entry for entry in dict.fromkeys(entries) if entry)
 
 
+def _install() -> None:
+    """Where children start, once (called with the lock held)."""
+    _patch_popen()
+    if os.name == "posix":
+        _patch_system()
+    if "multiprocessing" in sys.modules:
+        import multiprocessing.spawn
+
+        _patch_spawn(multiprocessing.spawn)
+
+
 def _patch_popen() -> None:
-    """A child given an environment of its own (``env=``) gets the guard in it too."""
+    """A child started with the inherited environment gets a copy of it with the guard; one
+    given an environment of its own (``env=``) gets the guard in it too."""
     popen = subprocess.Popen
-    if getattr(popen.__init__, "__agenttape__", False):
-        return
     original = popen.__init__
+    if getattr(original, _MARK, False):
+        return
 
     @functools.wraps(original)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         environment = kwargs.get("env")
-        guard = dict(_guard)
-        if isinstance(environment, Mapping) and guard:
-            own = dict(environment)
-            guard["PYTHONPATH"] = _on_path(own.get("PYTHONPATH"))
-            kwargs["env"] = {**own, **guard}
+        if _guard and (environment is None or isinstance(environment, Mapping)):
+            own = dict(os.environ if environment is None else environment)
+            added = for_child(own)
+            if added:
+                kwargs["env"] = {**own, **added}
         original(self, *args, **kwargs)
 
-    init.__agenttape__ = True  # type: ignore[attr-defined]
+    setattr(init, _MARK, True)
     popen.__init__ = init  # type: ignore[method-assign]
+
+
+def _patch_system() -> None:
+    """``os.system`` runs its command in a shell that exports the guard first: the C library
+    starts the shell, with ``os.environ`` as it is."""
+    original = os.system
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def system(command: Any) -> int:
+        added = for_child(os.environ)
+        if added and isinstance(command, (str, bytes)):
+            exports = "export " + " ".join(
+                f"{name}={shlex.quote(value)}" for name, value in added.items()
+            )
+            command = (
+                os.fsencode(exports) + b"; " + command
+                if isinstance(command, bytes)
+                else f"{exports}; {command}"
+            )
+        return original(command)
+
+    setattr(system, _MARK, True)
+    os.system = system
+
+
+def _patch_spawn(spawn: Any) -> None:
+    """A spawned child (``python -c 'from multiprocessing.spawn import spawn_main; ...'``)
+    runs the guard first: it starts with ``os.environ`` as it is."""
+    original = spawn.get_command_line
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def get_command_line(**kwargs: Any) -> list[str]:
+        command: list[str] = original(**kwargs)
+        guard = _guard
+        if guard and "-c" in command[:-1]:
+            at = command.index("-c") + 1
+            command[at] = _SPAWNED.format(settings=guard[GUARD_VARIABLE]) + command[at]
+        return command
+
+    setattr(get_command_line, _MARK, True)
+    spawn.get_command_line = get_command_line
+
+
+def guard_spawned(settings: str) -> None:
+    """In a multiprocessing spawn child: guarded as a child started with the guard in its
+    environment is, and its own children after it."""
+    os.environ[GUARD_VARIABLE] = settings
+    os.environ["PYTHONPATH"] = _on_path(os.environ.get("PYTHONPATH"))
+    inherit()
 
 
 def inherit() -> None:
     """In a child (called by the bootstrap): refuse the network as the parent's cassette
     does. A guard the child cannot read is reported, never silently dropped."""
     import socket
-    import sys
 
     from . import network_guard
 

@@ -19,7 +19,7 @@ from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
-from . import deferred_transport
+from . import tls_contexts
 from .forwarding import Forwarding
 from .header_tables import decode_header_set, decode_headers, decode_text
 from .websocket import httpx_ws
@@ -77,7 +77,7 @@ class _Library:
 
 def install(hx: ModuleType) -> None:
     library = _Library(hx)
-    deferred_transport.install(hx)
+    tls_contexts.install(hx)
     for client_class in (hx.Client, hx.AsyncClient):
         if _PATCHED in vars(client_class):
             continue  # httpx2.alias_httpx() makes both names one module

@@ -164,6 +164,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         self._interrupted: dict[str, Any] | None = None
         # Mode 'all' over an existing file: what it held, kept beside it when saving.
         self._replaced: list[Interaction] | None = None
+        self._left = False  # left (by _close), not yet stored
 
     def _blocks_network(self) -> bool:
         option = self.options.block_network
@@ -232,13 +233,23 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
 
     # -- activation --------------------------------------------------------------------
 
+    touches_disk = True
+
+    def _load(self) -> None:
+        self._read()
+
     def _open(self) -> None:
-        self.start()
+        self._activate()
 
     def _close(self, exc: BaseException | None) -> None:
         if exc is not None:
             tracebacks.trim(exc)  # a miss shows the caller's code and library, then the message
-        self.stop(failed=exc is not None, error=exc)
+        self._left = self._leave(exc)
+
+    def _store(self, exc: BaseException | None) -> None:
+        if self._left:
+            self._left = False
+            self._finish(failed=exc is not None)
 
     def __call__(self, function: F) -> F:
         """Decorate a function (sync or async): each call runs inside a fresh activation."""
@@ -261,6 +272,11 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
 
     def start(self) -> None:
         """Activate: read the file as the mode says and serve every request from here on."""
+        self._read()
+        self._activate()
+
+    def _read(self) -> None:
+        """Everything activation needs from the disk: the file, as the mode says."""
         if self.is_active:
             raise AgentTapeError(f"cassette {self.path} is already active; open it once at a time")
         self.mode = self.options.effective_mode()
@@ -318,6 +334,9 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             files.check_writable(self.path)
         elif self._derived is not None:
             files.check_writable(self.derived_path)
+
+    def _activate(self) -> None:
+        """Serve every request from here on (what ``_read`` read)."""
         if self.options.freeze_time and not self.is_recording:
             self._unfreeze_clock = freeze_clock(self._recorded_start())
         # Replay only ('none', or 'once' over an existing file): SDKs get placeholder keys.
@@ -369,8 +388,13 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         ``KeyboardInterrupt``) that ended the block, marks a recording it cut short as
         interrupted: ``metadata["interrupted"]`` says by what and after how many
         interactions, for ``show``, ``view`` and a later miss to tell."""
+        if self._leave(error):
+            self._finish(failed=failed)
+
+    def _leave(self, error: BaseException | None) -> bool:
+        """Deactivate; False (and nothing done) when this cassette was not active."""
         if not self._deactivate():
-            return
+            return False
         if self._unfreeze_clock is not None:
             self._unfreeze_clock()
             self._unfreeze_clock = None
@@ -386,6 +410,10 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
                 else {"after": len(self.interactions), "by": type(error).__name__}
             )
             _mark_interrupted(self.metadata, self._interrupted)
+        return True
+
+    def _finish(self, *, failed: bool) -> None:
+        """What stopping writes and reports, once deactivated."""
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
             if not self._unaccounted:

@@ -11,11 +11,14 @@ tasks it starts while a Recorder is open) see it, so concurrent runs never mix.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
+import sys
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from .tape import Tape
 
@@ -113,8 +116,19 @@ class Activation:
 
 
 class Block(Activation):
-    """An activation that is a block, ``with`` or ``async with``: entering calls ``_open``,
-    leaving calls ``_close`` with the exception that ended the block, if any."""
+    """An activation that is a block, ``with`` or ``async with``: entering calls ``_load``
+    then ``_open``, leaving calls ``_close`` then ``_store``, with the exception that ended
+    the block, if any. ``_load`` and ``_store`` are what touches the disk (reading the
+    cassette, saving it): under ``async with`` they run in a worker thread, so the event
+    loop never waits for the disk, while ``_open`` and ``_close`` (the activation, in the
+    task's own context) run in the loop."""
+
+    # Whether _load or _store do anything: a block whose do not enters and leaves with no
+    # hop to a worker thread.
+    touches_disk: ClassVar[bool] = False
+
+    def _load(self) -> None:
+        """Reads what entering needs; nothing by default."""
 
     def _open(self) -> None:
         raise NotImplementedError
@@ -122,7 +136,11 @@ class Block(Activation):
     def _close(self, exc: BaseException | None) -> None:
         raise NotImplementedError
 
+    def _store(self, exc: BaseException | None) -> None:
+        """Writes what leaving keeps; nothing by default."""
+
     def __enter__(self: _B) -> _B:
+        self._load()
         self._open()
         return self
 
@@ -133,9 +151,15 @@ class Block(Activation):
         traceback: TracebackType | None,
     ) -> None:
         self._close(exc)
+        self._store(exc)
 
     async def __aenter__(self: _B) -> _B:
-        return self.__enter__()
+        if self.touches_disk:
+            await off_loop(self._load)
+        else:
+            self._load()
+        self._open()
+        return self
 
     async def __aexit__(
         self,
@@ -143,4 +167,23 @@ class Block(Activation):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.__exit__(exc_type, exc, traceback)
+        self._close(exc)
+        if self.touches_disk:
+            await off_loop(self._store, exc)
+        else:
+            self._store(exc)
+
+
+async def off_loop(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in the running asyncio loop's default executor, in a copy of this
+    context (as ``asyncio.to_thread``, which anyio's asyncio backend runs too); called here
+    under another event loop library."""
+    asyncio = sys.modules.get("asyncio")
+    try:
+        loop = asyncio.get_running_loop() if asyncio is not None else None
+    except RuntimeError:
+        loop = None
+    if loop is None:
+        return function(*args)
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(None, functools.partial(context.run, function, *args))

@@ -60,9 +60,10 @@ def drift_text(nodeid: str, cassette: str, drifts: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class DriftReport:
-    """Collects each test's drift as its report comes in; writes the summary."""
+    """Collects each test's drift as its report comes in; writes the summary. Compared by
+    identity, so hashable: pytest's plugin manager keeps its plugins in sets."""
 
     mode: str
     tests: dict[str, tuple[str, list[Any]]] = field(default_factory=dict)

@@ -154,6 +154,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self.metadata: dict[str, Any] = {}
         self._interactions: list[Interaction] = []  # in step with ``vcr.data``
         self._loaded = 0
+        self._read_from = self.vcr_path  # the file the interactions came from: a miss names it
         self.redactor = Redactor.from_rules(None)  # the defaults, shared (and what they saw)
         self.ignore_json_fields = ignore_json_fields
         self._strict = Matcher(ignore_json_fields=ignore_json_fields)
@@ -195,6 +196,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         """Fills ``vcr.data`` and the interactions in step; True when a cassette existed."""
         cassette = self.vcr
         if self.path.exists():
+            self._read_from = self.path
             self.metadata, interactions = files.read(self.path)
             for interaction in interactions:
                 cassette.data.append(
@@ -205,6 +207,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
             cassette.rewound = True
             self._interactions = list(interactions)
         else:
+            self._read_from = self.vcr_path
             cassette._load()  # the project's persister and serializer, as vcrpy reads it
             self._interactions = [
                 interaction_of(request, response, self.redactor)[0]
@@ -359,12 +362,11 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         counts = self.vcr.play_counts
         for index, interaction in enumerate(self._interactions):
             queue.add(interaction, played=bool(counts[index]))
-        path = self.vcr_path if not self.path.exists() else self.path
         return self._missing(
             request,
             boundary,
             queue.nearest(request, 3, boundary),
-            str(path),
+            str(self._read_from),
             RERECORD,
             len(self._interactions),
         )
