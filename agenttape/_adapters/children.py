@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._core.tape import Tape
+from . import ledger
 
 GUARD_VARIABLE = "AGENTTAPE_GUARD"
 BOOTSTRAP = str(Path(__file__).resolve().parent.parent / "_bootstrap")
@@ -66,11 +67,10 @@ def _on_path(python_path: str | None) -> str:
 
 def _patch_popen() -> None:
     """A child given an environment of its own (``env=``) gets the guard in it too."""
-    popen = subprocess.Popen
-    if getattr(popen.__init__, "__agenttape__", False):
-        return
-    original = popen.__init__
+    ledger.apply("subprocess", [ledger.wrap(subprocess.Popen, "__init__", _make_init)])
 
+
+def _make_init(original: Any) -> Any:
     @functools.wraps(original)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         environment = kwargs.get("env")
@@ -81,8 +81,7 @@ def _patch_popen() -> None:
             kwargs["env"] = {**own, **guard}
         original(self, *args, **kwargs)
 
-    init.__agenttape__ = True  # type: ignore[attr-defined]
-    popen.__init__ = init  # type: ignore[method-assign]
+    return init
 
 
 def inherit() -> None:
@@ -103,5 +102,5 @@ def inherit() -> None:
     except (KeyError, TypeError, ValueError) as exc:
         sys.stderr.write(f"agenttape: {GUARD_VARIABLE} cannot be read ({exc}); not guarded\n")
         return
-    network_guard.install(socket)
+    ledger.apply("socket", network_guard.install(socket))
     network_guard.inherit(guard)

@@ -17,23 +17,22 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from . import ledger
 
-_DEFERRED_CLASS = "__agenttape_deferred__"
 _OWN_ATTRIBUTES = frozenset({"_held_arguments", "_building"})
 
 
-def install(hx: ModuleType) -> None:
+def install(hx: ModuleType) -> list[ledger.Patch]:
     """Holds back ``hx.HTTPTransport`` and ``hx.AsyncHTTPTransport``; a class that defines its
     own ``__new__`` (internals not known here) is left as it is."""
-    for transport_class, mixin in (
-        (hx.HTTPTransport, _Deferred),
-        (hx.AsyncHTTPTransport, _AsyncDeferred),
-    ):
-        if _DEFERRED_CLASS in vars(transport_class) or "__new__" in vars(transport_class):
-            continue  # httpx2.alias_httpx() makes both names one module
-        deferred = type(transport_class.__name__, (mixin, transport_class), {})
-        setattr(transport_class, _DEFERRED_CLASS, deferred)
-        transport_class.__new__ = _make_new(transport_class, deferred)
+    return [
+        ledger.override_new(transport_class, _deferring(mixin))
+        for transport_class, mixin in (
+            (hx.HTTPTransport, _Deferred),
+            (hx.AsyncHTTPTransport, _AsyncDeferred),
+        )
+        if "__new__" not in vars(transport_class) or ledger.installed(transport_class, "__new__")
+    ]
 
 
 def _can_wait(arguments: dict[str, Any]) -> bool:
@@ -59,6 +58,11 @@ def _replaying() -> bool:
     wait for the CA bundle, which would be kept in its timing."""
     tape = runtime.active()
     return tape is not None and not tape.is_recording
+
+
+def _deferring(mixin: type) -> Any:
+    """Makes the ``__new__`` of a transport class, with its held-back subclass."""
+    return lambda cls: _make_new(cls, type(cls.__name__, (mixin, cls), {}))
 
 
 def _make_new(transport_class: type, deferred: type) -> Any:
