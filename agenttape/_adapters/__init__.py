@@ -113,7 +113,7 @@ def _install(library: str, module: ModuleType) -> None:
 def _warn_off(library: str, failure: Exception) -> None:
     """Says once that ``library`` is not intercepted: which version, why, what that means."""
     distribution, what = TRAFFIC.get(library, (library.partition(".")[0], "its traffic"))
-    version = _version_of(distribution, library)
+    version = version_of(distribution, library)
     warnings.warn(
         f"agenttape cannot intercept {distribution} {version} ({library}): "
         f"{type(failure).__name__}: {failure}. Not recorded or replayed: {what}. "
@@ -124,7 +124,7 @@ def _warn_off(library: str, failure: Exception) -> None:
     )
 
 
-def _version_of(distribution: str, library: str) -> str:
+def version_of(distribution: str, library: str) -> str:
     if distribution == "Python":
         return sys.version.split()[0]
     try:
@@ -183,6 +183,11 @@ def declared(library: str, module: ModuleType) -> list[ledger.Patch]:
     raises what keeps the adapter off)."""
     adapter = importlib.import_module(ADAPTERS[library])
     return list(adapter.install(module))
+
+
+def hooked() -> bool:
+    """Whether the import hook that patches a library as its import ends is in place."""
+    return _hook is not None
 
 
 def state() -> tuple[frozenset[str], dict[str, str]]:

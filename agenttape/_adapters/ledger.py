@@ -168,9 +168,9 @@ def _label(target: Any) -> str:
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', target)}"
 
 
-def label(entry: Entry) -> str:
-    """``module.Class.name`` of a patched attribute."""
-    return f"{_label(entry.patch.target)}.{entry.patch.name}"
+def where(patch: Patch) -> str:
+    """``module.Class.name`` of the attribute ``patch`` replaces."""
+    return f"{_label(patch.target)}.{patch.name}"
 
 
 # -- making ours inert ----------------------------------------------------------------------

@@ -63,8 +63,7 @@ def inherit(guard: Guard) -> None:
 
 def install(socket: ModuleType) -> list[ledger.Patch]:
     """The socket methods that reach out, guarded; the audit hook (which Python cannot
-    remove, and which does nothing while no cassette records) is added once."""
-    _watch_connections()
+    remove, and which does nothing while no cassette records) is added once, with them."""
     socket_class = socket.socket
     return [
         ledger.wrap(socket_class, "connect", _guarded_connect),
@@ -76,6 +75,8 @@ def install(socket: ModuleType) -> list[ledger.Patch]:
 
 
 def _guarded_connect(connect: Any) -> Any:
+    _watch_connections()
+
     def guarded_connect(self: Any, address: Any) -> None:
         _check(self, address)
         connect(self, address)
@@ -162,6 +163,11 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 
 _watching = False
+
+
+def watching() -> bool:
+    """Whether the audit hook is in place (it stays for the life of the process)."""
+    return _watching
 
 
 def _watch_connections() -> None:

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteNotFoundError
@@ -25,27 +25,12 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
+from . import doctor, index_command
+from .commands import PROG, STORE_HELP, Handler, Parser, UsageError
+from .commands import command as _command
 from .reading import (
     reading,
 )
-
-PROG = "agenttape"
-
-
-class UsageError(Exception):
-    """Bad usage: exit 2 with the one-line message, after the name of the command."""
-
-    def __init__(self, message: str, *, prog: str | None = None) -> None:
-        super().__init__(message)
-        self.prog = prog
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line, not the usage block and a traceback-like dump."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')", prog=self.prog)
-
 
 # -- show --------------------------------------------------------------------------------------
 
@@ -343,45 +328,6 @@ def _warn(command: str) -> Callable[[str], None]:
     return warn
 
 
-def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
-    raise UsageError(f"give an action: rebuild or compact (see '{PROG} index --help')")
-
-
-def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import parse_since, rebuild_index
-
-    try:
-        since = None if args.since is None else parse_since(args.since)
-    except ValueError as exc:
-        raise UsageError(f"{exc}") from None
-    done = rebuild_index(args.store, since=since)
-    unreadable = (
-        f", {counted(done.unreadable, 'unreadable file')} among them" if done.unreadable else ""
-    )
-    out.write(
-        f"indexed {counted(done.runs, 'run')} in {counted(done.days, 'day')}{unreadable}; "
-        f"replaced {counted(done.replaced, 'index file')}\n"
-    )
-    return 0
-
-
-def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import compact_index
-
-    done = compact_index(args.store)
-    out.write(
-        f"merged {counted(done.files, 'index file')} into one per day for "
-        f"{counted(done.days, 'day')} ({counted(done.rows, 'run')})\n"
-    )
-    if done.skipped:
-        day, reason = done.skipped[0]
-        raise AgentTapeError(
-            f"{counted(len(done.skipped), 'day')} not compacted: an index file of {day} cannot "
-            f"be read ({reason}); rebuild with: agenttape index rebuild {args.store} --since {day}"
-        )
-    return 0
-
-
 # -- view --------------------------------------------------------------------------------------
 
 
@@ -414,20 +360,6 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 # -- parser ------------------------------------------------------------------------------------
 
 
-Handler = Callable[[argparse.Namespace, TextIO], int]
-STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
-
-
-def _command(
-    commands: Any, name: str, handler: Handler, *, help: str, description: str | None = None
-) -> argparse.ArgumentParser:
-    """The subcommand ``name`` that runs ``handler``. Its texts are given here rather than
-    taken from the handler's docstring, which ``python -OO`` drops."""
-    command: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
-    command.set_defaults(handler=handler)
-    return command
-
-
 def _repeatable(parser: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
     parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
 
@@ -451,12 +383,12 @@ def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog=PROG,
         description="Record every HTTP exchange an AI agent makes, byte-exact, and replay it offline.",
     )
     parser.add_argument("--version", action="version", version=f"agenttape {__version__}")
-    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=Parser)
     json_help = "JSON for machines"
 
     show = _command(
@@ -641,35 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("--json", action="store_true", help=json_help)
 
-    index = _command(
-        commands,
-        "index",
-        cmd_index,
-        help="the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)",
-        description=(
-            "Maintain the run index a Recorder writes beside the runs: "
-            "STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install "
-            "'agenttape-recorder[index]'."
-        ),
-    )
-    actions = index.add_subparsers(dest="index_action", metavar="ACTION", parser_class=_Parser)
-    rebuild = _command(
-        actions,
-        "rebuild",
-        cmd_index_rebuild,
-        help="index the run files again: for runs written before the index, or a lost batch",
-    )
-    rebuild.add_argument("store", metavar="STORE", help=STORE_HELP)
-    rebuild.add_argument(
-        "--since", metavar="T", help="only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"
-    )
-    compact = _command(
-        actions,
-        "compact",
-        cmd_index_compact,
-        help="merge each day's small index files into one, atomically",
-    )
-    compact.add_argument("store", metavar="STORE", help=STORE_HELP)
+    index_command.register(commands)
+    doctor.register(commands)
 
     fetch = _command(
         commands, "fetch", cmd_fetch, help="copy one run out of STORE to replay it as a test"
@@ -694,7 +599,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if handler is None:
             raise UsageError(
                 "give a command: show, view, diff, export, import-vcr, redact, audit, run, "
-                "proxy, runs, index or fetch "
+                "proxy, runs, index, fetch or doctor "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)

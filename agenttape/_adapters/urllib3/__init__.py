@@ -42,7 +42,6 @@ def install(urllib3: ModuleType) -> list[ledger.Patch]:
     # Attributes, not imports: this runs under the adapters' lock, which never waits on an
     # import (the package has imported both modules by the time it is patched).
     pool_class = urllib3.connectionpool.HTTPConnectionPool
-    http_client.served_elsewhere(urllib3.connection.HTTPConnection)
     return [
         ledger.wrap(pool_class, "_make_request", lambda found: _make_make_request(found, urllib3)),
         ledger.wrap(pool_class, "urlopen", lambda found: _make_urlopen(found, urllib3)),
@@ -76,6 +75,8 @@ def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
 
 
 def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
+    # Made once the patches are checked: from then on its connections are served here.
+    http_client.served_elsewhere(urllib3.connection.HTTPConnection)
     bind = binder(inspect.signature(original))
 
     def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:
