@@ -358,3 +358,22 @@ def test_doctor_says_when_a_wrapper_sits_on_ours_and_ours_is_left_inert(tmp_path
     assert "httpx.Client._transport_for_url" in out
     assert "left in place, passing through" in out
     assert "instrumented (instrumented) -> agenttape (inert) -> httpx (original)" in out
+
+
+def test_the_ledger_table_in_the_docs_is_the_one_the_code_makes() -> None:
+    """docs/architecture.md shows the patches as the ledger declares them (made anew with the
+    command in the comment above the table)."""
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from agenttape._tools.doctor import ledger_table; print(ledger_table())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
+    docs = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
+    shown = docs.split("<!-- ledger table:", 1)[1].split("-->", 1)[1]
+    assert shown.split("<!-- end of ledger table -->", 1)[0].strip() == made

@@ -67,7 +67,11 @@ def _on_path(python_path: str | None) -> str:
 
 def _patch_popen() -> None:
     """A child given an environment of its own (``env=``) gets the guard in it too."""
-    ledger.apply("subprocess", [ledger.wrap(subprocess.Popen, "__init__", _make_init)])
+    ledger.apply("subprocess", [popen_patch()])
+
+
+def popen_patch() -> ledger.Patch:
+    return ledger.wrap(subprocess.Popen, "__init__", _make_init)
 
 
 def _make_init(original: Any) -> Any:

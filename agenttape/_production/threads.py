@@ -52,15 +52,17 @@ def _make_start(original: Any) -> Any:
     return start
 
 
+def patches() -> list[ledger.Patch]:
+    """The pool's ``submit`` and the thread class's ``start``, wrapped."""
+    return [
+        ledger.wrap(ThreadPoolExecutor, "submit", _make_submit),
+        ledger.wrap(threading.Thread, "start", _make_start),
+    ]
+
+
 def follow_threads() -> None:
     """Patches the pool and the thread class, wrapping what is there now (idempotent)."""
-    ledger.apply(
-        LIBRARY,
-        [
-            ledger.wrap(ThreadPoolExecutor, "submit", _make_submit),
-            ledger.wrap(threading.Thread, "start", _make_start),
-        ],
-    )
+    ledger.apply(LIBRARY, patches())
 
 
 def stop_following_threads() -> None:

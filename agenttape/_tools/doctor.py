@@ -20,6 +20,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import re
 import sys
 import types
 import warnings
@@ -30,6 +31,7 @@ from typing import Any, TextIO
 from .._adapters import (
     ADAPTERS,
     TRAFFIC,
+    children,
     declared,
     hooked,
     install_adapters,
@@ -38,6 +40,7 @@ from .._adapters import (
     state,
     version_of,
 )
+from .._production import threads
 from .._version import __version__
 from .commands import command as subcommand
 
@@ -389,3 +392,37 @@ def register(commands: Any) -> None:
         metavar="MODULE",
         help="import MODULE first (the one that sets up your instrumentation); repeatable",
     )
+
+
+_DUNDER = re.compile(r"__[a-z]+__")
+
+
+def _quoted(match: re.Match[str]) -> str:
+    return f"`{match.group(0)}`"
+
+
+def ledger_table() -> str:
+    """Every patch agenttape can make with the libraries installed here, as the Markdown table
+    docs/architecture.md shows (tests/test_ledger.py keeps the two in step)."""
+    report(imports=())  # imports each adapted library installed, patching nothing
+    rows: dict[tuple[str, str], str] = {}
+    groups: list[tuple[str, list[ledger.Patch]]] = [
+        (library, declared(library, module)) for library, module in _imported()
+    ]
+    groups += [("threading", threads.patches()), ("subprocess", [children.popen_patch()])]
+    python = {"threading": "Python", "subprocess": "Python"}
+    for library, patches in groups:
+        distribution = python.get(library) or TRAFFIC[library][0]
+        for row in patch_rows(library, patches, ""):
+            rows.setdefault((row.attribute, row.technique), distribution)
+    lines = ["| library | attribute | technique | reversible |", "|---|---|---|---|"]
+    lines += [
+        f"| {distribution} | `{attribute}` | {_DUNDER.sub(_quoted, technique)} | yes |"
+        for (attribute, technique), distribution in rows.items()
+    ]
+    lines += [
+        "| agenttape | `sys.meta_path` | import hook | yes |",
+        "| Python | `sys.addaudithook` (`socket.connect`) | audit hook | no: Python keeps it; "
+        "it does nothing while no cassette records |",
+    ]
+    return "\n".join(lines)
