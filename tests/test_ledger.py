@@ -356,7 +356,7 @@ def test_doctor_says_when_a_wrapper_sits_on_ours_and_ours_is_left_inert(tmp_path
     """
     out = _doctor(tmp_path, setup)
     assert "httpx.Client._transport_for_url" in out
-    assert "left in place, passing through" in out
+    assert "left in place under another wrapper, passing through" in out
     assert "instrumented (instrumented) -> agenttape (inert) -> httpx (original)" in out
 
 

@@ -111,7 +111,11 @@ def _version(library: str) -> str:
 
 
 def _reversible(entry: ledger.Entry) -> str:
-    return "yes" if entry.state == "installed" else "left in place, passing through"
+    if entry.state == "installed":
+        return "yes"
+    if entry.state == "inert":
+        return "left in place under another wrapper, passing through"
+    return "left in place under another wrapper"
 
 
 def patch_rows(library: str, patches: list[ledger.Patch], state: str) -> list[PatchRow]:
