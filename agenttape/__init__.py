@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._adapters import enable as _enable_adapters
+from ._adapters import uninstall as _uninstall_adapters
 from ._core.errors import (
     AgentTapeError,
     AgentTapeWarning,
@@ -51,6 +52,15 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def uninstall() -> None:
+    """Puts back every attribute agenttape replaced in the libraries it intercepts, and
+    removes its import hook, so that nothing of it is left in them (``agenttape doctor``
+    shows what is patched). The next cassette or run opened installs them again. One that
+    another library wrapped since agenttape did is left under that wrapper, passing
+    through (their wrapper is never removed)."""
+    _uninstall_adapters()
+
+
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
@@ -77,5 +87,6 @@ __all__ = [
     "__version__",
     "boundary",
     "load",
+    "uninstall",
     "use_cassette",
 ]

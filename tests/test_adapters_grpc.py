@@ -363,17 +363,24 @@ def test_grpc_retry_policy_waits_take_no_time_on_replay(tmp_path: Path) -> None:
     assert interaction.duration is not None
 
 
-def test_internals_it_does_not_know_never_break_the_import() -> None:
+def test_internals_it_does_not_know_never_break_the_import(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import types
 
-    from agenttape._adapters.grpcio import aio, sync
+    from agenttape import _adapters
 
-    for adapter in (sync, aio):
-        module = types.ModuleType("grpc._channel")
-        module.Channel = type("Channel", (), {"__init__": None})  # type: ignore[attr-defined]
+    monkeypatch.setattr(_adapters, "_installed", set())
+    monkeypatch.setattr(_adapters, "_off", {})
+    for library in ("grpc._channel", "grpc.aio._channel"):
+        module = types.ModuleType(library)
+        channel = type("Channel", (), {"__init__": None})
+        module.Channel = channel  # type: ignore[attr-defined]
         module.UnaryUnaryMultiCallable = 42  # type: ignore[attr-defined]
-        with pytest.warns(UserWarning, match="is not supported"):
-            adapter.install(module)
+        with pytest.warns(agenttape.AgentTapeWarning, match="cannot intercept grpcio"):
+            _adapters._install(library, module)
+        assert library in _adapters._off
+        assert set(vars(channel)) == set(vars(type("Channel", (), {"__init__": None})))
 
 
 def test_a_stream_cut_mid_way_replays_its_status_with_the_note(tmp_path: Path) -> None:

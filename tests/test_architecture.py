@@ -35,6 +35,7 @@ DOCUMENTED = {
     "__version__",
     "boundary",
     "load",
+    "uninstall",
     "use_cassette",
 }
 

@@ -6,6 +6,7 @@ opens, and one imported later is patched right after its own import finishes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.machinery
 import sys
@@ -17,12 +18,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._core import runtime
 from .._core.errors import AgentTapeWarning
-from . import children
+from . import children, ledger
 
 if TYPE_CHECKING:
     import importlib.abc
 
-# library module -> adapter module; an adapter exposes ``install(library_module)``.
+# library module -> adapter module; an adapter's ``install(library_module)`` declares the
+# patches it needs (``ledger.Patch``); the ledger installs them all or none.
 ADAPTERS: dict[str, str] = {
     "httpx": "agenttape._adapters.httpx",
     "httpx2": "agenttape._adapters.httpx",
@@ -67,9 +69,10 @@ TRAFFIC: dict[str, tuple[str, str]] = {
 }
 
 _installed: set[str] = set()
-_off: set[str] = set()
+_off: dict[str, str] = {}
 """Libraries whose adapter could not patch them (a version whose internals it does not
-know): left as they are, said once; the network guard still stands in front of them."""
+know), with why: left as they are, said once; the network guard still stands in front of
+them."""
 _lock = threading.RLock()
 _hook: _ImportHook | None = None
 
@@ -94,7 +97,7 @@ def _install(library: str, module: ModuleType) -> None:
             if library in _installed or library in _off:
                 return
             try:
-                adapter.install(module)
+                ledger.apply(library, adapter.install(module))
             except Exception as exc:
                 failure = exc
             else:
@@ -103,14 +106,14 @@ def _install(library: str, module: ModuleType) -> None:
     with _lock:
         if library in _off:
             return
-        _off.add(library)
+        _off[library] = f"{type(failure).__name__}: {failure}"
     _warn_off(library, failure)
 
 
 def _warn_off(library: str, failure: Exception) -> None:
     """Says once that ``library`` is not intercepted: which version, why, what that means."""
     distribution, what = TRAFFIC.get(library, (library.partition(".")[0], "its traffic"))
-    version = _version_of(distribution, library)
+    version = version_of(distribution, library)
     warnings.warn(
         f"agenttape cannot intercept {distribution} {version} ({library}): "
         f"{type(failure).__name__}: {failure}. Not recorded or replayed: {what}. "
@@ -121,7 +124,7 @@ def _warn_off(library: str, failure: Exception) -> None:
     )
 
 
-def _version_of(distribution: str, library: str) -> str:
+def version_of(distribution: str, library: str) -> str:
     if distribution == "Python":
         return sys.version.split()[0]
     try:
@@ -157,6 +160,40 @@ def install_adapters() -> None:
             # no lock of ours held), as a plain ``import`` would, then patch the whole module.
             module = importlib.import_module(library)
         _install(library, module)
+
+
+def uninstall() -> list[ledger.Entry]:
+    """Puts back every original the adapters replaced and removes the import hook; the next
+    cassette or run installs them again. Returns the patches left inert under another
+    wrapper put on top of ours since (never removed)."""
+    global _hook
+    with _lock:
+        if _hook is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(_hook)
+            _hook = None
+        left = ledger.remove()
+        _installed.clear()
+        _off.clear()
+    return left
+
+
+def declared(library: str, module: ModuleType) -> list[ledger.Patch]:
+    """The patches the adapter of ``library`` would make on ``module`` (nothing is patched;
+    raises what keeps the adapter off)."""
+    adapter = importlib.import_module(ADAPTERS[library])
+    return list(adapter.install(module))
+
+
+def hooked() -> bool:
+    """Whether the import hook that patches a library as its import ends is in place."""
+    return _hook is not None
+
+
+def state() -> tuple[frozenset[str], dict[str, str]]:
+    """The libraries patched, and those whose adapter stayed off with why."""
+    with _lock:
+        return frozenset(_installed), dict(_off)
 
 
 class _ImportHook:

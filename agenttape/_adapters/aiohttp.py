@@ -21,11 +21,9 @@ from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session_async
-from . import wire
+from . import ledger, wire
 from .memory_transport import MemoryTransport
 from .websocket import aiohttp as aiohttp_ws
-
-_PATCHED = "__agenttape_original_connect__"
 
 # aiohttp exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {
@@ -47,17 +45,18 @@ KIND_BY_EXCEPTION: dict[str, FailureKind] = {
 _CONNECT_KINDS = ("connect_error", "connect_timeout", "proxy_error", "unsupported_protocol")
 
 
-def install(aiohttp: ModuleType) -> None:
+def install(aiohttp: ModuleType) -> list[ledger.Patch]:
     base = aiohttp.connector.BaseConnector  # an attribute: no import under the adapters' lock
-    if _PATCHED in vars(base):
-        return
-    original = base.connect
-    setattr(base, _PATCHED, original)
-    base.connect = _make_connect(original, aiohttp)
-    aiohttp_ws.install(aiohttp)
+    sockets = aiohttp_ws.install(aiohttp)
+    return [
+        ledger.wrap(base, "connect", lambda found: _make_connect(found, aiohttp, bool(sockets))),
+        *sockets,
+    ]
 
 
-def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable[..., Any]:
+def _make_connect(
+    original: Callable[..., Any], aiohttp: ModuleType, sockets: bool
+) -> Callable[..., Any]:
     handler_class = aiohttp.client_proto.ResponseHandler
     connection_class = _connection_class(aiohttp.connector.Connection)
 
@@ -65,7 +64,7 @@ def _make_connect(original: Callable[..., Any], aiohttp: ModuleType) -> Callable
         tape = runtime.active()
         if tape is None:
             return await original(self, req, traces, timeout)
-        if aiohttp_ws.upgrades(req.headers):
+        if sockets and aiohttp_ws.upgrades(req.headers):
             return await _open_session(tape, self, req, traces, timeout, original, aiohttp)
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -281,7 +280,7 @@ def _replay_connection(
     return connection_class(connector, key, protocol, loop)
 
 
-_IDLE = "__agenttape_idle__"
+_IDLE = ledger.MARK
 """The connector attribute holding, by connection key, replay protocols whose last response
 left the connection open (read to its end, keep-alive), ready for the next replayed response
 as aiohttp's own pool keeps a live connection for the next request."""

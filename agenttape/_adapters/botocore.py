@@ -9,29 +9,20 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
-from typing import Any
 
 from .._core.exchange import skip_retry_wait
+from . import ledger
+from .forwarding import Forwarding
 
 
-class _RetryClock:
+class _RetryClock(Forwarding):
     """Stands in for the ``time`` module inside ``botocore.endpoint`` only."""
-
-    __agenttape__ = True
-
-    def __init__(self, clock: ModuleType) -> None:
-        self._clock = clock
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._clock, name)
 
     def sleep(self, seconds: float) -> None:
         if skip_retry_wait():
             return
-        self._clock.sleep(seconds)
+        self._wrapped.sleep(seconds)
 
 
-def install(endpoint: ModuleType) -> None:
-    clock = getattr(endpoint, "time", None)
-    if clock is time:
-        endpoint.time = _RetryClock(time)  # type: ignore[attr-defined]
+def install(endpoint: ModuleType) -> list[ledger.Patch]:
+    return [ledger.forwarder(endpoint, "time", _RetryClock, time)]

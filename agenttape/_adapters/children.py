@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from .._core.tape import Tape
+from . import ledger
 
 GUARD_VARIABLE = "AGENTTAPE_GUARD"
 BOOTSTRAP = str(Path(__file__).resolve().parent.parent / "_bootstrap")
-_MARK = "__agenttape__"
 
 _lock = threading.Lock()
 _guard: dict[str, str] = {}  # what a child's environment gets now (replaced, never changed)
@@ -78,22 +78,27 @@ def _on_path(python_path: str | None) -> str:
 
 def _install() -> None:
     """Where children start, once (called with the lock held)."""
-    _patch_popen()
+    ledger.apply("subprocess", patches())
+
+
+def patches() -> list[ledger.Patch]:
+    """Where children start: ``Popen``, ``os.system`` (POSIX) and, once imported,
+    multiprocessing's spawn command line."""
+    declared = [ledger.wrap(subprocess.Popen, "__init__", _make_init)]
     if os.name == "posix":
-        _patch_system()
+        declared.append(ledger.wrap(os, "system", _make_system))
     if "multiprocessing" in sys.modules:
         import multiprocessing.spawn
 
-        _patch_spawn(multiprocessing.spawn)
+        declared.append(
+            ledger.wrap(multiprocessing.spawn, "get_command_line", _make_get_command_line)
+        )
+    return declared
 
 
-def _patch_popen() -> None:
+def _make_init(original: Any) -> Any:
     """A child started with the inherited environment gets a copy of it with the guard; one
     given an environment of its own (``env=``) gets the guard in it too."""
-    popen = subprocess.Popen
-    original = popen.__init__
-    if getattr(original, _MARK, False):
-        return
 
     @functools.wraps(original)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -105,16 +110,12 @@ def _patch_popen() -> None:
                 kwargs["env"] = {**own, **added}
         original(self, *args, **kwargs)
 
-    setattr(init, _MARK, True)
-    popen.__init__ = init  # type: ignore[method-assign]
+    return init
 
 
-def _patch_system() -> None:
+def _make_system(original: Any) -> Any:
     """``os.system`` runs its command in a shell that exports the guard first: the C library
     starts the shell, with ``os.environ`` as it is."""
-    original = os.system
-    if getattr(original, _MARK, False):
-        return
 
     @functools.wraps(original)
     def system(command: Any) -> int:
@@ -128,18 +129,15 @@ def _patch_system() -> None:
                 if isinstance(command, bytes)
                 else f"{exports}; {command}"
             )
-        return original(command)
+        result: int = original(command)
+        return result
 
-    setattr(system, _MARK, True)
-    os.system = system
+    return system
 
 
-def _patch_spawn(spawn: Any) -> None:
+def _make_get_command_line(original: Any) -> Any:
     """A spawned child (``python -c 'from multiprocessing.spawn import spawn_main; ...'``)
     runs the guard first: it starts with ``os.environ`` as it is."""
-    original = spawn.get_command_line
-    if getattr(original, _MARK, False):
-        return
 
     @functools.wraps(original)
     def get_command_line(**kwargs: Any) -> list[str]:
@@ -150,8 +148,7 @@ def _patch_spawn(spawn: Any) -> None:
             command[at] = _SPAWNED.format(settings=guard[GUARD_VARIABLE]) + command[at]
         return command
 
-    setattr(get_command_line, _MARK, True)
-    spawn.get_command_line = get_command_line
+    return get_command_line
 
 
 def guard_spawned(settings: str) -> None:

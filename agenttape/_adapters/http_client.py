@@ -29,30 +29,30 @@ from .._core import runtime
 from .._core.exchange import Schedule, continue_exchange
 from .._core.models import Failure, Interaction, Request
 from .._core.tape import Recording, Tape
-from . import wire
+from . import ledger, wire
 from .urllib3.record import KIND_BY_EXCEPTION, failure_of, hook_response
 from .urllib3.replay import parsed_response, socket_for
 
-_PATCHED = "__agenttape_original__"
 _BEGUN = "_agenttape_begun"
 _KEPT = "_agenttape_kept"
 """On a connection whose ``connect`` was put off: the bytes sent since (a bytearray)."""
 
 
-def install(module: ModuleType) -> None:
+def install(module: ModuleType) -> list[ledger.Patch]:
     connection = module.HTTPConnection
-    for name in ("connect", "putrequest", "send", "getresponse", "set_tunnel", "auto_open"):
+    for name in ("set_tunnel", "auto_open"):
         getattr(connection, name)
-    module.HTTPSConnection.connect  # noqa: B018
-    if _PATCHED in vars(connection):
-        return
-    defer_connect(connection)
-    defer_connect(module.HTTPSConnection)
-    original_send, original_getresponse = connection.send, connection.getresponse
-    connection.putrequest = _make_putrequest(connection.putrequest)
-    connection.send = _make_send(original_send)
-    connection.getresponse = _make_getresponse(original_send, original_getresponse)
-    setattr(connection, _PATCHED, True)
+    # The original ``send`` as this install finds it: ``getresponse`` sends through it.
+    original_send = connection.send
+    return [
+        defer_connect(connection),
+        defer_connect(module.HTTPSConnection),
+        ledger.wrap(connection, "putrequest", _make_putrequest),
+        ledger.wrap(connection, "send", _make_send),
+        ledger.wrap(
+            connection, "getresponse", lambda found: _make_getresponse(original_send, found)
+        ),
+    ]
 
 
 _elsewhere: tuple[type, ...] = ()
@@ -69,27 +69,22 @@ def served_elsewhere(cls: type) -> None:
 def _serving(connection: Any) -> bool:
     """Whether a request made on ``connection`` is the tape's here: one is active, this
     adapter is in place, and no other adapter serves that kind of connection."""
-    return (
-        runtime.active() is not None
-        and _PATCHED in vars(http.client.HTTPConnection)
-        and not isinstance(connection, _elsewhere)
-    )
+    return runtime.active() is not None and not isinstance(connection, _elsewhere)
 
 
-def defer_connect(cls: type) -> None:
+def defer_connect(cls: type) -> ledger.Patch:
     """Puts off ``cls.connect`` (and that of a class that overrides ``http.client``'s) under
     a tape: the connection opens only if the request is recorded."""
-    if _PATCHED in vars(cls):
-        return
-    original = vars(cls)["connect"]
+    return ledger.Patch(cls, "connect", _make_connect, expect=lambda found: "connect" in vars(cls))
 
+
+def _make_connect(original: Callable[[Any], None]) -> Callable[[Any], None]:
     def connect(self: Any) -> None:
         if not _serving(self):
             original(self)
 
     connect.__wrapped__ = original  # type: ignore[attr-defined]
-    cls.connect = connect  # type: ignore[attr-defined]
-    setattr(cls, _PATCHED, True)
+    return connect
 
 
 def _make_putrequest(original: Callable[..., None]) -> Callable[..., None]:

@@ -19,12 +19,10 @@ from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
-from . import tls_contexts
+from . import ledger, tls_contexts
 from .forwarding import Forwarding
 from .header_tables import decode_header_set, decode_headers, decode_text
 from .websocket import httpx_ws
-
-_PATCHED = "__agenttape_original_transport_for_url__"
 
 # httpx exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {
@@ -75,16 +73,21 @@ class _Library:
         return Failure(KIND_BY_EXCEPTION.get(name, "transport_error"), name, str(exc))
 
 
-def install(hx: ModuleType) -> None:
+def install(hx: ModuleType) -> list[ledger.Patch]:
     library = _Library(hx)
-    tls_contexts.install(hx)
-    for client_class in (hx.Client, hx.AsyncClient):
-        if _PATCHED in vars(client_class):
-            continue  # httpx2.alias_httpx() makes both names one module
-        original = client_class._transport_for_url
-        wrapper = _AsyncTapeTransport if client_class is hx.AsyncClient else _TapeTransport
-        setattr(client_class, _PATCHED, original)
-        client_class._transport_for_url = _make_transport_for_url(original, wrapper, library)
+    return [
+        tls_contexts.patch(hx),
+        ledger.wrap(
+            hx.Client,
+            "_transport_for_url",
+            lambda original: _make_transport_for_url(original, _TapeTransport, library),
+        ),
+        ledger.wrap(
+            hx.AsyncClient,
+            "_transport_for_url",
+            lambda original: _make_transport_for_url(original, _AsyncTapeTransport, library),
+        ),
+    ]
 
 
 def _make_transport_for_url(original: Any, wrapper: type, library: _Library) -> Any:

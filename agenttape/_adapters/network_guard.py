@@ -34,8 +34,8 @@ from typing import Any
 from .._core import runtime
 from .._core.errors import NetworkBlockedError
 from .._core.tape import Tape
+from . import ledger
 
-_PATCHED = "__agenttape_original__"
 _INET = (_socket.AF_INET, _socket.AF_INET6)
 _names: OrderedDict[str, str] = OrderedDict()
 _NAMES_KEPT = 1024
@@ -61,28 +61,39 @@ def inherit(guard: Guard) -> None:
     _inherited = guard
 
 
-def install(socket: ModuleType) -> None:
-    _watch_connections()
+def install(socket: ModuleType) -> list[ledger.Patch]:
+    """The socket methods that reach out, guarded; the audit hook (which Python cannot
+    remove, and which does nothing while no cassette records) is added once, with them."""
     socket_class = socket.socket
-    if _PATCHED in vars(socket_class):
-        return
-    setattr(socket_class, _PATCHED, True)
-    connect, connect_ex, getaddrinfo = (
-        socket_class.connect,
-        socket_class.connect_ex,
-        socket.getaddrinfo,
-    )
-    sendto, sendmsg = socket_class.sendto, socket_class.sendmsg
+    return [
+        ledger.wrap(socket_class, "connect", _guarded_connect),
+        ledger.wrap(socket_class, "connect_ex", _guarded_connect_ex),
+        ledger.wrap(socket_class, "sendto", _guarded_sendto),
+        ledger.wrap(socket_class, "sendmsg", _guarded_sendmsg),
+        ledger.Patch(socket, "getaddrinfo", _remembering_getaddrinfo, "module attribute"),
+    ]
+
+
+def _guarded_connect(connect: Any) -> Any:
+    _watch_connections()
 
     def guarded_connect(self: Any, address: Any) -> None:
         _check(self, address)
         connect(self, address)
 
+    return guarded_connect
+
+
+def _guarded_connect_ex(connect_ex: Any) -> Any:
     def guarded_connect_ex(self: Any, address: Any) -> int:
         _check(self, address)
         result: int = connect_ex(self, address)
         return result
 
+    return guarded_connect_ex
+
+
+def _guarded_sendto(sendto: Any) -> Any:
     def guarded_sendto(self: Any, data: Any, *rest: Any) -> int:
         # sendto(data, address) or sendto(data, flags, address): a datagram needs no connect.
         if rest:
@@ -90,12 +101,20 @@ def install(socket: ModuleType) -> None:
         result: int = sendto(self, data, *rest)
         return result
 
+    return guarded_sendto
+
+
+def _guarded_sendmsg(sendmsg: Any) -> Any:
     def guarded_sendmsg(self: Any, buffers: Any, *rest: Any) -> int:
         if len(rest) >= 3 and rest[2] is not None:  # ancdata, flags, address
             _check(self, rest[2], "a datagram")
         result: int = sendmsg(self, buffers, *rest)
         return result
 
+    return guarded_sendmsg
+
+
+def _remembering_getaddrinfo(getaddrinfo: Any) -> Any:
     def remembering_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
         results = getaddrinfo(host, *args, **kwargs)
         if isinstance(host, (str, bytes)):
@@ -104,11 +123,7 @@ def install(socket: ModuleType) -> None:
                 _remember(str(sockaddr[0]), name)
         return results
 
-    socket_class.connect = guarded_connect
-    socket_class.connect_ex = guarded_connect_ex
-    socket_class.sendto = guarded_sendto
-    socket_class.sendmsg = guarded_sendmsg
-    socket.getaddrinfo = remembering_getaddrinfo  # type: ignore[attr-defined]
+    return remembering_getaddrinfo
 
 
 def _remember(address: str, name: str) -> None:
@@ -148,6 +163,11 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 
 _watching = False
+
+
+def watching() -> bool:
+    """Whether the audit hook is in place (it stays for the life of the process)."""
+    return _watching
 
 
 def _watch_connections() -> None:

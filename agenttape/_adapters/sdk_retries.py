@@ -13,21 +13,18 @@ from types import ModuleType
 from typing import Any
 
 from .._core.exchange import skip_retry_wait
+from . import ledger
 
-_PATCHED = "__agenttape_fast_retries__"
+
+def install(base_client: ModuleType) -> list[ledger.Patch]:
+    """Patches ``openai._base_client`` or ``anthropic._base_client``."""
+    return [ledger.wrap(base_client.BaseClient, "_calculate_retry_timeout", _make_timeout)]
 
 
-def install(base_client: ModuleType) -> None:
-    """Patches ``openai._base_client`` or ``anthropic._base_client``; idempotent."""
-    base = base_client.BaseClient
-    if _PATCHED in vars(base):
-        return
-    setattr(base, _PATCHED, True)
-    original = base._calculate_retry_timeout
-
+def _make_timeout(original: Any) -> Any:
     @functools.wraps(original)
     def _calculate_retry_timeout(self: Any, *args: Any, **kwargs: Any) -> Any:
         timeout = original(self, *args, **kwargs)
         return 0.0 if skip_retry_wait() else timeout
 
-    base._calculate_retry_timeout = _calculate_retry_timeout
+    return _calculate_retry_timeout

@@ -25,23 +25,20 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from . import ledger
 
-_ORIGINAL = "__agenttape_original_create_ssl_context__"
 _VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE")
 
 _lock = threading.Lock()
 _contexts: dict[tuple[Any, ...], Any] = {}
 
 
-def install(hx: ModuleType) -> None:
+def patch(hx: ModuleType) -> ledger.Patch:
     """Wraps ``create_ssl_context`` where the library's transports call it: the module
     their ``__init__`` is defined in (the classes say ``httpx``, the package)."""
-    namespace = vars(sys.modules[hx.HTTPTransport.__init__.__module__])
-    if _ORIGINAL in namespace:
-        return  # httpx2.alias_httpx() makes both names one module
-    original = namespace["create_ssl_context"]
-    namespace[_ORIGINAL] = original
-    namespace["create_ssl_context"] = _reusing(original)
+    return ledger.wrap(
+        sys.modules[hx.HTTPTransport.__init__.__module__], "create_ssl_context", _reusing
+    )
 
 
 def _replaying() -> bool:

@@ -144,6 +144,8 @@ def release() -> None:
         _holders -= 1
         if _holders > 0:
             return
+        if _FINDER in sys.meta_path:  # no hook left behind while no replay holds the keys
+            sys.meta_path.remove(_FINDER)
         for name, before in _filled.items():
             if os.environ.get(name) != PLACEHOLDER:
                 continue

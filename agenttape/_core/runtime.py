@@ -24,7 +24,10 @@ from .tape import Tape
 
 _current: ContextVar[Tape | None] = ContextVar("agenttape_current", default=None)
 _inside_adapter: ContextVar[bool] = ContextVar("agenttape_inside_adapter", default=False)
-_active: list[Tape] = []
+_newest: Tape | None = None
+"""The newest process-wide tape still active: what a request reads, one global read (no
+lock, no list that may empty between a check and an index)."""
+_active: list[Tape] = []  # changed under _lock only, with _newest
 _lock = threading.Lock()
 _installers: list[Callable[[], None]] = []
 _listeners: list[Callable[[Tape | None], None]] = []
@@ -44,7 +47,8 @@ def on_change(listener: Callable[[Tape | None], None]) -> None:
 
 
 def _changed() -> None:
-    newest = _active[-1] if _active else None
+    global _newest
+    newest = _newest = _active[-1] if _active else None
     for listener in _listeners:
         listener(newest)
 
@@ -56,7 +60,7 @@ def active() -> Tape | None:
     tape = _current.get()
     if tape is not None and tape.is_active:
         return tape
-    return _active[-1] if _active else None
+    return _newest
 
 
 def current() -> Tape | None:

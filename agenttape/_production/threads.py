@@ -18,11 +18,12 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from .._adapters import ledger
 from .._core import runtime
 from .run import Run
 
-_original_submit: Any = ThreadPoolExecutor.submit
-_original_start = threading.Thread.start
+LIBRARY = "threading"
+"""The ledger's name for these patches."""
 
 
 def _in_a_run() -> bool:
@@ -30,30 +31,41 @@ def _in_a_run() -> bool:
     return type(tape) is Run and tape.is_active
 
 
-def _submit(self: ThreadPoolExecutor, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
-    if not _in_a_run():
-        result: Future[Any] = _original_submit(self, fn, *args, **kwargs)
-        return result
-    task_context = contextvars.copy_context()
-    # Submitted from an empty context: a worker thread the pool starts now carries no run.
-    return contextvars.Context().run(_original_submit, self, task_context.run, fn, *args, **kwargs)
+def _make_submit(original: Any) -> Any:
+    def submit(self: ThreadPoolExecutor, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if not _in_a_run():
+            result: Future[Any] = original(self, fn, *args, **kwargs)
+            return result
+        task_context = contextvars.copy_context()
+        # Submitted from an empty context: a worker thread the pool starts now carries no run.
+        return contextvars.Context().run(original, self, task_context.run, fn, *args, **kwargs)
+
+    return submit
 
 
-def _start(self: threading.Thread) -> None:
-    if _in_a_run():
-        self.run = functools.partial(contextvars.copy_context().run, self.run)  # type: ignore[method-assign]
-    _original_start(self)
+def _make_start(original: Any) -> Any:
+    def start(self: threading.Thread) -> None:
+        if _in_a_run():
+            self.run = functools.partial(contextvars.copy_context().run, self.run)  # type: ignore[method-assign]
+        original(self)
+
+    return start
+
+
+def patches() -> list[ledger.Patch]:
+    """The pool's ``submit`` and the thread class's ``start``, wrapped."""
+    return [
+        ledger.wrap(ThreadPoolExecutor, "submit", _make_submit),
+        ledger.wrap(threading.Thread, "start", _make_start),
+    ]
 
 
 def follow_threads() -> None:
-    """Patches the pool and the thread class (idempotent)."""
-    ThreadPoolExecutor.submit = _submit  # type: ignore[assignment]
-    threading.Thread.start = _start  # type: ignore[method-assign]
+    """Patches the pool and the thread class, wrapping what is there now (idempotent)."""
+    ledger.apply(LIBRARY, patches())
 
 
 def stop_following_threads() -> None:
-    """Restores them, unless something else has patched them since."""
-    if ThreadPoolExecutor.submit is _submit:
-        ThreadPoolExecutor.submit = _original_submit  # type: ignore[method-assign]
-    if threading.Thread.start is _start:
-        threading.Thread.start = _original_start  # type: ignore[method-assign]
+    """Puts back what was there; a wrapper another library put on top of ours since (as
+    OpenTelemetry's threading instrumentation does) is kept, and ours only passes through."""
+    ledger.remove(LIBRARY)

@@ -24,7 +24,7 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import git_setup, review, textconv, verdict
+from . import doctor, git_setup, review, textconv, verdict
 from .cli_usage import PROG, Handler, Parser, UsageError, repeatable, subcommand
 from .reading import reading
 from .store_commands import add_store_commands
@@ -513,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     add_store_commands(commands, json_help)
+    doctor.register(commands)
     for module in (textconv, git_setup, review):
         module.register(commands, subcommand)
     return parser

@@ -24,15 +24,14 @@ from ..._core import grpc_wire, runtime
 from ..._core.exchange import Schedule, exchange_async
 from ..._core.models import Interaction
 from ..._core.tape import Recording, Tape
+from .. import ledger
 from .common import (
     DeadlinePassed,
     Method,
     Outcome,
     as_metadata,
     bytes_twin,
-    claim_channel,
     encoding,
-    guarded_install,
     not_a_transport_failure,
     record_end,
     record_head,
@@ -40,7 +39,6 @@ from .common import (
     walk,
 )
 
-_PATCHED = "__agenttape_grpc_aio__"
 # grpc.aio's multi-callable class -> (whether requests stream, whether answers stream).
 # Patched on the class, so a stub made before the cassette opened is served too.
 _CLASSES = {
@@ -52,17 +50,21 @@ _CLASSES = {
 _methods: weakref.WeakKeyDictionary[Any, Method] = weakref.WeakKeyDictionary()
 
 
-def _install(channel_module: ModuleType) -> None:
-    channel_class = claim_channel(channel_module, _PATCHED)
-    if channel_class is None:
-        return
-    for name, streams in _CLASSES.items():
+def install(channel_module: ModuleType) -> list[ledger.Patch]:
+    """``__call__`` of each multi-callable class this grpc.aio has and defines it."""
+    channel_module.Channel  # noqa: B018 - the module this adapter knows has one
+    patches = []
+    for name, (stream_request, stream_response) in _CLASSES.items():
         multi_callable = getattr(channel_module, name, None)
         if multi_callable is not None and "__call__" in vars(multi_callable):
-            multi_callable.__call__ = _entry(multi_callable.__call__, *streams)
+            patches.append(
+                ledger.wrap(multi_callable, "__call__", _maker(stream_request, stream_response))
+            )
+    return patches
 
 
-install = guarded_install("grpc.aio channels", _install)
+def _maker(stream_request: bool, stream_response: bool) -> Callable[[Any], Any]:
+    return lambda original: _entry(original, stream_request, stream_response)
 
 
 def _entry(original: Any, stream_request: bool, stream_response: bool) -> Any:

@@ -3,10 +3,8 @@ what a recorded call ended with, and how a live call's end is written down."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, NamedTuple
 
 import grpc
@@ -212,42 +210,6 @@ def bytes_twin(multi_callable: Any) -> Any:
     return twin
 
 
-def stays_off(channels: str, exc: BaseException) -> None:
-    """grpcio's internals are not the ones this adapter knows: it stays off, saying so once,
-    and the user's import goes on."""
-    version = getattr(grpc, "__version__", "?")
-    warnings.warn(
-        f"agenttape: grpcio {version} is not supported for {channels} ({type(exc).__name__}: "
-        f"{exc}); calls on those channels will not be recorded or replayed",
-        stacklevel=2,
-    )
-
-
 def not_a_transport_failure(exc: BaseException) -> Failure | None:
     """A gRPC call ends with a status, written down as trailers by the adapter itself."""
     return None
-
-
-def guarded_install(
-    channels: str, install: Callable[[ModuleType], None]
-) -> Callable[[ModuleType], None]:
-    """``install`` that never breaks the user's import: on internals it does not know, the
-    adapter stays off and says so (``stays_off``)."""
-
-    def guarded(channel_module: ModuleType) -> None:
-        try:
-            install(channel_module)
-        except Exception as exc:
-            stays_off(channels, exc)
-
-    return guarded
-
-
-def claim_channel(channel_module: ModuleType, marker: str) -> Any:
-    """The module's ``Channel`` class, marked as patched; None when there is none or it was
-    patched already."""
-    channel_class = getattr(channel_module, "Channel", None)
-    if channel_class is None or marker in vars(channel_class):
-        return None
-    setattr(channel_class, marker, True)
-    return channel_class

@@ -24,19 +24,16 @@ from ..._core import runtime
 from ..._core.exchange import Schedule, exchange
 from ..._core.models import Interaction
 from ..._core.tape import Recording, Tape
+from .. import ledger
 from .common import (
     Method,
     bytes_twin,
-    claim_channel,
-    guarded_install,
     not_a_transport_failure,
     record_call_end,
     record_head,
     record_message,
 )
 from .replayed import ReplayedCall, ReplayedRpcError, ReplayedStream, unary
-
-_PATCHED = "__agenttape_grpc__"
 
 # grpcio's multi-callable class -> (whether requests stream, whether answers stream, the
 # methods a call goes through). Patched on the class, so a stub made before the cassette
@@ -51,21 +48,27 @@ _CLASSES: dict[str, tuple[bool, bool, tuple[str, ...]]] = {
 _taped: weakref.WeakKeyDictionary[Any, _Taped] = weakref.WeakKeyDictionary()
 
 
-def _install(channel_module: ModuleType) -> None:
-    channel_class = claim_channel(channel_module, _PATCHED)
-    if channel_class is None:
-        return
+def install(channel_module: ModuleType) -> list[ledger.Patch]:
+    """The call methods of each multi-callable class this grpcio has (a version without one
+    of them has no patch for it), and the channel's ``subscribe``."""
+    patches = [ledger.wrap(channel_module.Channel, "subscribe", _make_subscribe)]
     for name, (stream_request, stream_response, entries) in _CLASSES.items():
         multi_callable = getattr(channel_module, name, None)
         if multi_callable is None:
             continue
-        for entry in entries:
-            original = getattr(multi_callable, entry, None)
-            if original is not None:
-                patched = _entry(original, entry, stream_request, stream_response)
-                setattr(multi_callable, entry, patched)
-    subscribe = channel_class.subscribe
+        patches += [
+            ledger.wrap(multi_callable, entry, _maker(entry, stream_request, stream_response))
+            for entry in entries
+            if getattr(multi_callable, entry, None) is not None
+        ]
+    return patches
 
+
+def _maker(entry: str, stream_request: bool, stream_response: bool) -> Callable[[Any], Any]:
+    return lambda original: _entry(original, entry, stream_request, stream_response)
+
+
+def _make_subscribe(subscribe: Callable[..., None]) -> Callable[..., None]:
     def guarded_subscribe(
         self: Any, callback: Callable[[Any], None], try_to_connect: bool | None = None
     ) -> None:
@@ -76,10 +79,7 @@ def _install(channel_module: ModuleType) -> None:
             return
         subscribe(self, callback, try_to_connect)
 
-    channel_class.subscribe = guarded_subscribe
-
-
-install = guarded_install("sync channels", _install)
+    return guarded_subscribe
 
 
 def _replays_only(tape: Tape) -> bool:

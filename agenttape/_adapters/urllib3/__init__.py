@@ -15,6 +15,7 @@ reads the body through a tee placed on the socket file right after the head.
 
 from __future__ import annotations
 
+import http.client
 import inspect
 from collections.abc import Callable
 from types import ModuleType
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..._core import runtime
 from ..._core.exchange import skip_retry_wait
-from .. import http_client
+from .. import http_client, ledger
 from .exchange import (
     HANDED,
     as_it_is,
@@ -33,49 +34,35 @@ from .exchange import (
     serve_make_request,
 )
 
-_PATCHED = "__agenttape_original__"
-_PATCHED_URLOPEN = "__agenttape_original_urlopen__"
 
-
-def install(urllib3: ModuleType) -> None:
+def install(urllib3: ModuleType) -> list[ledger.Patch]:
+    retry = ledger.wrap(urllib3.util.retry.Retry, "sleep", _make_sleep)
     if int(urllib3.__version__.split(".", 1)[0]) < 2:
-        _install_1x(urllib3)
-        return
+        return [*_install_1x(urllib3), retry]
     # Attributes, not imports: this runs under the adapters' lock, which never waits on an
     # import (the package has imported both modules by the time it is patched).
     pool_class = urllib3.connectionpool.HTTPConnectionPool
-    if _PATCHED not in vars(pool_class):
-        original = pool_class._make_request
-        setattr(pool_class, _PATCHED, original)
-        pool_class._make_request = _make_make_request(original, urllib3)
-    if _PATCHED_URLOPEN not in vars(pool_class):
-        original_urlopen = pool_class.urlopen
-        setattr(pool_class, _PATCHED_URLOPEN, original_urlopen)
-        pool_class.urlopen = _make_urlopen(original_urlopen, urllib3)
-    retry_class = urllib3.util.retry.Retry
-    if _PATCHED not in vars(retry_class):
-        original_sleep = retry_class.sleep
-        setattr(retry_class, _PATCHED, original_sleep)
-        retry_class.sleep = _make_sleep(original_sleep)
-    http_client.served_elsewhere(urllib3.connection.HTTPConnection)
+    return [
+        ledger.wrap(pool_class, "_make_request", lambda found: _make_make_request(found, urllib3)),
+        ledger.wrap(pool_class, "urlopen", lambda found: _make_urlopen(found, urllib3)),
+        retry,
+    ]
 
 
-def _install_1x(urllib3: ModuleType) -> None:
+def _install_1x(urllib3: ModuleType) -> list[ledger.Patch]:
     """urllib3 1.x (1.26: requests 2.28-2.31 and botocore 1.29-1.34 resolve it where urllib3 2
     is not allowed) sends through ``http.client``'s connection state machine with connection
-    classes of its own: the ``http.client`` adapter serves its requests, its own ``connect``
-    put off like the standard library's; the retry wait is skipped here as on 2.x."""
+    classes of its own: the ``http.client`` adapter serves its requests (its patches come
+    with these), its own ``connect`` put off like the standard library's; the retry wait is
+    skipped here as on 2.x."""
     connection = urllib3.connection
-    classes = (connection.HTTPConnection, connection.HTTPSConnection)
-    for cls in classes:
-        vars(cls)["connect"]
-    retry_class = urllib3.util.retry.Retry
-    original_sleep = retry_class.sleep
-    for cls in classes:
-        http_client.defer_connect(cls)
-    if _PATCHED not in vars(retry_class):
-        setattr(retry_class, _PATCHED, original_sleep)
-        retry_class.sleep = _make_sleep(original_sleep)
+    return [
+        *http_client.install(http.client),
+        *(
+            http_client.defer_connect(cls)
+            for cls in (connection.HTTPConnection, connection.HTTPSConnection)
+        ),
+    ]
 
 
 def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
@@ -88,6 +75,8 @@ def _make_sleep(original: Callable[..., None]) -> Callable[..., None]:
 
 
 def _make_make_request(original: Callable[..., Any], urllib3: ModuleType) -> Callable[..., Any]:
+    # Made once the patches are checked: from then on its connections are served here.
+    http_client.served_elsewhere(urllib3.connection.HTTPConnection)
     bind = binder(inspect.signature(original))
 
     def _make_request(self: Any, *args: Any, **kwargs: Any) -> Any:

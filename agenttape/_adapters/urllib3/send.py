@@ -11,11 +11,10 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from ..._core.tape import Tape
+from .. import ledger
 from .exchange import handed_down, known_exchange, known_head
 
 R = TypeVar("R")
-
-_PATCHED_SEND = "__agenttape_original_send__"
 
 
 class KeptSteps:
@@ -42,20 +41,22 @@ def send_installer(
     steps: tuple[str, ...],
     make: Callable[..., Callable[..., Any]],
     **taken: str,
-) -> Callable[[ModuleType], None]:
+) -> Callable[[ModuleType], list[ledger.Patch]]:
     """The ``install`` of an adapter serving where a client's ``send`` is entered: it puts
     ``make(original send, kept steps, **taken)`` in place of ``send`` on the library module's
-    ``class_name``, once, each of ``taken`` being the module attribute it names. A class
-    without one of ``steps`` (another version of its library) is left as it is."""
+    ``class_name``, each of ``taken`` being the module attribute it names. A class without
+    one of ``steps`` (another version of its library) is left as it is."""
 
-    def install(module: ModuleType) -> None:
+    def install(module: ModuleType) -> list[ledger.Patch]:
         base = getattr(module, class_name)
-        if _PATCHED_SEND in vars(base) or not all(hasattr(base, name) for name in steps):
-            return
-        original = base.send
-        setattr(base, _PATCHED_SEND, original)
+        if not all(hasattr(base, name) for name in steps):
+            return []
         options = {name: getattr(module, attribute) for name, attribute in taken.items()}
-        base.send = make(original, KeptSteps(base, steps), **options)
+        return [
+            ledger.wrap(
+                base, "send", lambda original: make(original, KeptSteps(base, steps), **options)
+            )
+        ]
 
     return install
 

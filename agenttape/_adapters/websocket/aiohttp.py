@@ -22,18 +22,16 @@ from typing import Any
 
 from ..._core.models import OPCODES, Failure, Opcode
 from ..._core.websocket import SessionRecording, SessionReplay, close_payload
+from .. import ledger
 from ..wire import ResponseParser
 from .replay import ReplayTransport
 from .taps import FrameChecker, FrameRecorder, dropped
 
 _TAP = "_agenttape_websocket"
-_PATCHED = "__agenttape_original_send_frame__"
 
 # aiohttp's WSMsgType values for messages that are frames (the rest are its own states).
 _MESSAGE_OPCODES: dict[int, Opcode] = {1: "text", 2: "binary", 8: "close", 9: "ping", 10: "pong"}
 
-
-_installed = False
 
 # Where each aiohttp names the writer's frame method and the client's message queue: 3.11 and
 # later first, then 3.8 to 3.10.
@@ -41,28 +39,25 @@ _SEND_FRAME = ("send_frame", "_send_frame")
 _QUEUES = ("WebSocketDataQueue", "FlowControlDataQueue")
 
 
-def install(aiohttp: ModuleType) -> None:
+def install(aiohttp: ModuleType) -> list[ledger.Patch]:
     """Taps ``ws_connect``'s writer and message queue (reached through the imported
     ``aiohttp``; nothing is imported here). An aiohttp whose client names neither keeps
-    treating the upgrade as a plain request."""
-    global _installed
+    treating the upgrade as a plain request: no patch."""
     client = aiohttp.client
     writer = getattr(client, "WebSocketWriter", None)
     method = next((name for name in _SEND_FRAME if hasattr(writer, name)), None)
     queue_name = next((name for name in _QUEUES if hasattr(client, name)), None)
     if writer is None or method is None or queue_name is None:
-        return
-    if _PATCHED not in vars(writer):
-        original = getattr(writer, method)
-        setattr(writer, _PATCHED, original)
-        setattr(writer, method, _make_send_frame(original))
-        setattr(client, queue_name, _tapped_queue(getattr(client, queue_name)))
-    _installed = True
+        return []
+    return [
+        ledger.wrap(writer, method, _make_send_frame),
+        ledger.subclass(client, queue_name, _tapped_queue),
+    ]
 
 
 def upgrades(headers: Any) -> bool:
-    """Whether a request's headers ask for a WebSocket this adapter records."""
-    return _installed and str(headers.get("Upgrade", "")).lower() == "websocket"
+    """Whether a request's headers ask for a WebSocket."""
+    return str(headers.get("Upgrade", "")).lower() == "websocket"
 
 
 def _make_send_frame(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -77,9 +72,9 @@ def _make_send_frame(original: Callable[..., Any]) -> Callable[..., Any]:
     return send_frame
 
 
-def _tapped_queue(base: Any) -> type:
-    """``base`` (aiohttp's compiled or pure-Python queue) reporting each message it is fed to
-    the tap on its connection's protocol."""
+def _tapped_queue(base: Any) -> dict[str, Any]:
+    """The methods of a subclass of ``base`` (aiohttp's compiled or pure-Python queue)
+    reporting each message it is fed to the tap on its connection's protocol."""
 
     def __init__(self: Any, protocol: Any, limit: int, *, loop: asyncio.AbstractEventLoop) -> None:
         base.__init__(self, protocol, limit, loop=loop)
@@ -92,7 +87,7 @@ def _tapped_queue(base: Any) -> type:
             tap.received(*frame)
         base.feed_data(self, data, size)
 
-    return type(base.__name__, (base,), {"__init__": __init__, "feed_data": feed_data})
+    return {"__init__": __init__, "feed_data": feed_data}
 
 
 def _frame_of(message: Any) -> tuple[Opcode, bytes] | None:

@@ -28,25 +28,22 @@ from ..._core.websocket import (
     SessionReplay,
     close_payload,
 )
+from .. import ledger
 from ..forwarding import Forwarding
 from .replay import ReplayPeer, key_of
 from .taps import FrameChecker, FrameRecorder, dropped
 
-_PATCHED = "__agenttape_original_init__"
 _EXTENSION = "agenttape.websocket"
 """The response extension that carries a session's tap to the httpx-ws session built on it."""
 _NO_STATUS = 1005  # wsproto's code for a close frame that carried none
 
 
-def install(api: ModuleType) -> None:
+def install(api: ModuleType) -> list[ledger.Patch]:
     """Patches the sessions of ``httpx_ws._api`` (nothing is imported here)."""
-    for name in ("WebSocketSession", "AsyncWebSocketSession"):
-        session_class = getattr(api, name)
-        if _PATCHED in vars(session_class):
-            continue
-        original = session_class.__init__
-        setattr(session_class, _PATCHED, original)
-        session_class.__init__ = _make_init(original)
+    return [
+        ledger.wrap(getattr(api, name), "__init__", _make_init)
+        for name in ("WebSocketSession", "AsyncWebSocketSession")
+    ]
 
 
 def upgrades(request: Request) -> bool:

@@ -28,6 +28,7 @@ from ..._core.websocket import (
     SessionReplay,
     open_session,
 )
+from .. import ledger
 from ..wire import parse_head
 from .replay import ReplayPeer
 from .taps import (
@@ -38,7 +39,6 @@ from .taps import (
     raise_if_never_opened,
 )
 
-_PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
 
 _key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -52,24 +52,22 @@ _head: contextvars.ContextVar[bytearray | None] = contextvars.ContextVar(
 """The raw lines of the upgrade's answer, while a recorded handshake reads them."""
 
 
-def install(core: ModuleType) -> None:
+def install(core: ModuleType) -> list[ledger.Patch]:
     """Patches ``websocket._core`` and the handshake modules it imported (reached through
     ``sys.modules``: nothing is imported here)."""
     web_socket = core.WebSocket
-    if _PATCHED in vars(web_socket):
-        return
-    setattr(web_socket, _PATCHED, True)
-    setattr(web_socket, _SESSION, None)
     handshake = sys.modules["websocket._handshake"]
     http = sys.modules["websocket._http"]
-    web_socket.connect = _make_connect(web_socket.connect, handshake)
-    web_socket.send_frame = _make_send_frame(web_socket.send_frame)
-    web_socket.recv_frame = _make_recv_frame(web_socket.recv_frame)
-    web_socket.shutdown = _make_shutdown(web_socket.shutdown)
-    names = vars(handshake)
-    names["_create_sec_websocket_key"] = _make_key(names["_create_sec_websocket_key"])
-    names = vars(http)
-    names["recv_line"] = _make_recv_line(names["recv_line"])
+    module_attribute = "module attribute"
+    return [
+        ledger.default(web_socket, _SESSION, None),
+        ledger.wrap(web_socket, "connect", lambda found: _make_connect(found, handshake)),
+        ledger.wrap(web_socket, "send_frame", _make_send_frame),
+        ledger.wrap(web_socket, "recv_frame", _make_recv_frame),
+        ledger.wrap(web_socket, "shutdown", _make_shutdown),
+        ledger.Patch(handshake, "_create_sec_websocket_key", _make_key, module_attribute),
+        ledger.Patch(http, "recv_line", _make_recv_line, module_attribute),
+    ]
 
 
 def _make_key(original: Callable[[], str]) -> Callable[[], str]:

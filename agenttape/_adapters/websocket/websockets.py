@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
-import types
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -36,10 +35,10 @@ from ..._core.websocket import (
     open_session,
     open_session_async,
 )
+from .. import ledger
 from .replay import ReplayPeer, ReplayTransport
 from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened
 
-_PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
 
 _pending: contextvars.ContextVar[tuple[str, _Tap] | None] = contextvars.ContextVar(
@@ -54,7 +53,7 @@ _frame_miss: type[UnmatchedInteractionError] = UnmatchedInteractionError
 it logs as an internal error and turns into ``ConnectionClosedError``)."""
 
 
-def install(module: ModuleType) -> None:
+def install(module: ModuleType) -> list[ledger.Patch]:
     """Patches ``websockets.asyncio.client`` or ``websockets.sync.client``, and, once, the
     Sans-I/O protocol both import before them (reached through them: nothing is imported
     here, see ``_adapters.install_adapters``).
@@ -80,60 +79,15 @@ def install(module: ModuleType) -> None:
     else:  # 13-16
         owner, name, make = module.connect, "create_connection", _make_create_connection
         module.parse_uri  # noqa: B018
-    original = getattr(owner, name)
-    function = owner is module
-    if function and original.__closure__ is not None:
-        raise TypeError(f"{module.__name__}.{name} is not a plain function")
     _SHAPE.update(
         replace_user_agent=version < 15, sync_tls="ssl_context" if version < 13 else "ssl"
     )
-    _tap_protocol(client, protocol, errors)
-    if getattr(original, _PATCHED, False):
-        return
-    if function:
-        _redirect(original, make(_copy(original), module))
-    else:
-        patched = make(original, module)
-        setattr(patched, _PATCHED, True)
-        setattr(owner, name, patched)
-
-
-def _copy(function: Any) -> Any:
-    """A second function object running ``function``'s code."""
-    copy = types.FunctionType(
-        function.__code__,
-        function.__globals__,
-        function.__name__,
-        function.__defaults__,
-        function.__closure__,
-    )
-    copy.__kwdefaults__ = function.__kwdefaults__
-    copy.__qualname__ = function.__qualname__
-    return copy
-
-
-def _redirect(function: Any, to: Callable[..., Any]) -> None:
-    """Makes ``function`` itself call ``to``: code that took a reference to the library's
-    ``connect`` before the cassette opened (``from websockets.sync.client import connect``)
-    calls the adapter too. The call goes through a name in the library module's namespace,
-    which ``_redirected``'s code looks up there once it is ``function``'s code."""
-    function.__globals__[_TARGET] = to
-    function.__code__ = _redirected.__code__
-    function.__defaults__ = function.__kwdefaults__ = None
-    setattr(function, _PATCHED, True)
-
-
-_TARGET = "__agenttape_websockets_connect__"
-
-
-def _redirected(*args: Any, **kwargs: Any) -> Any:
-    """Its code replaces a library function's; run as that function, the name resolves in
-    the library's module."""
-    return __agenttape_websockets_connect__(*args, **kwargs)
-
-
-def __agenttape_websockets_connect__(*args: Any, **kwargs: Any) -> Any:
-    raise RuntimeError("only ever called from a library module's namespace")
+    patches = _tap_protocol(client, protocol, errors)
+    if owner is module:
+        # A function: code that took it before the cassette opened (``from
+        # websockets.sync.client import connect``) must call the adapter too.
+        return [*patches, *ledger.redirect_code(module, name, lambda copy: make(copy, module))]
+    return [*patches, ledger.wrap(owner, name, lambda original: make(original, module))]
 
 
 _PROTOCOL_NAMES = (
@@ -155,26 +109,22 @@ def _major(version: str) -> int:
     return int(version.split(".", 1)[0])
 
 
-def _tap_protocol(client: type, protocol: type, errors: ModuleType) -> None:
-    if _PATCHED in vars(client):
-        return
+def _tap_protocol(client: type, protocol: type, errors: ModuleType) -> list[ledger.Patch]:
     global _frame_miss
-    _frame_miss = type(
-        "UnmatchedFrameError",
-        (UnmatchedInteractionError, errors.ProtocolError),
-        {"__module__": __name__, "__doc__": _frame_miss.__doc__},
-    )
-    setattr(protocol, _SESSION, None)
-    _wrap(client, "__init__", _make_init)
-    _wrap(client, "process_response", _telling(_Tap.response))
-    _wrap(protocol, "send_frame", _telling(_Tap.sent))
-    _wrap(protocol, "recv_frame", _telling(_Tap.received))
-    _wrap(protocol, "receive_eof", _make_receive_eof)
-    setattr(client, _PATCHED, True)
-
-
-def _wrap(owner: type, name: str, make: Callable[[Any], Any]) -> None:
-    setattr(owner, name, make(getattr(owner, name)))
+    if _frame_miss is UnmatchedInteractionError:
+        _frame_miss = type(
+            "UnmatchedFrameError",
+            (UnmatchedInteractionError, errors.ProtocolError),
+            {"__module__": __name__, "__doc__": _frame_miss.__doc__},
+        )
+    return [
+        ledger.default(protocol, _SESSION, None),
+        ledger.wrap(client, "__init__", _make_init),
+        ledger.wrap(client, "process_response", _telling(_Tap.response)),
+        ledger.wrap(protocol, "send_frame", _telling(_Tap.sent)),
+        ledger.wrap(protocol, "recv_frame", _telling(_Tap.received)),
+        ledger.wrap(protocol, "receive_eof", _make_receive_eof),
+    ]
 
 
 # -- the Sans-I/O protocol: every client, recording and replay ---------------------------

@@ -27,11 +27,11 @@ from ..._core import runtime
 from ..._core.errors import UnmatchedInteractionError
 from ..._core.models import OPCODES, Failure, Request
 from ..._core.websocket import SessionRecording, SessionReplay, open_session_async
+from .. import ledger
 from .replay import ReplayTransport
 from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened
 from .websockets import upgrade_request
 
-_PATCHED = "__agenttape_original__"
 _SESSION = "_agenttape_session"
 
 _key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -44,7 +44,7 @@ _reason: contextvars.ContextVar[str] = contextvars.ContextVar(
 )
 
 
-def install(module: ModuleType) -> None:
+def install(module: ModuleType) -> list[ledger.Patch]:
     """Patches ``websockets.legacy.client`` (every name looked up before any is changed)."""
     handshake = sys.modules["websockets.legacy.handshake"]
     protocol = module.WebSocketClientProtocol
@@ -65,30 +65,33 @@ def install(module: ModuleType) -> None:
         (handshake, "generate_key"),
     ):
         getattr(owner, name)
-    if _PATCHED in vars(module.Connect):
-        return
     errors = sys.modules["websockets.exceptions"]
-    _MISS[0] = type(
-        "UnmatchedFrameError",
-        (UnmatchedInteractionError, errors.ProtocolError),
-        {"__module__": __name__, "__doc__": UnmatchedInteractionError.__doc__},
-    )
-    setattr(common, _SESSION, None)
-    handshake.generate_key = _make_generate_key(handshake.generate_key)  # type: ignore[attr-defined]
-    read_response = module.read_response
+    if _MISS[0] is UnmatchedInteractionError:
+        _MISS[0] = type(
+            "UnmatchedFrameError",
+            (UnmatchedInteractionError, errors.ProtocolError),
+            {"__module__": __name__, "__doc__": UnmatchedInteractionError.__doc__},
+        )
+    module_attribute = "module attribute"
+    return [
+        ledger.default(common, _SESSION, None),
+        ledger.Patch(handshake, "generate_key", _make_generate_key, module_attribute),
+        ledger.Patch(module, "read_response", _make_read_response, module_attribute),
+        ledger.wrap(protocol, "read_http_response", _make_read_http_response),
+        ledger.wrap(common, "read_frame", _make_read_frame),
+        ledger.wrap(common, "write_frame_sync", _make_write_frame_sync),
+        ledger.wrap(common, "connection_lost", _make_connection_lost),
+        ledger.wrap(module.Connect, "__await_impl__", lambda found: _make_await(found, module)),
+    ]
 
+
+def _make_read_response(read_response: Callable[[Any], Any]) -> Callable[[Any], Any]:
     async def reading_response(stream: Any) -> Any:
         status, reason, headers = await read_response(stream)
         _reason.set(reason)
         return status, reason, headers
 
-    module.read_response = reading_response  # type: ignore[attr-defined]
-    _wrap(protocol, "read_http_response", _make_read_http_response)
-    _wrap(common, "read_frame", _make_read_frame)
-    _wrap(common, "write_frame_sync", _make_write_frame_sync)
-    _wrap(common, "connection_lost", _make_connection_lost)
-    _wrap(module.Connect, "__await_impl__", lambda original: _make_await(original, module))
-    setattr(module.Connect, _PATCHED, True)
+    return reading_response
 
 
 _MISS: list[type[UnmatchedInteractionError]] = [UnmatchedInteractionError]
@@ -105,10 +108,6 @@ def _make_generate_key(original: Callable[[], str]) -> Callable[[], str]:
         return key
 
     return generate_key
-
-
-def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-    setattr(owner, name, make(getattr(owner, name)))
 
 
 def _make_read_http_response(original: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -1,0 +1,310 @@
+"""Every attribute agenttape replaces on another library's objects, in one place.
+
+An adapter declares its patches as data (``Patch``: a target, an attribute, and how the
+replacement is made from the original found there at install time); ``apply`` checks every
+one of them first and then installs them all or none, under one lock, writing down what was
+there exactly (for a class or a module: its own value, or that it had none and inherited
+one), so that ``restore`` puts back precisely that. Nothing here runs per call: a patched
+attribute holds the replacement itself.
+
+Another wrapper put on top of ours after we installed (OpenTelemetry's, Sentry's) is never
+removed: ours, which it calls, is left in place and made inert, a pass-through to the
+original (``inert``). The exotic techniques sit behind the helpers below (``subclass``,
+``forwarder``, ``override_new``, ``redirect_code``, ``default``); an adapter uses ``wrap``.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MARK = "__agenttape__"
+"""The one name agenttape ever sets on an object of another library."""
+
+ABSENT: Any = types.SimpleNamespace(name="(absent)")
+"""What a target held under a name it had none of (nothing of its own: inherited or new)."""
+
+
+def _is_callable(value: Any) -> bool:
+    return callable(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """``target.name`` becomes ``make(original)``; ``expect`` checks the original first (an
+    attribute the target lacks fails the check unless ``new`` says it is added)."""
+
+    target: Any
+    name: str
+    make: Callable[[Any], Any]
+    technique: str = "wrapper"
+    expect: Callable[[Any], bool] = _is_callable
+    new: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class Entry:
+    """One patch in place: what it replaced (``own``: the target's own value, or ``ABSENT``)
+    and with what. ``state`` is "installed", "inert" (another wrapper sits on ours: ours only
+    passes through) or "restored"."""
+
+    library: str
+    patch: Patch
+    own: Any
+    original: Any
+    replacement: Any
+    state: str = field(default="installed")
+
+
+class PatchError(Exception):
+    """A library's internals are not the ones its adapter declares: nothing was patched."""
+
+
+_lock = threading.RLock()
+_entries: list[Entry] = []
+_held: dict[tuple[int, str], Entry] = {}  # (id(target), name) -> entry installed there
+
+
+def _own(target: Any, name: str) -> Any:
+    if isinstance(target, (type, types.ModuleType)):
+        return vars(target).get(name, ABSENT)
+    return getattr(target, name, ABSENT)
+
+
+def apply(library: str, patches: Sequence[Patch]) -> list[Entry]:
+    """Installs every patch of ``patches`` not in place yet, or none (``PatchError`` names
+    each one that does not fit, or the failure that stopped the install)."""
+    with _lock:
+        todo: list[tuple[Patch, Any]] = []
+        problems: list[str] = []
+        seen: set[tuple[int, str]] = set()
+        for patch in patches:
+            key = (id(patch.target), patch.name)
+            if key in _held or key in seen:
+                continue  # in place already (httpx2.alias_httpx() makes two names one module)
+            seen.add(key)
+            original = getattr(patch.target, patch.name, ABSENT)
+            where = f"{_label(patch.target)}.{patch.name}"
+            if original is ABSENT and not patch.new:
+                problems.append(f"{where} does not exist")
+            elif original is not ABSENT and not patch.expect(original):
+                problems.append(f"{where} is not what it expects ({type(original).__name__})")
+            else:
+                todo.append((patch, original))
+        if problems:
+            raise PatchError("; ".join(problems))
+        made = [(patch, original, patch.make(original)) for patch, original in todo]
+        done: list[Entry] = []
+        try:
+            for patch, original, replacement in made:
+                entry = Entry(library, patch, _own(patch.target, patch.name), original, replacement)
+                setattr(patch.target, patch.name, replacement)
+                done.append(entry)
+                _held[(id(patch.target), patch.name)] = entry
+        except Exception as exc:
+            for entry in reversed(done):
+                _put_back(entry)
+                del _held[(id(entry.patch.target), entry.patch.name)]
+            raise PatchError(f"{type(exc).__name__}: {exc}") from exc
+        _entries.extend(done)
+        return done
+
+
+def remove(library: str | None = None) -> list[Entry]:
+    """Restores the patches of ``library`` (of every library when None), newest first; those
+    another wrapper has since covered are made inert instead. Returns the inert ones."""
+    left: list[Entry] = []
+    with _lock:
+        for entry in reversed(list(_entries)):
+            if library is not None and entry.library != library:
+                continue
+            if entry.state == "installed":
+                del _held[(id(entry.patch.target), entry.patch.name)]
+                if _own(entry.patch.target, entry.patch.name) is entry.replacement:
+                    _put_back(entry)
+                elif inert(entry.replacement, entry.original):
+                    entry.state = "inert"
+                else:
+                    entry.state = "covered"
+            if entry.state != "restored":
+                left.append(entry)
+            else:
+                _entries.remove(entry)
+    return left
+
+
+def _put_back(entry: Entry) -> None:
+    target, name = entry.patch.target, entry.patch.name
+    if entry.own is ABSENT:
+        delattr(target, name)
+    else:
+        setattr(target, name, entry.own)
+    entry.state = "restored"
+
+
+def entries() -> list[Entry]:
+    """The patches in place, and those left inert under another wrapper."""
+    with _lock:
+        return list(_entries)
+
+
+def installed(target: Any, name: str) -> Entry | None:
+    """Our patch of ``target.name``, if one is in place."""
+    return _held.get((id(target), name))
+
+
+def owned(value: Any) -> Entry | None:
+    """The entry whose replacement ``value`` is, if any (a wrapper chain's link that is ours)."""
+    with _lock:
+        return next((entry for entry in _entries if entry.replacement is value), None)
+
+
+def _label(target: Any) -> str:
+    if isinstance(target, types.ModuleType):
+        return target.__name__
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', target)}"
+
+
+def where(patch: Patch) -> str:
+    """``module.Class.name`` of the attribute ``patch`` replaces."""
+    return f"{_label(patch.target)}.{patch.name}"
+
+
+# -- making ours inert ----------------------------------------------------------------------
+
+
+def inert(function: Any, original: Any) -> bool:
+    """Turns our ``function`` into a pass-through to ``original`` in place (whoever holds it,
+    another wrapper above it, now reaches the original unchanged): its code becomes a call of
+    a keyword default. False when ``function`` is not a plain function."""
+    if not isinstance(function, types.FunctionType) or original is ABSENT:
+        return False
+    function.__code__ = _passthrough(function.__code__.co_freevars)
+    function.__defaults__ = None
+    function.__kwdefaults__ = {MARK: original}
+    return True
+
+
+def _passthrough(free: tuple[str, ...]) -> types.CodeType:
+    """The code of ``def f(*args, __agenttape__=original, **kwargs)`` returning the call of
+    the original, with the free variables ``free`` (a function's code can only be replaced by
+    code with as many)."""
+    body = f"def inner(*args, {MARK}=None, **kwargs):\n"
+    if free:
+        names = ", ".join(free)
+        body += f"    if {MARK} is None:\n        ({names},)\n"
+    body += f"    return {MARK}(*args, **kwargs)\n"
+    source = "def outer():\n"
+    if free:
+        source += f"    {', '.join(free)} = {', '.join('None' for _ in free)}\n"
+    source += "".join(f"    {line}\n" for line in body.splitlines()) + "    return inner\n"
+    scope: dict[str, Any] = {}
+    exec(compile(source, "<agenttape pass-through>", "exec"), scope)
+    code: types.CodeType = scope["outer"]().__code__
+    return code
+
+
+# -- the techniques -------------------------------------------------------------------------
+
+
+def wrap(target: Any, name: str, make: Callable[[Any], Any]) -> Patch:
+    """A function calling the original: ``make(original)``."""
+    return Patch(target, name, make)
+
+
+def subclass(module: Any, name: str, namespace: Callable[[type], dict[str, Any]]) -> Patch:
+    """The class ``module.name`` replaced by a subclass made with ``type()`` whose methods
+    are ``namespace(original class)``, under the original's name."""
+    return Patch(
+        module,
+        name,
+        lambda base: type(base.__name__, (base,), namespace(base)),
+        "subclass made with type()",
+        expect=lambda value: isinstance(value, type),
+    )
+
+
+def forwarder(module: Any, name: str, stand_in: type, expected: Any) -> Patch:
+    """``module.name`` (which must be ``expected``) replaced by ``stand_in(expected)``, an
+    object whose ``__getattr__`` forwards what it does not define itself."""
+    return Patch(
+        module,
+        name,
+        stand_in,
+        "__getattr__ forwarder",
+        expect=lambda value: value is expected,
+    )
+
+
+def override_new(cls: type, make: Callable[[type], Callable[..., Any]]) -> Patch:
+    """``cls.__new__`` (inherited; a class defining its own is refused) set to ``make(cls)``."""
+    return Patch(
+        cls,
+        "__new__",
+        lambda original: make(cls),
+        "__new__ override",
+        expect=lambda value: "__new__" not in vars(cls),
+    )
+
+
+def default(cls: type, name: str, value: Any) -> Patch:
+    """A class attribute ``cls`` did not have: the default of per-connection state."""
+    return Patch(
+        cls, name, lambda original: value, "attribute added", expect=lambda _: False, new=True
+    )
+
+
+def redirect_code(module: Any, name: str, make: Callable[[Any], Any]) -> list[Patch]:
+    """Makes the function ``module.name`` itself call ``make(a copy of it)``, by swapping its
+    ``__code__``: code that took a reference to it before it was patched (``from m import f``)
+    calls the replacement too. The call goes through ``module.__agenttape__``, a table by
+    function name, looked up in the function's own globals."""
+    function = getattr(module, name)
+    if not isinstance(function, types.FunctionType) or function.__closure__ is not None:
+        raise PatchError(f"{module.__name__}.{name} is not a plain function")
+    copy = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__ = function.__qualname__
+    scope: dict[str, Any] = {}
+    source = f"def {name}(*args, **kwargs):\n    return {MARK}[{name!r}](*args, **kwargs)\n"
+    exec(compile(source, module.__name__, "exec"), scope)
+    code = scope[name].__code__
+    table = {name: make(copy)}
+    swap = "__code__ swap"
+    keep = _anything
+    return [
+        Patch(module, MARK, lambda found: table, swap, expect=lambda _: False, new=True),
+        Patch(function, "__defaults__", lambda found: None, swap, expect=keep),
+        Patch(function, "__kwdefaults__", lambda found: None, swap, expect=keep),
+        Patch(function, "__code__", lambda found: code, swap, expect=keep),
+    ]
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+def chain(value: Any) -> Iterator[Any]:
+    """``value`` and what it wraps, link by link (``__wrapped__``, as functools and wrapt
+    set it); a pass-through of ours leads on to its original."""
+    seen: set[int] = set()
+    while value is not None and id(value) not in seen:
+        seen.add(id(value))
+        yield value
+        kwdefaults = getattr(value, "__kwdefaults__", None)
+        if isinstance(value, types.FunctionType) and kwdefaults and MARK in kwdefaults:
+            value = kwdefaults[MARK]
+            continue
+        try:
+            value = getattr(value, "__wrapped__", None)
+        except Exception:
+            value = None

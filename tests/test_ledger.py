@@ -1,0 +1,379 @@
+"""The patch ledger: all or nothing, originals exact, other wrappers kept in either order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agenttape
+from agenttape import _adapters
+from agenttape._adapters import ledger
+from agenttape._core import runtime
+
+
+def _library() -> types.ModuleType:
+    """A library of our own making, patched as an adapter patches a real one."""
+    module = types.ModuleType("fakelib_ledger")
+
+    class Base:
+        def inherited(self, value: int) -> str:
+            return f"base {value}"
+
+    class Client(Base):
+        def send(self, value: int) -> str:
+            return f"sent {value}"
+
+        async def fetch(self, value: int) -> str:
+            return f"fetched {value}"
+
+    module.Base = Base  # type: ignore[attr-defined]
+    module.Client = Client  # type: ignore[attr-defined]
+    module.helper = lambda: "helper"  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def library() -> Iterator[types.ModuleType]:
+    module = _library()
+    yield module
+    ledger.remove("fakelib")
+
+
+calls: list[str] = []
+
+
+def _tagging(tag: str) -> Callable[[Any], Any]:
+    """A maker of wrappers that note ``tag`` on each call, then call the original."""
+
+    def make(original: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls.append(tag)
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    return make
+
+
+def test_one_attribute_missing_patches_nothing(library: types.ModuleType) -> None:
+    client = library.Client
+    send = vars(client)["send"]
+    with pytest.raises(ledger.PatchError, match=r"Client\.gone does not exist"):
+        ledger.apply(
+            "fakelib",
+            [
+                ledger.wrap(client, "send", _tagging("ours")),
+                ledger.wrap(client, "gone", _tagging("ours")),
+                ledger.Patch(library, "helper", _tagging("ours"), "module attribute"),
+            ],
+        )
+    assert vars(client)["send"] is send
+    assert library.helper() == "helper"
+    assert ledger.installed(client, "send") is None
+
+
+def test_a_replacement_that_cannot_be_set_rolls_the_others_back(
+    library: types.ModuleType,
+) -> None:
+    send = vars(library.Client)["send"]
+    with pytest.raises(ledger.PatchError, match="TypeError"):
+        ledger.apply(
+            "fakelib",
+            [
+                ledger.wrap(library.Client, "send", _tagging("ours")),
+                ledger.wrap(int, "__add__", _tagging("ours")),  # a built-in type refuses
+            ],
+        )
+    assert vars(library.Client)["send"] is send
+    assert ledger.installed(library.Client, "send") is None
+
+
+def test_double_install_is_a_no_op(library: types.ModuleType) -> None:
+    patches = [ledger.wrap(library.Client, "send", _tagging("ours"))]
+    assert len(ledger.apply("fakelib", patches)) == 1
+    ours = vars(library.Client)["send"]
+    assert ledger.apply("fakelib", patches) == []
+    assert vars(library.Client)["send"] is ours
+    calls.clear()
+    assert library.Client().send(1) == "sent 1"
+    assert calls == ["ours"]
+
+
+def test_uninstall_restores_exactly_what_was_there(library: types.ModuleType) -> None:
+    client, send, helper = library.Client, vars(library.Client)["send"], library.helper
+    ledger.apply(
+        "fakelib",
+        [
+            ledger.wrap(client, "send", _tagging("ours")),
+            ledger.wrap(client, "inherited", _tagging("ours")),
+            ledger.Patch(library, "helper", _tagging("ours"), "module attribute"),
+            ledger.default(client, "_state", None),
+        ],
+    )
+    assert "inherited" in vars(client) and client._state is None  # type: ignore[attr-defined]
+    assert ledger.remove("fakelib") == []
+    assert vars(client)["send"] is send
+    assert "inherited" not in vars(client)  # it was inherited: deleted, not copied back
+    assert "_state" not in vars(client)
+    assert library.helper is helper
+
+
+def test_install_after_another_wrapper_keeps_it(library: types.ModuleType) -> None:
+    theirs = _tagging("theirs")(vars(library.Client)["send"])
+    library.Client.send = theirs
+    ledger.apply("fakelib", [ledger.wrap(library.Client, "send", _tagging("ours"))])
+    calls.clear()
+    assert library.Client().send(2) == "sent 2"
+    assert calls == ["ours", "theirs"]
+    ledger.remove("fakelib")
+    assert vars(library.Client)["send"] is theirs
+
+
+def test_a_wrapper_put_on_ours_survives_uninstall_and_ours_passes_through(
+    library: types.ModuleType,
+) -> None:
+    client = library.Client
+    send, fetch = vars(client)["send"], vars(client)["fetch"]
+    ledger.apply(
+        "fakelib",
+        [
+            ledger.wrap(client, "send", _tagging("ours")),
+            ledger.wrap(client, "fetch", _async_tagging),
+        ],
+    )
+    ours = vars(client)["send"]
+    theirs = functools.wraps(ours)(_tagging("theirs")(ours))
+    client.send = theirs
+    client.fetch = _tagging("theirs")(vars(client)["fetch"])
+    left = ledger.remove("fakelib")
+    assert [entry.state for entry in left] == ["inert", "inert"]
+    assert vars(client)["send"] is theirs
+    assert vars(client)["fetch"] is not fetch  # theirs, on top of our pass-through
+    calls.clear()
+    assert client().send(3) == "sent 3"
+    assert asyncio.run(client().fetch(4)) == "fetched 4"
+    assert calls == ["theirs", "theirs"]  # ours noted nothing: it only passes through
+    assert list(ledger.chain(theirs))[-1] is send
+    # Installed again: on top of theirs, which stays.
+    ledger.apply("fakelib", [ledger.wrap(client, "send", _tagging("ours"))])
+    calls.clear()
+    assert client().send(5) == "sent 5"
+    assert calls == ["ours", "theirs"]
+
+
+def _async_tagging(original: Any) -> Any:
+    async def fetch(self: Any, value: int) -> str:
+        calls.append("ours")
+        result: str = await original(self, value)
+        return result
+
+    return fetch
+
+
+def test_the_adapter_of_a_library_it_does_not_fit_stays_off_and_the_import_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An adapter whose second patch does not fit: the library imports as ever, its first
+    attribute is untouched, and the adapter is reported off, once."""
+    package = tmp_path / "fakelib_unfit"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "client.py").write_text(
+        "class Session:\n    def send(self):\n        return 'live'\n"
+    )
+    (tmp_path / "fakelib_unfit_adapter.py").write_text(
+        textwrap.dedent("""
+            from agenttape._adapters import ledger
+
+            def install(module):
+                return [
+                    ledger.wrap(module.Session, "send", lambda original: lambda self: "ours"),
+                    ledger.wrap(module.Session, "receive", lambda original: original),
+                ]
+        """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(_adapters.ADAPTERS, "fakelib_unfit.client", "fakelib_unfit_adapter")
+    monkeypatch.setitem(_adapters.TRAFFIC, "fakelib_unfit.client", ("fakelib-unfit", "all"))
+    cassette = agenttape.Cassette(tmp_path / "empty.msgpack", mode="all")
+    cassette.save()
+    try:
+        with (
+            pytest.warns(agenttape.AgentTapeWarning, match=r"cannot intercept fakelib-unfit"),
+            agenttape.use_cassette(tmp_path / "empty.msgpack", mode="none"),
+        ):
+            import fakelib_unfit.client  # type: ignore[import-not-found]
+
+            assert fakelib_unfit.client.Session().send() == "live"
+        assert "Session.receive does not exist" in _adapters.state()[1]["fakelib_unfit.client"]
+    finally:
+        for name in ("fakelib_unfit", "fakelib_unfit.client", "fakelib_unfit_adapter"):
+            sys.modules.pop(name, None)
+
+
+class _ClosingMeanwhile(list):  # type: ignore[type-arg]
+    """The process-wide tapes, whose last one another thread closes right after a reader
+    saw that there was one: what a read in two steps would meet."""
+
+    def __bool__(self) -> bool:
+        there = len(self) > 0
+        self.clear()
+        return there
+
+
+def test_active_reads_the_newest_tape_in_one_step(tmp_path: Path) -> None:
+    """A thread that did not open the cassette finds it through one read: a cassette closing
+    in another thread meanwhile never makes ``active()`` raise into the user's call."""
+    agenttape.Cassette(tmp_path / "t.msgpack", mode="all").save()
+    with agenttape.use_cassette(tmp_path / "t.msgpack", mode="none") as cassette:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runtime, "_active", _ClosingMeanwhile(runtime._active))
+            found = contextvars.Context().run(runtime.active)  # as another thread would
+        assert found is cassette
+
+
+# -- threads: OpenTelemetry's threading instrumentation, either order --------------------------
+
+
+def _threading_instrumentor() -> Any:
+    module = pytest.importorskip("opentelemetry.instrumentation.threading")
+    return module.ThreadingInstrumentor()
+
+
+def _thread_methods() -> tuple[int, int]:
+    """The identities of the methods in place (a wrapt proxy compares equal to what it
+    wraps)."""
+    return id(vars(threading.Thread)["start"]), id(vars(ThreadPoolExecutor)["submit"])
+
+
+def test_threading_instrumentation_before_a_recorder_is_kept(tmp_path: Path) -> None:
+    instrumentor = _threading_instrumentor()
+    before = _thread_methods()
+    instrumentor.instrument()
+    try:
+        theirs = _thread_methods()
+        assert theirs != before
+        recorder = agenttape.Recorder(tmp_path / "runs")
+        assert _thread_methods() != theirs  # ours, on top of theirs
+        recorder.close()
+        assert _thread_methods() == theirs
+    finally:
+        instrumentor.uninstrument()
+    assert _thread_methods() == before
+
+
+def test_threading_instrumentation_after_a_recorder_is_kept(tmp_path: Path) -> None:
+    """OpenTelemetry wraps ours; the recorder closes: their wrappers stay and still work, ours
+    only passes through."""
+    instrumentor = _threading_instrumentor()
+    recorder = agenttape.Recorder(tmp_path / "runs")
+    instrumentor.instrument()
+    try:
+        theirs = _thread_methods()
+        recorder.close()
+        assert _thread_methods() == theirs
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(lambda: 7).result() == 7
+        seen: list[int] = []
+        thread = threading.Thread(target=seen.append, args=(8,))
+        thread.start()
+        thread.join()
+        assert seen == [8]
+        assert {entry.state for entry in ledger.entries() if entry.library == "threading"} == {
+            "inert"
+        }
+    finally:
+        instrumentor.uninstrument()
+
+
+# -- doctor ------------------------------------------------------------------------------------
+
+
+def _doctor(tmp_path: Path, setup: str, *arguments: str) -> str:
+    (tmp_path / "instrumented.py").write_text(textwrap.dedent(setup))
+    done = subprocess.run(
+        [sys.executable, "-m", "agenttape", "doctor", "--import", "instrumented", *arguments],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_doctor_names_opentelemetry_and_patches_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.instrumentation.httpx")
+    setup = """
+        import atexit, json
+        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+        from agenttape._adapters import ledger
+
+        HTTPXClientInstrumentor().instrument()
+        atexit.register(lambda: print(json.dumps({"entries": len(ledger.entries())})))
+    """
+    out = _doctor(tmp_path, setup)
+    assert "httpx.HTTPTransport.handle_request: OpenTelemetry (opentelemetry.instrumentation" in out
+    assert "httpx.Client._transport_for_url" in out.split("Patched when a cassette opens")[1]
+    assert out.rstrip().endswith('{"entries": 0}')  # doctor itself patched nothing
+    import json
+
+    found = json.loads(_doctor(tmp_path, setup, "--json").rsplit("\n{", 1)[0])
+    assert found["patched"] == []
+    assert any(row["by"].startswith("OpenTelemetry") for row in found["wrappers"])
+
+
+def test_doctor_says_when_a_wrapper_sits_on_ours_and_ours_is_left_inert(tmp_path: Path) -> None:
+    setup = """
+        import functools
+        import httpx
+        import agenttape
+        from agenttape._adapters import install_adapters
+
+        install_adapters()
+        ours = httpx.Client._transport_for_url
+
+        @functools.wraps(ours)
+        def traced(self, url):
+            return ours(self, url)
+
+        httpx.Client._transport_for_url = traced
+        agenttape.uninstall()
+    """
+    out = _doctor(tmp_path, setup)
+    assert "httpx.Client._transport_for_url" in out
+    assert "left in place under another wrapper, passing through" in out
+    assert "instrumented (instrumented) -> agenttape (inert) -> httpx (original)" in out
+
+
+def test_the_ledger_table_in_the_docs_is_the_one_the_code_makes() -> None:
+    """docs/architecture.md shows the patches as the ledger declares them (made anew with the
+    command in the comment above the table)."""
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from agenttape._tools.doctor import ledger_table; print(ledger_table())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
+    docs = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
+    shown = docs.split("<!-- ledger table:", 1)[1].split("-->", 1)[1]
+    assert shown.split("<!-- end of ledger table -->", 1)[0].strip() == made
