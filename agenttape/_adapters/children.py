@@ -176,5 +176,5 @@ def inherit() -> None:
     except (KeyError, TypeError, ValueError) as exc:
         sys.stderr.write(f"agenttape: {GUARD_VARIABLE} cannot be read ({exc}); not guarded\n")
         return
-    network_guard.install(socket)
+    ledger.apply("socket", network_guard.install(socket))
     network_guard.inherit(guard)
