@@ -151,6 +151,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         self._unfreeze_clock: Callable[[], None] | None = None
         self._placeholder_keys = False
         self._interrupted: dict[str, Any] | None = None
+        self._loaded = False  # read ahead by ``async with``, off the event loop
 
     def _blocks_network(self) -> bool:
         option = self.options.block_network
@@ -251,6 +252,19 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
 
     def start(self) -> None:
         """Activate: read the file as the mode says and serve every request from here on."""
+        if not self._loaded:
+            self._load()
+        self._loaded = False
+        self.is_active = True
+        self._token = runtime.activate(self)
+
+    def _prepare(self) -> None:
+        self._load()
+        self._loaded = True
+
+    def _load(self) -> None:
+        """Everything activation does that may touch the disk: read the file as the mode
+        says, check where a recording will be written."""
         if self.is_active:
             raise AgentTapeError(f"cassette {self.path} is already active; open it once at a time")
         self.mode = self.options.effective_mode()
@@ -309,8 +323,6 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         self._placeholder_keys = not self.is_recording
         if self._placeholder_keys:
             provider_keys.acquire()
-        self.is_active = True
-        self._token = runtime.activate(self)
 
     def _recorded_start(self) -> Any:
         created = self.metadata.get("created_at")
@@ -324,8 +336,18 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         ``KeyboardInterrupt``) that ended the block, marks a recording it cut short as
         interrupted: ``metadata["interrupted"]`` says by what and after how many
         interactions, for ``show``, ``view`` and a later miss to tell."""
-        if not self._deactivate():
-            return
+        if self._deactivate():
+            self._finish(failed, error)
+
+    async def _close_async(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            tracebacks.trim(exc)
+        if self._deactivate():  # here, in the context that activated it
+            await runtime.off_loop(self._finish, exc is not None, exc)
+
+    def _finish(self, failed: bool, error: BaseException | None) -> None:
+        """What stopping does once the cassette is no longer active: put back the clock and
+        the keys, save what was recorded, check what was never played."""
         if self._unfreeze_clock is not None:
             self._unfreeze_clock()
             self._unfreeze_clock = None
@@ -344,9 +366,9 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
             if not self._unaccounted:
-                warnings.warn(self._nothing_recorded(), stacklevel=4)
+                warnings.warn(self._nothing_recorded(), stacklevel=5)
         if self._unaccounted and self.is_recording:
-            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=4)
+            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=5)
         if self._dirty:
             self.save()
         if self._derived_dirty:
@@ -398,7 +420,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         )
         if self.on_unused == "fail":
             raise AgentTapeError(message)
-        warnings.warn(message, stacklevel=4)
+        warnings.warn(message, stacklevel=5)
 
     # -- the decision per request (the Tape) -------------------------------------------
 

@@ -10,7 +10,9 @@ tasks it starts while a Recorder is open) see it, so concurrent runs never mix.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar, Token
@@ -26,6 +28,7 @@ _lock = threading.Lock()
 _installers: list[Callable[[], None]] = []
 _listeners: list[Callable[[Tape | None], None]] = []
 _B = TypeVar("_B", bound="Block")
+_R = TypeVar("_R")
 
 
 def on_activation(installer: Callable[[], None]) -> None:
@@ -112,15 +115,33 @@ class Activation:
         return True
 
 
+async def off_loop(function: Callable[..., _R], *args: object) -> _R:
+    """``function(*args)`` in a worker thread when an asyncio event loop runs here, so what it
+    reads or writes never blocks the loop; called in place under any other loop."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return function(*args)
+    return await loop.run_in_executor(None, functools.partial(function, *args))
+
+
 class Block(Activation):
     """An activation that is a block, ``with`` or ``async with``: entering calls ``_open``,
-    leaving calls ``_close`` with the exception that ended the block, if any."""
+    leaving calls ``_close`` with the exception that ended the block, if any. ``async with``
+    first runs ``_prepare`` off the event loop, and leaves through ``_close_async``."""
 
     def _open(self) -> None:
         raise NotImplementedError
 
     def _close(self, exc: BaseException | None) -> None:
         raise NotImplementedError
+
+    def _prepare(self) -> None:
+        """What opening does that may block (reading files): done before ``_open``, in a
+        worker thread, by ``async with``."""
+
+    async def _close_async(self, exc: BaseException | None) -> None:
+        self._close(exc)
 
     def __enter__(self: _B) -> _B:
         self._open()
@@ -135,6 +156,7 @@ class Block(Activation):
         self._close(exc)
 
     async def __aenter__(self: _B) -> _B:
+        await off_loop(self._prepare)
         return self.__enter__()
 
     async def __aexit__(
@@ -143,4 +165,4 @@ class Block(Activation):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.__exit__(exc_type, exc, traceback)
+        await self._close_async(exc)

@@ -47,7 +47,7 @@ def drift_text(nodeid: str, cassette: str, drifts: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class DriftReport:
     """Collects each test's drift as its report comes in; writes the summary."""
 
