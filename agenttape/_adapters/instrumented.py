@@ -1,0 +1,122 @@
+"""httpx's transports as others wrap them: an exchange made at the innermost network call.
+
+OpenTelemetry's httpx instrumentation wraps ``HTTPTransport.handle_request`` (on the class, or
+on one client's transport), Logfire uses it, pytest-httpx replaces it with its mock, vcrpy
+patches it: all of them sit below the transport agenttape's httpx adapter stands in front of.
+A replay answered above them would skip them all (no client span; a mocked route taken for
+traffic). So where the transport's request method is not the library's own function, the
+request goes through that method, and agenttape's exchange — replay or record — is made where
+the library would reach the network: the connection pool's request method of httpcore (or
+httpcore2), armed for this one call through a context variable. A wrapper that answers by
+itself (a mock) never reaches the pool: then nothing is replayed or recorded.
+
+Patches ``ConnectionPool.handle_request`` and ``AsyncConnectionPool.handle_async_request``;
+with nothing armed (no cassette, or no wrapper in the way) they call the original at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from types import FunctionType, ModuleType
+from typing import Any
+
+_ORIGINAL = "__agenttape_original_pool_request__"
+
+Innermost = Callable[[ModuleType, Callable[[], Any]], Any]
+"""The exchange armed for the innermost call: given httpcore's module and the live call (the
+pool's own request method on this request), it answers as the pool would."""
+
+_armed: ContextVar[Innermost | None] = ContextVar("agenttape_innermost", default=None)
+_plain: dict[tuple[type, str], Any] = {}
+"""Per transport class and method name, the library's own function last seen there."""
+_patched: list[tuple[type, str, Any]] = []
+"""Each pool class patched, its method's name, the replacement put there."""
+
+
+def install(core: ModuleType) -> None:
+    """Patches the connection pools of ``core``, httpcore or httpcore2."""
+    for pool_class, name, asynchronous in (
+        (core.ConnectionPool, "handle_request", False),
+        (core.AsyncConnectionPool, "handle_async_request", True),
+    ):
+        if _ORIGINAL in vars(pool_class):
+            continue
+        original = vars(pool_class)[name]
+        setattr(pool_class, _ORIGINAL, original)
+        make = _make_async_pool_request if asynchronous else _make_pool_request
+        replacement = make(original, core)
+        setattr(pool_class, name, replacement)
+        _patched.append((pool_class, name, replacement))
+
+
+def _make_pool_request(original: Any, core: ModuleType) -> Any:
+    def handle_request(self: Any, request: Any) -> Any:
+        innermost = _armed.get()
+        if innermost is None:
+            return original(self, request)
+        token = _armed.set(None)  # what the exchange calls live is live
+        try:
+            return innermost(core, lambda: original(self, request))
+        finally:
+            _armed.reset(token)
+
+    return handle_request
+
+
+def _make_async_pool_request(original: Any, core: ModuleType) -> Any:
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        innermost = _armed.get()
+        if innermost is None:
+            return await original(self, request)
+        token = _armed.set(None)
+        try:
+            return await innermost(core, lambda: original(self, request))
+        finally:
+            _armed.reset(token)
+
+    return handle_async_request
+
+
+def wrapped(transport: Any, name: str, library_class: type) -> bool:
+    """Whether a request to ``transport`` (an instance of the library's ``library_class``)
+    must go through its ``name`` method: something other than the library's own function
+    stands there (a wrapper on the class or on this instance, a subclass's override), or
+    something wraps the connection pools above agenttape (respx's mock)."""
+    if name in vars(transport):
+        return True
+    cls = type(transport)
+    handler = getattr(cls, name)
+    if handler is not _plain.get((cls, name)):
+        if not _own(handler, library_class, name):
+            return True
+        _plain[(cls, name)] = handler
+    return any(vars(pool_class)[method] is not ours for pool_class, method, ours in _patched)
+
+
+def _own(handler: Any, library_class: type, name: str) -> bool:
+    """``handler`` is the function the library defines (not a wrapper, not a mock)."""
+    return (
+        isinstance(handler, FunctionType)
+        and not hasattr(handler, "__wrapped__")
+        and handler.__qualname__ == f"{library_class.__qualname__}.{name}"
+        and handler.__module__.partition(".")[0] == library_class.__module__.partition(".")[0]
+    )
+
+
+def through(call: Callable[[Any], Any], request: Any, innermost: Innermost) -> Any:
+    """``call(request)``, the transport's method with whatever wraps it, the pool's request
+    answered by ``innermost``."""
+    token = _armed.set(innermost)
+    try:
+        return call(request)
+    finally:
+        _armed.reset(token)
+
+
+async def through_async(call: Callable[[Any], Any], request: Any, innermost: Innermost) -> Any:
+    token = _armed.set(innermost)
+    try:
+        return await call(request)
+    finally:
+        _armed.reset(token)
