@@ -9,11 +9,13 @@ suite's conftest checks: a cell whose plugin is not active fails instead of pass
     python .ci/coexistence.py           # every cell
     python .ci/coexistence.py syrupy    # some cells, by name
 
-Prints a table (cell, result, passed, failed, seconds); exit status 0 when every cell passed.
+Two cells run at a time. Prints a table (cell, result, passed, failed, skipped, seconds);
+exit status 0 when every cell passed.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -197,7 +199,9 @@ def counts(report: Path) -> tuple[int, int, int]:
 
 
 def run(cell: Cell, scratch: Path) -> Result:
-    report = scratch / f"{cell.name.replace(' ', '-')}.xml"
+    """One cell, its files (JUnit report, coverage data) in ``scratch``."""
+    scratch.mkdir()
+    report = scratch / "report.xml"
     command = [
         str(ENVIRONMENT / "bin" / "python"),
         "-m",
@@ -243,8 +247,11 @@ def main(argv: list[str]) -> int:
         return 2
     cells = [cell for cell in CELLS if not argv or cell.name in argv]
     build(uv)
-    with tempfile.TemporaryDirectory() as scratch:
-        results = [run(cell, Path(scratch)) for cell in cells]
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool,
+    ):
+        results = list(pool.map(lambda cell: run(cell, Path(scratch) / str(id(cell))), cells))
     for result in results:
         if result.status != 0:
             print(f"--- {result.cell.name} (exit status {result.status}) ---")
