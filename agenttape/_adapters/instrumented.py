@@ -30,8 +30,9 @@ pool's own request method on this request), it answers as the pool would."""
 _armed: ContextVar[Innermost | None] = ContextVar("agenttape_innermost", default=None)
 _plain: dict[tuple[type, str], Any] = {}
 """Per transport class and method name, the library's own function last seen there."""
-_patched: list[tuple[type, str, Any]] = []
-"""Each pool class patched, its method's name, the replacement put there."""
+_patched: dict[str, list[tuple[type, Any]]] = {}
+"""Per method name (the pools' and the transports' are the same), each pool class patched and
+the replacement put there."""
 
 
 def install(core: ModuleType) -> None:
@@ -47,7 +48,7 @@ def install(core: ModuleType) -> None:
         make = _make_async_pool_request if asynchronous else _make_pool_request
         replacement = make(original, core)
         setattr(pool_class, name, replacement)
-        _patched.append((pool_class, name, replacement))
+        _patched.setdefault(name, []).append((pool_class, replacement))
 
 
 def _make_pool_request(original: Any, core: ModuleType) -> Any:
@@ -91,7 +92,7 @@ def wrapped(transport: Any, name: str, library_class: type) -> bool:
         if not _own(handler, library_class, name):
             return True
         _plain[(cls, name)] = handler
-    return any(vars(pool_class)[method] is not ours for pool_class, method, ours in _patched)
+    return any(pool_class.__dict__[name] is not ours for pool_class, ours in _patched.get(name, ()))
 
 
 def _own(handler: Any, library_class: type, name: str) -> bool:
