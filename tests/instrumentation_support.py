@@ -92,6 +92,14 @@ def httpx_get_async(url: str) -> Any:
     return asyncio.run(get())
 
 
+def httpx2_get(url: str) -> Any:
+    import httpx2
+
+    with httpx2.Client() as client:
+        response = client.get(url)
+    return response.status_code, response.json()
+
+
 def requests_get(url: str) -> Any:
     import requests
 
@@ -153,6 +161,12 @@ def instrument(name: str) -> tuple[Callable[[str], Any], Read, Callable[[], list
             )
 
         return (httpx_get if name == "httpx" else httpx_get_async), read, spans.taken
+    if name == "httpx2":
+        import httpx2
+        from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
+
+        HTTPX2ClientInstrumentor().instrument(tracer_provider=spans.provider)
+        return httpx2_get, lambda: vars(httpx2.HTTPTransport)["handle_request"], spans.taken
     if name == "requests":
         import requests
         from opentelemetry.instrumentation.requests import RequestsInstrumentor
@@ -169,9 +183,10 @@ def instrument(name: str) -> tuple[Callable[[str], Any], Read, Callable[[], list
 
 
 def main(name: str, order: str, folder: Path) -> dict[str, Any]:
-    # httpx, requests and aiohttp imported first, as an application would have them.
+    # The clients imported first, as an application would have them.
     import aiohttp  # noqa: F401
     import httpx  # noqa: F401
+    import httpx2  # noqa: F401
     import requests  # noqa: F401
 
     warnings.simplefilter("ignore")  # the first cassette records nothing

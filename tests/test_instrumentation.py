@@ -18,7 +18,15 @@ from tests.instrumentation_support import ANSWER, STATUS, Spans
 from tests.servers import json_reply, refused_port
 
 ROOT = Path(__file__).resolve().parent.parent
-INSTRUMENTATIONS = ["httpx", "httpx-async", "httpx-client", "requests", "aiohttp", "sentry-httpx"]
+INSTRUMENTATIONS = [
+    "httpx",
+    "httpx-async",
+    "httpx-client",
+    "httpx2",
+    "requests",
+    "aiohttp",
+    "sentry-httpx",
+]
 
 
 @pytest.mark.parametrize("order", ["before", "after"])
