@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 ADAPTERS: dict[str, str] = {
     "httpx": "agenttape._adapters.httpx",
     "httpx2": "agenttape._adapters.httpx",
+    "httpcore": "agenttape._adapters.instrumented",
+    "httpcore2": "agenttape._adapters.instrumented",
     "openai._base_client": "agenttape._adapters.sdk_retries",
     "anthropic._base_client": "agenttape._adapters.sdk_retries",
     "urllib3": "agenttape._adapters.urllib3",
@@ -50,6 +52,8 @@ ADAPTERS: dict[str, str] = {
 TRAFFIC: dict[str, tuple[str, str]] = {
     "httpx": ("httpx", "its requests"),
     "httpx2": ("httpx2", "its requests (the openai and anthropic SDKs' included)"),
+    "httpcore": ("httpcore", "httpx's requests through an instrumented or mocked transport"),
+    "httpcore2": ("httpcore2", "httpx2's requests through an instrumented or mocked transport"),
     "openai._base_client": ("openai", "nothing, but its retry waits are not skipped"),
     "anthropic._base_client": ("anthropic", "nothing, but its retry waits are not skipped"),
     "urllib3": ("urllib3", "requests through urllib3, requests and botocore"),

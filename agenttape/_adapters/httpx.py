@@ -19,7 +19,7 @@ from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
-from . import ledger, tls_contexts
+from . import instrumented, ledger, tls_contexts
 from .forwarding import Forwarding
 from .header_tables import decode_header_set, decode_headers, decode_text
 from .websocket import httpx_ws
@@ -66,11 +66,17 @@ class _Library:
         )
 
     def failure_of(self, exc: BaseException) -> Failure | None:
-        """The failure an httpx transport error stands for; None for any other exception."""
-        if not isinstance(exc, self.hx.TransportError):
+        """The failure an httpx transport error (or the httpcore error it maps, met at the
+        innermost call) stands for; None for any other exception."""
+        if not isinstance(exc, self.hx.TransportError) and not _from_core(exc):
             return None
         name = type(exc).__name__
         return Failure(KIND_BY_EXCEPTION.get(name, "transport_error"), name, str(exc))
+
+
+def _from_core(exc: BaseException) -> bool:
+    """An httpcore (or httpcore2) error: named as the httpx error it becomes."""
+    return type(exc).__module__.partition(".")[0] in ("httpcore", "httpcore2")
 
 
 def install(hx: ModuleType) -> list[ledger.Patch]:
@@ -152,6 +158,39 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
     )
 
 
+def _replay_core_response(
+    hx: ModuleType, core: ModuleType, interaction: Interaction, request: Any, stream: Any
+) -> Any:
+    """The recorded answer as httpcore's pool gives it to the transport (a recorded error
+    raised as the httpx error, which the transport lets through as it is)."""
+    response = interaction.response
+    if response is None:
+        raise _exception_for(hx, interaction, request)
+    return core.Response(
+        response.status,
+        headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
+        content=stream,
+        extensions={
+            "http_version": response.http_version.encode("ascii"),
+            "reason_phrase": response.reason.encode("latin-1"),
+        },
+    )
+
+
+def _record_core_head(library: _Library, recording: Recording, response: Any) -> None:
+    """Records httpcore's response head as ``_record_head`` records httpx's."""
+    extensions = response.extensions
+    raw_reason = extensions.get("reason_phrase")
+    raw_version = extensions.get("http_version", b"HTTP/1.1")
+    reason = (
+        decode_text(raw_reason)
+        if isinstance(raw_reason, bytes)
+        else library.hx.codes.get_reason_phrase(response.status)
+    )
+    version = decode_text(raw_version) if raw_version.isascii() else "HTTP/1.1"
+    recording.respond(response.status, reason, version, decode_headers(response.headers))
+
+
 def _reason_and_version(response: Any) -> tuple[str, str]:
     """The reason phrase and HTTP version as sent: ``reason_phrase`` decodes as ASCII and
     drops other bytes; the extensions have them all."""
@@ -188,6 +227,13 @@ class _TapeTransport(Forwarding):
         if httpx_ws.upgrades(model):
             return self._open_session(tape, request, model)
 
+        if isinstance(self._wrapped, library.hx.HTTPTransport) and instrumented.wrapped(
+            self._wrapped, "handle_request", library.hx.HTTPTransport
+        ):
+            return instrumented.through(
+                self._wrapped.handle_request, request, self._innermost(tape, request, model)
+            )
+
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
             stream.walk.arrives(schedule.head)
@@ -198,6 +244,29 @@ class _TapeTransport(Forwarding):
             return _recorded(library, response, recording, library.tee)
 
         return exchange(tape, model, replay=replay, record=record, failure_of=library.failure_of)
+
+    def _innermost(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
+        """The exchange made at the connection pool, below whatever wraps the transport:
+        httpcore's response replayed or recorded."""
+        library = self._library
+
+        def innermost(core: ModuleType, live: Any) -> Any:
+            def replay(interaction: Interaction, schedule: Schedule) -> Any:
+                stream = library.replay(library.hx, interaction, request, schedule)
+                stream.walk.arrives(schedule.head)
+                return _replay_core_response(library.hx, core, interaction, request, stream)
+
+            def record(recording: Recording) -> Any:
+                response = live()
+                _record_core_head(library, recording, response)
+                response.stream = library.tee(library, response.stream, recording)
+                return response
+
+            return exchange(
+                tape, model, replay=replay, record=record, failure_of=library.failure_of
+            )
+
+        return innermost
 
     def _open_session(self, tape: Any, request: Any, model: Request) -> Any:
         """An upgrade to WebSocket (httpx-ws): a session, see ``httpx_ws``."""
@@ -278,6 +347,15 @@ class _AsyncTapeTransport(_TapeTransport):
         if httpx_ws.upgrades(model):
             return await self._open_session_async(tape, request, model)
 
+        if isinstance(self._wrapped, library.hx.AsyncHTTPTransport) and instrumented.wrapped(
+            self._wrapped, "handle_async_request", library.hx.AsyncHTTPTransport
+        ):
+            return await instrumented.through_async(
+                self._wrapped.handle_async_request,
+                request,
+                self._innermost_async(tape, request, model),
+            )
+
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.replay(library.hx, interaction, request, schedule)
             await stream.walk.arrives_async(schedule.head)
@@ -290,6 +368,27 @@ class _AsyncTapeTransport(_TapeTransport):
         return await exchange_async(
             tape, model, replay=replay, record=record, failure_of=library.failure_of
         )
+
+    def _innermost_async(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
+        library = self._library
+
+        async def innermost(core: ModuleType, live: Any) -> Any:
+            async def replay(interaction: Interaction, schedule: Schedule) -> Any:
+                stream = library.replay(library.hx, interaction, request, schedule)
+                await stream.walk.arrives_async(schedule.head)
+                return _replay_core_response(library.hx, core, interaction, request, stream)
+
+            async def record(recording: Recording) -> Any:
+                response = await live()
+                _record_core_head(library, recording, response)
+                response.stream = library.async_tee(library, response.stream, recording)
+                return response
+
+            return await exchange_async(
+                tape, model, replay=replay, record=record, failure_of=library.failure_of
+            )
+
+        return innermost
 
     async def _open_session_async(self, tape: Any, request: Any, model: Request) -> Any:
         library = self._library
