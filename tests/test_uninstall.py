@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 warnings.simplefilter("ignore")
 import http.client, socket
-import httpx, httpx2, urllib3, requests, aiohttp, grpc, grpc._channel, grpc.aio
+import httpx, httpx2, httpcore, httpcore2, urllib3, requests, aiohttp, grpc, grpc._channel, grpc.aio
 import botocore.endpoint, botocore.httpsession
 import openai, anthropic
 import websockets.asyncio.client, websockets.sync.client, websockets.legacy.client
