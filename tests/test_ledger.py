@@ -247,9 +247,16 @@ def test_active_reads_the_newest_tape_in_one_step(tmp_path: Path) -> None:
 # -- threads: OpenTelemetry's threading instrumentation, either order --------------------------
 
 
-def _threading_instrumentor() -> Any:
+@pytest.fixture
+def threading_instrumentor() -> Iterator[Any]:
+    """OpenTelemetry's threading instrumentor; its ``uninstrument`` leaves ``start`` and ``run``
+    set on ``threading.Timer`` itself (what it found through inheritance), which would bypass
+    every later patch of ``Thread.start`` in this process: those are taken back after."""
     module = pytest.importorskip("opentelemetry.instrumentation.threading")
-    return module.ThreadingInstrumentor()
+    own = set(vars(threading.Timer))
+    yield module.ThreadingInstrumentor()
+    for name in set(vars(threading.Timer)) - own:
+        delattr(threading.Timer, name)
 
 
 def _thread_methods() -> tuple[int, int]:
@@ -258,8 +265,10 @@ def _thread_methods() -> tuple[int, int]:
     return id(vars(threading.Thread)["start"]), id(vars(ThreadPoolExecutor)["submit"])
 
 
-def test_threading_instrumentation_before_a_recorder_is_kept(tmp_path: Path) -> None:
-    instrumentor = _threading_instrumentor()
+def test_threading_instrumentation_before_a_recorder_is_kept(
+    tmp_path: Path, threading_instrumentor: Any
+) -> None:
+    instrumentor = threading_instrumentor
     before = _thread_methods()
     instrumentor.instrument()
     try:
@@ -274,10 +283,12 @@ def test_threading_instrumentation_before_a_recorder_is_kept(tmp_path: Path) -> 
     assert _thread_methods() == before
 
 
-def test_threading_instrumentation_after_a_recorder_is_kept(tmp_path: Path) -> None:
+def test_threading_instrumentation_after_a_recorder_is_kept(
+    tmp_path: Path, threading_instrumentor: Any
+) -> None:
     """OpenTelemetry wraps ours; the recorder closes: their wrappers stay and still work, ours
     only passes through."""
-    instrumentor = _threading_instrumentor()
+    instrumentor = threading_instrumentor
     recorder = agenttape.Recorder(tmp_path / "runs")
     instrumentor.instrument()
     try:

@@ -166,7 +166,7 @@ def test_the_tape_says_whether_it_records_as_vcrpy_record_modes_mean(
     recorded_before: bool,
     is_recording: bool,
 ) -> None:
-    """What decides whether an httpx transport made under it waits to load the CA bundle."""
+    """What decides whether httpx transports made under it share one TLS context."""
     server = serve(app)
     path = tmp_path / "chat.json"
     if recorded_before:
@@ -176,8 +176,9 @@ def test_the_tape_says_whether_it_records_as_vcrpy_record_modes_mean(
     played.start()
     try:
         assert played.is_recording is is_recording
-        with httpx.Client() as client:
-            assert ("_pool" in vars(client._transport)) is is_recording
+        with httpx.Client() as client, httpx.Client() as other:
+            contexts = (client._transport._pool._ssl_context, other._transport._pool._ssl_context)
+            assert (contexts[0] is contexts[1]) is not is_recording
             assert client.get(f"{server.url}/a").json()["path"] == "/a"
     finally:
         played.stop()

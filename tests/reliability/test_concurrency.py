@@ -143,7 +143,7 @@ async def test_asyncio_tasks_record_each_interaction_once_and_replay_each_its_ow
         bodies = await asyncio.gather(*(fetch(client, n) for n in range(TASKS)))
         shared = await asyncio.gather(*(client.get(f"{server.url}/shared") for _ in range(TASKS)))
     assert bodies == [path_body(f"/task/{n}", 64) for n in range(TASKS)]
-    recorded = agenttape.load(cassette_path).interactions
+    recorded = (await asyncio.to_thread(agenttape.load, cassette_path)).interactions
     counts = Counter(i.request.url for i in recorded)
     assert counts == Counter(
         {**{f"{server.url}/task/{n}": 1 for n in range(TASKS)}, f"{server.url}/shared": TASKS}

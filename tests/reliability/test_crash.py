@@ -119,7 +119,8 @@ def sweep(directory: Path, keep: str) -> int:
     previous = keep.replace(".msgpack", ".previous.msgpack")
     left = [p for p in directory.iterdir() if p.name not in (keep, previous)]
     for stray in left:
-        assert stray.name.startswith(f".{keep}.") and stray.name.endswith(".tmp"), stray.name
+        assert stray.name.startswith((f".{keep}.", f".{previous}.")), stray.name
+        assert stray.name.endswith(".tmp"), stray.name
         stray.unlink()
     return len(left)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,7 +51,7 @@ async def test_async_block_that_raises_keeps_completed_interactions(
             await client.get(f"{server.url}/a")
             await client.get(f"{server.url}/b")
             raise AgentFailed
-    assert urls_of(cassette_path) == [f"{server.url}/a", f"{server.url}/b"]
+    assert await asyncio.to_thread(urls_of, cassette_path) == [f"{server.url}/a", f"{server.url}/b"]
 
 
 def test_decorated_function_that_raises_keeps_completed_interactions(
