@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -29,6 +29,8 @@ import msgpack
 from .._core.models import Interaction
 from .._core.text import aware, counted
 from .._core.urls import parse_url
+from . import claims
+from .deletions import Erased
 from .store import SUFFIX, LocalStore, Store, StoredFile
 
 if TYPE_CHECKING:
@@ -454,6 +456,7 @@ class IndexReader:
         since: _dt.datetime | None,
         errors: bool,
         tags: dict[str, Any],
+        before: _dt.datetime | None = None,
     ) -> list[IndexRow]:
         """The rows in ``files`` that may match: created at or after ``since``, failed
         (``errors``), and each tag's text equal to the wanted text or its lower case. The
@@ -465,6 +468,9 @@ class IndexReader:
         if since is not None:
             conditions.append("created >= ?")
             parameters.append(since)
+        if before is not None:
+            conditions.append("created < ?")
+            parameters.append(before)
         if errors:
             conditions.append("status IN ('raised', 'flagged', 'failed')")
         for key, value in tags.items():
@@ -524,46 +530,103 @@ FILE_DAY = re.compile(r"date=(\d{4}-\d{2}-\d{2})[/\\][^/\\]*$")
 
 @dataclass(slots=True, frozen=True)
 class Compacted:
-    """What ``compact`` did; ``skipped`` holds a day and why for each day left as it was."""
+    """What ``compact`` did: days rewritten, files merged, rows kept and rows dropped (their
+    runs deleted); ``skipped`` holds a day and why for each day left as it was, ``busy`` the
+    days another host was rewriting."""
 
     days: int
     files: int
     rows: int
     skipped: list[tuple[str, str]]
+    dropped: int = 0
+    busy: list[str] = field(default_factory=list)
 
 
-def compact(store: Store) -> Compacted:
-    """Merge each day's files into one. The merged file is written whole first, then the
-    merged-away files are deleted: a reader in between sees some rows twice and keeps one; a
-    file written meanwhile is not among those deleted. A day with a file that cannot be read
-    is left as it was."""
-    import duckdb
-
+def compact(
+    store: Store,
+    erased: Erased | None = None,
+    rewrite: Iterable[str] = (),
+    only: bool = False,
+) -> Compacted:
+    """Merge each day's files into one, leaving out the rows of deleted runs (``erased``);
+    the days in ``rewrite`` are rewritten even from one file (``only``: no other day). Each day is claimed first
+    (``claims``): two compactions at once never both merge a day. The merged file is written
+    whole, then the merged-away files are deleted: a reader in between sees some rows twice
+    and keeps one; a file written meanwhile is not among those deleted. A day with a file
+    that cannot be read is left as it was."""
+    erased = erased or Erased()
+    forced = set(rewrite)
     by_day: dict[str, list[IndexFile]] = defaultdict(list)
     for found in index_files(store):
         by_day[found.day].append(found)
-    days = files = rows = 0
+    days = files = rows = dropped = 0
     skipped: list[tuple[str, str]] = []
-    for day, day_files in sorted(by_day.items()):
-        if len(day_files) < 2:
+    busy: list[str] = []
+    for day, present in sorted(by_day.items()):
+        if day not in forced and (only or (len(present) < 2 and not erased.day_gone(day))):
+            continue
+        claim = claims.acquire(store, day)
+        if claim is None:
+            busy.append(day)
             continue
         try:
-            with IndexReader(store, day_files) as reader:
-                result = reader.connection.sql(
-                    f"SELECT * EXCLUDE (filename) FROM {reader.source(day_files)} {NEWEST} "
-                    "ORDER BY created, run_id"
-                ).arrow()
-                # DuckDB 2 gives a stream of batches, older versions a whole table.
-                table = result.read_all() if hasattr(result, "read_all") else result
-                table = table.select(schema().names).cast(schema())
-        except (duckdb.Error, OSError, ValueError, KeyError) as exc:
-            skipped.append((day, " ".join(str(exc).split())[:300]))
+            done = _rewrite_day(store, day, erased, claim)
+        finally:
+            claims.release(store, claim)
+        if isinstance(done, str):
+            skipped.append((day, done))
             continue
-        newest = max(found.name.rsplit("/", 1)[-1].split("-", 1)[0] for found in day_files)
-        store.write(file_name(day, newest), _parquet(table))
-        for merged in day_files:
-            store.delete(merged.name)
         days += 1
-        files += len(day_files)
-        rows += table.num_rows
-    return Compacted(days=days, files=files, rows=rows, skipped=skipped)
+        files += done[0]
+        rows += done[1]
+        dropped += done[2]
+    return Compacted(days=days, files=files, rows=rows, skipped=skipped, dropped=dropped, busy=busy)
+
+
+def day_files(store: Store, day: str) -> list[IndexFile]:
+    return [
+        IndexFile(stored.name, day)
+        for stored in store.listing(f"{INDEX}/date={day}")[1]
+        if INDEX_FILE.fullmatch(stored.name)
+    ]
+
+
+def _rewrite_day(
+    store: Store, day: str, erased: Erased, claim: claims.Claim
+) -> tuple[int, int, int] | str:
+    """Merge the day's files (listed again now that the day is claimed) into one; the files
+    merged, rows kept and rows dropped, or why the day cannot be read."""
+    import duckdb
+    import pyarrow.compute as pc
+
+    day_list = day_files(store, day)
+    if not day_list:
+        return 0, 0, 0
+    if erased.day_gone(day):
+        claims.record(store, claim, [found.name for found in day_list], None)
+        store.delete_many([found.name for found in day_list])
+        return len(day_list), 0, 0
+    try:
+        with IndexReader(store, day_list) as reader:
+            result = reader.connection.sql(
+                f"SELECT * EXCLUDE (filename) FROM {reader.source(day_list)} {NEWEST} "
+                "ORDER BY created, run_id"
+            ).arrow()
+            # DuckDB 2 gives a stream of batches, older versions a whole table.
+            table = result.read_all() if hasattr(result, "read_all") else result
+            table = table.select(schema().names).cast(schema())
+    except (duckdb.Error, OSError, ValueError, KeyError) as exc:
+        return " ".join(str(exc).split())[:300]
+    before = table.num_rows
+    if erased.paths:
+        import pyarrow as pa
+
+        gone = pc.is_in(table["path"], value_set=pa.array(sorted(erased.paths), pa.string()))
+        table = table.filter(pc.invert(gone))
+    newest = max(found.name.rsplit("/", 1)[-1].split("-", 1)[0] for found in day_list)
+    output = file_name(day, newest) if table.num_rows else None
+    claims.record(store, claim, [found.name for found in day_list], output)
+    if output is not None:
+        store.write(output, _parquet(table))
+    store.delete_many([found.name for found in day_list])
+    return len(day_list), table.num_rows, before - table.num_rows
