@@ -31,9 +31,11 @@ def counted(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # A local folder's delete_many deletes one file at a time (each counted); an object store's
-# deletes a thousand in one request.
+# deletes a thousand in one request. On an object store, the local copies a reader makes of
+# index files are not changes to the store.
+REMOTE = any("://" in argument for argument in sys.argv[1:])
 for store_class, names in (
-    (LocalStore, ("write", "create", "delete")),
+    (LocalStore, () if REMOTE else ("write", "create", "delete")),
     (FsspecStore, ("write", "create", "delete", "delete_many")),
 ):
     for name in names:
