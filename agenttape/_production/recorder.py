@@ -45,10 +45,7 @@ class RecorderStats:
     failed: int
     bytes_written: int
     queued_bytes: int
-
-    @property
-    def lost(self) -> int:
-        return self.dropped + self.failed
+    lost: int
 
 
 class Recorder:
@@ -145,6 +142,7 @@ class Recorder:
             failed=writer.failed,
             bytes_written=writer.bytes_written,
             queued_bytes=writer.queued_bytes,
+            lost=writer.dropped + writer.failed,
         )
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -195,6 +193,8 @@ class Recorder:
             "duration": run.duration,
             "interactions": len(run.interactions),
         }
+        if run.cold:
+            summary["cold"] = [scrub_note(run.flags[number]) for number in sorted(run.cold)]
         if run.dropped:
             summary["dropped"] = run.dropped
         job = Job(

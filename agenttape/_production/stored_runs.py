@@ -23,9 +23,9 @@ import msgpack
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
-from .._core.text import aware
+from .._core.text import aware, counted
 from . import claims, deletions, erasure, run_index
-from .run import RUN_ID
+from .run import COLD, RUN_ID
 from .run_index import IndexRow
 from .store import SUFFIX, LocalStore, Store, StoredFile, open_store
 
@@ -49,11 +49,18 @@ class RunInfo:
     reasons: list[str] = field(default_factory=list)
     interactions: int | None = None
     duration: float | None = None
+    # The models it called (known from the index; a listing from headers leaves it empty).
+    models: list[str] = field(default_factory=list, compare=False)
 
     @property
     def is_error(self) -> bool:
         """Raised, flagged or saw a failed exchange."""
         return self.status in ("raised", "flagged", "failed")
+
+    @property
+    def is_cold(self) -> bool:
+        """A cold case: marked as one that cannot be replayed."""
+        return any(reason.startswith(COLD) for reason in self.reasons)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (times as ISO 8601 text; tags as recorded)."""
@@ -201,6 +208,7 @@ def _run_info(row: IndexRow) -> RunInfo:
         reasons=row.reasons,
         interactions=row.n,
         duration=row.duration,
+        models=row.models,
     )
 
 
@@ -593,14 +601,19 @@ def fetch_run(
     run_id: str,
     out: str | os.PathLike[str],
     *,
+    force: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Path:
-    """Copy run ``run_id`` out of ``store`` to ``out`` (atomically), checked to be a whole
-    cassette first: a damaged run raises CassetteFormatError and writes nothing."""
+    """Copy run ``run_id`` (or the one run whose id starts so) out of ``store`` to ``out``
+    (atomically), checked to be a whole cassette first: a damaged run raises
+    CassetteFormatError and writes nothing. An existing ``out`` is kept unless ``force``."""
     if not RUN_ID.fullmatch(run_id):
         raise ValueError(f"{run_id!r} is not a run id (letters, digits, '.', '_' and '-')")
+    target = Path(out)
+    if target.exists() and not force:
+        raise AgentTapeError(f"{target} exists; pass --force to overwrite it")
     opened = open_store(store, storage_options)
-    name = opened.find(run_id)
+    name = opened.find(run_id) or _by_prefix(opened, run_id)
     if name is None:
         raise CassetteNotFoundError(
             f"run {run_id} is not in store {opened.url}; list the runs with: agenttape runs {opened.url}"
@@ -610,6 +623,23 @@ def fetch_run(
     except OSError as exc:
         raise AgentTapeError(f"cannot read run {run_id} from {opened.url}/{name}: {exc}") from exc
     codec.decode(data, f"{opened.url}/{name}")
-    target = Path(out)
     write_atomic(target, data)
     return target
+
+
+def _by_prefix(store: Store, prefix: str) -> str | None:
+    """The one run file whose id starts with ``prefix`` (as ``show`` and listings shorten
+    ids); None when none does; an error naming them when several do."""
+    erased = deletions.erased(store)
+    found = sorted(
+        stored.name
+        for stored in store.files()
+        if stored.name.rsplit("/", 1)[-1].startswith(prefix) and not erased.hides(stored.name)
+    )
+    if len(found) > 1:
+        shown = ", ".join(name.rsplit("/", 1)[-1][: -len(SUFFIX)] for name in found[:5])
+        raise AgentTapeError(
+            f"{counted(len(found), 'run')} in {store.url} start with {prefix} ({shown}"
+            f"{', …' if len(found) > 5 else ''}); give more of the run id"
+        )
+    return found[0] if found else None

@@ -82,7 +82,70 @@ def build_parser(
     delete.add_argument(
         "--dry-run", action="store_true", help="list what would be deleted, remove nothing"
     )
+    mark = command(
+        actions,
+        "mark",
+        cmd_mark,
+        help="mark a run a cold case: one that cannot be replayed, with what was still seen",
+    )
+    mark.add_argument("store", metavar="STORE", help=STORE_HELP)
+    mark.add_argument("run_id", metavar="RUN_ID")
+    mark.add_argument("--cold", metavar="WHY", required=True, help="why it is a cold case")
     return parser
+
+
+def cmd_mark(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.marking import mark_cold
+
+    info = mark_cold(args.store, args.run_id, args.cold)
+    out.write(f"marked run {info.run_id} a cold case: {args.cold}\n")
+    return 0
+
+
+def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
+    """``agenttape runs STORE --by …``: the groups where runs cluster, ranked."""
+    from pathlib import Path
+
+    from .._production.stored_runs import list_runs, parse_since
+    from .run_groups import format_ranking, parse_by, rank, to_html, to_json
+    from .runs_table import parse_tags
+
+    try:
+        dimensions = parse_by(args.by)
+        tags = parse_tags(args.tag)
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError as exc:
+        raise AgentTapeError(str(exc)) from None
+    runs = list_runs(args.store, tags=tags, since=since)
+    ranking = rank(runs, dimensions, args.errors)
+    if args.html:
+        Path(args.html).write_text(to_html(ranking, args.store), encoding="utf-8")
+        out.write(f"wrote {args.html}\n")
+    elif args.json:
+        out.write(to_json(ranking) + "\n")
+    else:
+        out.write(format_ranking(ranking, args.errors) + "\n")
+    return 0
+
+
+def add_group_options(runs: argparse.ArgumentParser) -> None:
+    """``--by`` and ``--html`` for ``agenttape runs STORE``."""
+    runs.add_argument(
+        "--by",
+        metavar="DIMS",
+        help="count runs per group (model, hour, status, tag:KEY; comma-separated) and rank "
+        "the groups that stand out against the store's base rate; cold cases beside",
+    )
+    runs.add_argument(
+        "--html", metavar="OUT.html", help="with --by: a page charting the top groups by hour"
+    )
+
+
+def busy_note(busy: list[str]) -> str:
+    """What ``index compact`` adds for days another process was compacting."""
+    if not busy:
+        return ""
+    return f"; {counted(len(busy), 'day')} left to another compaction already at work"
 
 
 def is_action(argv: list[str]) -> bool:
