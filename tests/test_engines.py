@@ -196,3 +196,49 @@ def test_every_query_names_only_columns_the_index_has(engine: str) -> None:
     assert set(names) <= schema, set(names) - schema
     for column in ("path", "tags", "created"):
         assert column in sql
+
+
+# -- reading only what a listing needs ----------------------------------------------------------
+
+
+def test_a_listing_by_tag_keeps_the_newest_row_of_each_run(tmp_path: Path) -> None:
+    """The newest row of a run decides, even when an older row matches and it does not (a
+    run id used again in a day): the two-step read looks for newer rows in later files."""
+    from agenttape._production.store import open_store
+
+    store = open_store(tmp_path)
+    day = NOW.strftime("%Y-%m-%d")
+
+    def row(user: str, status: str = "ok") -> run_index.IndexRow:
+        header = {
+            "run_id": "r_1",
+            "created_at": NOW,
+            "tags": {"user_id": user},
+            "run": {"status": status},
+        }
+        return run_index.describe(header, f"{day}/r_1.msgpack", 10)
+
+    run_index.write_rows(store, [row("u_1")], when="20260101T000000.000000Z")
+    run_index.write_rows(store, [row("u_2", "failed")], when="20260101T000001.000000Z")
+    files = run_index.index_files(store)
+    with run_index.IndexReader(store, files) as reader:
+        assert reader.select(files, since=None, errors=False, tags={"user_id": "u_1"}) == []
+        [newest] = reader.select(files, since=None, errors=True, tags={"user_id": "u_2"})
+        assert newest.status == "failed"
+        assert len(reader.select(files, since=None, errors=False, tags={})) == 1
+
+
+def test_index_files_are_written_in_small_row_groups(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    rows = [
+        run_index.describe(
+            {"run_id": f"r_{n}", "created_at": NOW, "tags": {"user_id": f"u_{n}"}},
+            f"{NOW:%Y-%m-%d}/r_{n}.msgpack",
+            10,
+        )
+        for n in range(10_000)
+    ]
+    data = run_index.encode(rows)
+    (tmp_path / "one.parquet").write_bytes(data)
+    assert pq.ParquetFile(tmp_path / "one.parquet").num_row_groups == 3

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import re
 import secrets
 import tempfile
@@ -268,7 +269,7 @@ def _parquet(table: pyarrow.Table) -> bytes:
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", row_group_size=128 * 1024)
+    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP)
     data: bytes = sink.getvalue().to_pybytes()
     return data
 
@@ -402,6 +403,12 @@ def can_read() -> bool:
 # moment, and a run id used twice in a day leaves the older run's row behind its newer one.
 NEWEST = "QUALIFY row_number() OVER (PARTITION BY path ORDER BY parse_filename(filename) DESC) = 1"
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+COLUMNS = (
+    "SELECT run_id, epoch_us(created), status, reasons, n, bytes, path, hosts, models, "
+    "tags_msgpack, duration, filename"
+)
+# Rows per row group: a listing by tag reads whole only the row groups holding its runs.
+ROW_GROUP = 4096
 
 
 class IndexReader:
@@ -444,10 +451,12 @@ class IndexReader:
         assert self._connection is not None, "open the reader with 'with'"
         return self._connection
 
-    def source(self, files: Sequence[IndexFile]) -> str:
-        """The FROM clause over ``files``: one relation, each row with its file's name."""
+    def source(self, files: Sequence[IndexFile], row_numbers: bool = False) -> str:
+        """The FROM clause over ``files``: one relation, each row with its file's name (and
+        its row's number in the file)."""
         paths = ", ".join("'" + self._paths[f.name].replace("'", "''") + "'" for f in files)
-        return f"read_parquet([{paths}], filename = true, union_by_name = true)"
+        numbered = ", file_row_number = true" if row_numbers else ""
+        return f"read_parquet([{paths}], filename = true, union_by_name = true{numbered})"
 
     def select(
         self,
@@ -477,15 +486,12 @@ class IndexReader:
             text = tag_text(value)
             conditions.append("list_has_any(map_extract(tags, ?), ?)")
             parameters += [str(key), [text, text.lower()]]
-        relation = self.source(files)
-        where = ""
         if conditions:
-            where = f"WHERE path IN (SELECT path FROM {relation} WHERE {' AND '.join(conditions)})"
-        found = self.connection.execute(
-            "SELECT run_id, epoch_us(created), status, reasons, n, bytes, path, hosts, models, "
-            f"tags_msgpack, duration, filename FROM {relation} {where} {NEWEST}",
-            parameters,
-        ).fetchall()
+            found = self._matching(files, " AND ".join(conditions), parameters)
+        else:
+            found = self.connection.execute(
+                f"{COLUMNS} FROM {self.source(files)} {NEWEST}", parameters
+            ).fetchall()
         return [
             IndexRow(
                 day=day.group(1) if (day := FILE_DAY.search(filename)) else "",
@@ -516,6 +522,58 @@ class IndexReader:
                 filename,
             ) in found
         ]
+
+    def _matching(self, files: Sequence[IndexFile], where: str, parameters: list[Any]) -> list[Any]:
+        """The newest row of each run whose newest row matches ``where``, in two steps: the
+        row numbers of the matching rows, from the few columns the conditions read; then
+        those rows whole, from their row groups only (files are written in small row groups),
+        rather than every column of every row of the files."""
+        hits = self.connection.execute(
+            "SELECT path, filename, file_row_number "
+            f"FROM {self.source(files, row_numbers=True)} WHERE {where}",
+            parameters,
+        ).fetchall()
+        # A run matching in two files (a compaction half done): the newest file's row.
+        newest: dict[str, tuple[str, int]] = {}
+        for path, filename, number in hits:
+            seen = newest.get(path)
+            if seen is None or os.path.basename(filename) > os.path.basename(seen[0]):
+                newest[path] = (filename, number)
+        stale = self._newer_elsewhere(files, newest)
+        by_file: dict[str, list[int]] = defaultdict(list)
+        for path, (filename, number) in newest.items():
+            if path not in stale:
+                by_file[filename].append(number)
+        found: list[Any] = []
+        for filename, numbers in sorted(by_file.items()):
+            quoted = "'" + filename.replace("'", "''") + "'"
+            found += self.connection.execute(
+                f"{COLUMNS} FROM read_parquet({quoted}, filename = true, file_row_number = true)"
+                f" WHERE file_row_number IN ({', '.join(str(int(n)) for n in sorted(numbers))})"
+            ).fetchall()
+        return found
+
+    def _newer_elsewhere(
+        self, files: Sequence[IndexFile], newest: dict[str, tuple[str, int]]
+    ) -> set[str]:
+        """The runs among ``newest`` with a newer row that does not match (a run id used again
+        in a day, a status changed by a mark): only the files of a run's day named after its
+        matching row's file can hold one."""
+        oldest: dict[str, str] = {}
+        for filename, _number in newest.values():
+            day = FILE_DAY.search(filename)
+            if day is not None:
+                name = os.path.basename(filename)
+                oldest[day.group(1)] = min(oldest.get(day.group(1), name), name)
+        later = [f for f in files if f.day in oldest and f.name.rsplit("/", 1)[-1] > oldest[f.day]]
+        if not later:
+            return set()
+        rows = self.connection.execute(
+            f"SELECT path, parse_filename(filename) FROM {self.source(later)} "
+            "WHERE path IN (SELECT unnest(?))",
+            [sorted(newest)],
+        ).fetchall()
+        return {path for path, name in rows if name > os.path.basename(newest[path][0])}
 
     def paths(self, files: Sequence[IndexFile]) -> set[str]:
         """The run files that ``files`` hold a row for."""
