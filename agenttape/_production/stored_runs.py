@@ -281,9 +281,23 @@ def _moment(text: _dt.datetime | str | None) -> _dt.datetime | None:
 def select_runs(
     opened: Store, wanted: RunFilter, warn: Callable[[str], None] | None = None
 ) -> list[RunInfo]:
-    """``list_runs`` on an open store."""
+    """``list_runs`` on an open store. The deleted runs (``deletions``) are looked up while
+    the runs are: on object storage listing them is a request or three."""
+    with ThreadPoolExecutor(1) as pool:
+        erasing = pool.submit(deletions.erased, opened)
+        runs = _listed_runs(opened, wanted, warn)
+        erased = erasing.result()
+    runs = [info for info in runs if not erased.hides(info.name)]
+    oldest = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    runs.sort(key=lambda info: (info.created_at or oldest, info.run_id), reverse=True)
+    return runs
+
+
+def _listed_runs(
+    opened: Store, wanted: RunFilter, warn: Callable[[str], None] | None
+) -> list[RunInfo]:
+    """The runs ``wanted`` asks for, from the index or else the headers (deleted runs too)."""
     moment = wanted.since
-    erased = deletions.erased(opened)
     runs: list[RunInfo] | None = None
     if run_index.can_read():
         try:
@@ -302,14 +316,9 @@ def select_runs(
         )
     if runs is None:
         files = [
-            stored
-            for stored in opened.files()
-            if (moment is None or not _before(stored, moment)) and not erased.hides(stored.name)
+            stored for stored in opened.files() if moment is None or not _before(stored, moment)
         ]
         runs = [info for info in _infos(opened, files) if wanted(info)]
-    runs = [info for info in runs if not erased.hides(info.name)]
-    oldest = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-    runs.sort(key=lambda info: (info.created_at or oldest, info.run_id), reverse=True)
     return runs
 
 
