@@ -118,26 +118,44 @@ def index_row(rng: random.Random, run_id: str, created: _dt.datetime) -> IndexRo
 
 
 def build(
-    put: Callable[[str, bytes], None], runs: int, recent: int, now: _dt.datetime
+    put: Callable[[str, bytes], None], runs: int, recent: int, now: _dt.datetime, days: int
 ) -> dict[str, Any]:
     """Fill a store through ``put`` (see the module's description); the user to look for and how many runs
     of theirs a 7-day listing shows."""
     rng = random.Random(7)
     older = runs - recent
-    start = now - RECENT - _dt.timedelta(days=DAYS)
+    start = now - RECENT - _dt.timedelta(days=days)
     span = (now - RECENT - start).total_seconds()
-    by_day: dict[str, list[IndexRow]] = defaultdict(list)
+    week = now - _dt.timedelta(days=7)
+    files: dict[str, bytes] = {}
+    # The older days are made and written one day at a time: 10,000,000 rows at once would
+    # not fit in memory. The user looked for is chosen first (a recent run's), so the rows
+    # of the week can be counted as they are made.
+    user = tags_for(random.Random(3))["user_id"]
+    expected = 0
+    index_files = index_bytes = 0
+    rows: list[IndexRow] = []
+
+    def write_day(rows: list[IndexRow]) -> None:
+        nonlocal index_files, index_bytes
+        data = run_index.encode(rows)
+        put(run_index.file_name(rows[0].day, run_index.stamp(rows[-1].created)), data)
+        index_files += 1
+        index_bytes += len(data)
+        placeholder = rows[-1]
+        put(placeholder.path, run_file(placeholder.run_id, placeholder.created, placeholder.tags))
+
     for number in range(older):
         created = start + _dt.timedelta(seconds=span * number / older)
         row = index_row(rng, f"{rng.getrandbits(128):032x}", created)
-        by_day[row.day].append(row)
-    files: dict[str, bytes] = {}
-    for day, rows in by_day.items():
-        files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
-        placeholder = rows[-1]
-        files[placeholder.path] = run_file(
-            placeholder.run_id, placeholder.created, placeholder.tags
-        )
+        if rows and row.day != rows[0].day:
+            write_day(rows)
+            rows = []
+        rows.append(row)
+        if row.tags["user_id"] == user and created >= week:
+            expected += 1
+    if rows:
+        write_day(rows)
     # The last six hours: real run files, indexed in batches except the last minute's.
     compaction = now - COMPACTED
     compacted: dict[str, list[IndexRow]] = defaultdict(list)
@@ -147,6 +165,8 @@ def build(
         created = now - RECENT + RECENT * (number + 0.5) / recent
         run_id = f"{rng.getrandbits(128):032x}"
         tags = tags_for(rng)
+        if number == recent - 1:
+            tags["user_id"] = user  # a run in flight: the answer needs the files too
         name = f"{created:%Y-%m-%d}/{run_id}.msgpack"
         data = run_file(run_id, created, tags)
         files[name] = data
@@ -170,22 +190,15 @@ def build(
         files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
     for (day, _minute, _process), rows in minutes.items():
         files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
-    # Look for a user with a run in flight, so the answer needs the files the index lacks.
-    user = recent_rows[-1].tags["user_id"]
-    week = now - _dt.timedelta(days=7)
-    expected = sum(
-        1
-        for rows in (*by_day.values(), recent_rows)
-        for row in rows
-        if row.tags["user_id"] == user and row.created is not None and row.created >= week
-    )
+    expected += sum(1 for row in recent_rows if row.tags["user_id"] == user)
     for name, data in files.items():
         put(name, data)
     return {
         "user": user,
         "expected": expected,
-        "index_files": sum(1 for name in files if name.startswith("_index/")),
-        "index_bytes": sum(len(d) for n, d in files.items() if n.startswith("_index/")),
+        "index_files": index_files + sum(1 for name in files if name.startswith("_index/")),
+        "index_bytes": index_bytes
+        + sum(len(d) for n, d in files.items() if n.startswith("_index/")),
         "run_files": sum(1 for name in files if not name.startswith("_index/")),
         "in_flight": sum(
             1 for row in recent_rows if row.created and row.created >= now - IN_FLIGHT
@@ -316,16 +329,19 @@ class Uploads:
     def __init__(self, store: FsspecStore) -> None:
         self.store = store
         self.pending: dict[str, bytes] = {}
+        self.bytes = 0
 
     def __call__(self, name: str, data: bytes) -> None:
         self.pending[self.store.location(name)] = data
-        if len(self.pending) >= 500:
+        self.bytes += len(data)
+        if len(self.pending) >= 500 or self.bytes >= 64 << 20:
             self.send()
 
     def send(self) -> None:
         if self.pending:
             self.store.fs.pipe(self.pending)
             self.pending = {}
+            self.bytes = 0
 
 
 def per_run(seconds: float, runs: int) -> float:
@@ -333,12 +349,18 @@ def per_run(seconds: float, runs: int) -> float:
 
 
 def index_case(
-    runs: int, recent: int, now: _dt.datetime, folder: Path, s3: dict[str, Any] | None, bucket: str
+    runs: int,
+    recent: int,
+    now: _dt.datetime,
+    folder: Path,
+    s3: dict[str, Any] | None,
+    bucket: str,
+    days: int,
 ) -> dict[str, Any]:
     """One store shape, timed in a local folder and (with ``s3``) on the S3-compatible server."""
     local = folder / f"runs-{recent}"
     began = time.perf_counter()
-    store = build(open_store(local).write, runs, recent, now)
+    store = build(open_store(local).write, runs, recent, now, days)
     case: dict[str, Any] = {
         "recent": recent,
         "build_local_s": round(time.perf_counter() - began, 1),
@@ -349,7 +371,7 @@ def index_case(
     if s3 is not None:
         url = f"s3://{bucket}/prod"
         uploads = Uploads(FsspecStore(url, s3["storage_options"]))
-        s3_store = build(uploads, runs, recent, now)
+        s3_store = build(uploads, runs, recent, now, days)
         uploads.send()
         case["index_s3"] = time_runs(url, s3_store["user"], s3["env"], listed(s3_store["expected"]))
         case["index_s3"]["in_flight_lookup"] = in_flight_lookup(
@@ -382,11 +404,13 @@ def main() -> None:
     parser.add_argument("--scan", type=int, default=20_000)
     parser.add_argument("--scan-s3", type=int, default=2_000)
     parser.add_argument("--no-s3", action="store_true")
+    parser.add_argument("--days", type=int, default=DAYS, help="days the runs span")
+    parser.add_argument("--no-scan", action="store_true", help="time the index alone")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "RUN_INDEX.md")
     args = parser.parse_args()
     now = _dt.datetime.now(_dt.timezone.utc)
     sizes = [int(size) for size in args.recent.split(",")]
-    results: dict[str, Any] = {"runs": args.runs}
+    results: dict[str, Any] = {"runs": args.runs, "days": args.days}
     with (
         tempfile.TemporaryDirectory(prefix="agenttape-index-bench-") as folder,
         contextlib.nullcontext(None)
@@ -395,14 +419,15 @@ def main() -> None:
     ):
         results["cases"] = [
             # Buckets apart: moto scans a whole bucket to list a folder.
-            index_case(args.runs, size, now, Path(folder), s3, f"index-{size}")
+            index_case(args.runs, size, now, Path(folder), s3, f"index-{size}", args.days)
             for size in sizes
         ]
         scan_local = Path(folder, "scan")
-        results["scan_local"] = scan_case(
-            open_store(scan_local).write, str(scan_local), {}, args.scan, args.runs
-        )
-        if s3 is not None:
+        if not args.no_scan:
+            results["scan_local"] = scan_case(
+                open_store(scan_local).write, str(scan_local), {}, args.scan, args.runs
+            )
+        if s3 is not None and not args.no_scan:
             scan_url = f"s3://{SCAN_BUCKET}/prod"
             uploads = Uploads(FsspecStore(scan_url, s3["storage_options"]))
             results["scan_s3"] = scan_case(uploads, scan_url, s3["env"], args.scan_s3, args.runs)
@@ -420,7 +445,7 @@ def report(results: dict[str, Any]) -> str:
         "",
         f"Written by `python bench/run_index.py`. Machine: {results['machine']}.",
         "",
-        f"The store: {results['runs']:,} runs over the last {DAYS} days, "
+        f"The store: {results['runs']:,} runs over the last {results['days']} days, "
         f"{first['index_files']:,} index files ({first['index_bytes'] / 1e6:.0f} MB); the last "
         "six hours' runs are run files, those of the last minute not indexed yet. Command: "
         "`agenttape runs STORE --tag user_id=U --since 7d`, a new process each time "
@@ -452,7 +477,7 @@ def report(results: dict[str, Any]) -> str:
         "querying the index, and reading the runs in flight.",
         "",
         "Reading the headers instead (no index), measured on a smaller store and extrapolated "
-        f"to the {results['runs'] * 7 // DAYS:,} runs a 7-day listing of this store reads — "
+        f"to the {results['runs'] * 7 // results['days']:,} runs a 7-day listing of this store reads — "
         "not measured at that size:",
         "",
         f"| store | measured | per run | {results['runs']:,} runs, 7 days (extrapolated) |",

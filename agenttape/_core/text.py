@@ -34,6 +34,29 @@ def aware(moment: _dt.datetime) -> _dt.datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)
 
 
+KEPT_BECAUSE = {
+    "raised": "it raised",
+    "failed": "a call failed",
+    "flagged": "it was flagged",
+}
+
+
+def kept_because(metadata: Mapping[str, Any]) -> str | None:
+    """Why a Recorder kept this run, as a headline (``"kept because a call failed: HTTP 500
+    from api.openai.com/v1/chat/completions"``); None for a cassette no Recorder wrote."""
+    run = metadata.get("run")
+    if not isinstance(run, Mapping):
+        return None
+    status = run.get("status")
+    reasons = [str(reason) for reason in run.get("reasons") or () if isinstance(reason, str)]
+    if status == "ok" or not isinstance(status, str):
+        return "kept with no error: the recorder keeps all runs, or sampled this one"
+    text = f"kept because {KEPT_BECAUSE.get(status, status)}"
+    if reasons:
+        text += ": " + "; ".join(reasons)
+    return text
+
+
 def interrupted(metadata: Mapping[str, Any]) -> str | None:
     """``"interrupted by KeyboardInterrupt after 3 interactions"`` for a cassette whose
     recording stopped on an exception or a signal (``metadata["interrupted"]``); None for one

@@ -19,6 +19,7 @@ from .._core.secrets import scrub_note
 from .otel import annotate_current_span, require_api
 from .run import EXCHANGE_OVERHEAD, RUN_ID, Run, logger
 from .store import SUFFIX, open_store
+from .stored_runs import parse_duration
 from .threads import follow_threads, stop_following_threads
 from .writer import Job, LossLog, Writer
 
@@ -44,10 +45,7 @@ class RecorderStats:
     failed: int
     bytes_written: int
     queued_bytes: int
-
-    @property
-    def lost(self) -> int:
-        return self.dropped + self.failed
+    lost: int
 
 
 class Recorder:
@@ -66,6 +64,9 @@ class Recorder:
         storage_options: passed to fsspec.
         otel: add the run's id, status and place in the store to the OpenTelemetry span
             current when the run ends, so a trace leads to the run (needs opentelemetry-api).
+        retention: how long runs stay (``"90d"``): whole days older are deleted from the
+            store and its index (``agenttape runs delete --before``), a bounded share each
+            time the writer writes the index.
     """
 
     def __init__(
@@ -79,6 +80,7 @@ class Recorder:
         redact: list[str] | tuple[str, ...] | None = None,
         storage_options: dict[str, Any] | None = None,
         otel: bool = False,
+        retention: str | None = None,
     ) -> None:
         if keep not in KEEP:
             raise ValueError(f"keep must be one of {', '.join(KEEP)}; got {keep!r}")
@@ -86,6 +88,7 @@ class Recorder:
             raise ValueError(f"sample_rate must be between 0 and 1; got {sample_rate!r}")
         if max_bytes_per_run <= 0 or max_queue_bytes <= 0:
             raise ValueError("max_bytes_per_run and max_queue_bytes must be positive")
+        self.retention = None if retention is None else parse_duration(retention)
         if otel:
             require_api()
         self.otel = otel
@@ -97,7 +100,9 @@ class Recorder:
         self.store = self._store.url
         self._redactor = Redactor.from_rules(redact)
         self._losses = LossLog()
-        self._writer = Writer(self._store, self._redactor, max_queue_bytes, self._losses)
+        self._writer = Writer(
+            self._store, self._redactor, max_queue_bytes, self._losses, self.retention
+        )
         self._lock = threading.Lock()
         self._runs = 0
         self._kept = 0
@@ -137,6 +142,7 @@ class Recorder:
             failed=writer.failed,
             bytes_written=writer.bytes_written,
             queued_bytes=writer.queued_bytes,
+            lost=writer.dropped + writer.failed,
         )
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -187,6 +193,8 @@ class Recorder:
             "duration": run.duration,
             "interactions": len(run.interactions),
         }
+        if run.cold:
+            summary["cold"] = [scrub_note(run.flags[number]) for number in sorted(run.cold)]
         if run.dropped:
             summary["dropped"] = run.dropped
         job = Job(
@@ -203,7 +211,9 @@ class Recorder:
     def _after_fork(self) -> None:
         """A forked worker (gunicorn, multiprocessing) gets its own writer thread and queue."""
         self._losses = LossLog()
-        self._writer = Writer(self._store, self._redactor, self.max_queue_bytes, self._losses)
+        self._writer = Writer(
+            self._store, self._redactor, self.max_queue_bytes, self._losses, self.retention
+        )
         self._lock = threading.Lock()
 
 

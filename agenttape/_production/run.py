@@ -37,6 +37,8 @@ EXCHANGE_OVERHEAD = 512
 HEADER_OVERHEAD = 96
 FRAME_OVERHEAD = 64
 MAX_REASONS = 5
+# A cold case's reason starts so (``run.flag(..., cold=True)``, ``agenttape runs mark --cold``).
+COLD = "cold: "
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -127,6 +129,8 @@ class Run(runtime.Block):
         self.redactor = redactor
         self.interactions: list[Interaction] = []
         self.flags: list[str] = []
+        # Which flags are cold cases (their positions in ``flags``).
+        self.cold: set[int] = set()
         self.status: str | None = None
         self.kept: bool | None = None
         self.started: _dt.datetime | None = None
@@ -151,8 +155,12 @@ class Run(runtime.Block):
     def __repr__(self) -> str:
         return f"<Run {self.run_id!r} tags={self.tags!r} status={self.status!r}>"
 
-    def flag(self, reason: str = "flagged") -> None:
-        """Mark this run worth keeping (``keep="errors"`` keeps flagged runs), with why."""
+    def flag(self, reason: str = "flagged", *, cold: bool = False) -> None:
+        """Mark this run worth keeping (``keep="errors"`` keeps flagged runs), with why.
+        ``cold``: a case that cannot be replayed (it happened once, or a capture is missing),
+        counted apart by ``agenttape runs --errors --by``."""
+        if cold:
+            self.cold.add(len(self.flags))
         self.flags.append(str(reason))
 
     def bind(self, function: Callable[P, R]) -> Callable[P, R]:
@@ -306,7 +314,10 @@ class Run(runtime.Block):
         reasons = []
         if self._raised is not None:
             reasons.append(f"raised {self._raised}")
-        reasons.extend(f"flagged: {flag}" for flag in self.flags)
+        reasons.extend(
+            f"{COLD if number in self.cold else 'flagged: '}{flag}"
+            for number, flag in enumerate(self.flags)
+        )
         reasons.extend(self._errors)
         if self._error_count > len(self._errors):
             reasons.append(f"{self._error_count - len(self._errors)} more failed exchanges")

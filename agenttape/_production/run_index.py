@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import re
 import secrets
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -29,6 +30,8 @@ import msgpack
 from .._core.models import Interaction
 from .._core.text import aware, counted
 from .._core.urls import parse_url
+from . import claims
+from .deletions import Erased
 from .store import SUFFIX, LocalStore, Store, StoredFile
 
 if TYPE_CHECKING:
@@ -266,7 +269,7 @@ def _parquet(table: pyarrow.Table) -> bytes:
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", row_group_size=128 * 1024)
+    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP)
     data: bytes = sink.getvalue().to_pybytes()
     return data
 
@@ -400,6 +403,12 @@ def can_read() -> bool:
 # moment, and a run id used twice in a day leaves the older run's row behind its newer one.
 NEWEST = "QUALIFY row_number() OVER (PARTITION BY path ORDER BY parse_filename(filename) DESC) = 1"
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+COLUMNS = (
+    "SELECT run_id, epoch_us(created), status, reasons, n, bytes, path, hosts, models, "
+    "tags_msgpack, duration, filename"
+)
+# Rows per row group: a listing by tag reads whole only the row groups holding its runs.
+ROW_GROUP = 4096
 
 
 class IndexReader:
@@ -442,10 +451,12 @@ class IndexReader:
         assert self._connection is not None, "open the reader with 'with'"
         return self._connection
 
-    def source(self, files: Sequence[IndexFile]) -> str:
-        """The FROM clause over ``files``: one relation, each row with its file's name."""
+    def source(self, files: Sequence[IndexFile], row_numbers: bool = False) -> str:
+        """The FROM clause over ``files``: one relation, each row with its file's name (and
+        its row's number in the file)."""
         paths = ", ".join("'" + self._paths[f.name].replace("'", "''") + "'" for f in files)
-        return f"read_parquet([{paths}], filename = true, union_by_name = true)"
+        numbered = ", file_row_number = true" if row_numbers else ""
+        return f"read_parquet([{paths}], filename = true, union_by_name = true{numbered})"
 
     def select(
         self,
@@ -454,6 +465,7 @@ class IndexReader:
         since: _dt.datetime | None,
         errors: bool,
         tags: dict[str, Any],
+        before: _dt.datetime | None = None,
     ) -> list[IndexRow]:
         """The rows in ``files`` that may match: created at or after ``since``, failed
         (``errors``), and each tag's text equal to the wanted text or its lower case. The
@@ -465,21 +477,21 @@ class IndexReader:
         if since is not None:
             conditions.append("created >= ?")
             parameters.append(since)
+        if before is not None:
+            conditions.append("created < ?")
+            parameters.append(before)
         if errors:
             conditions.append("status IN ('raised', 'flagged', 'failed')")
         for key, value in tags.items():
             text = tag_text(value)
             conditions.append("list_has_any(map_extract(tags, ?), ?)")
             parameters += [str(key), [text, text.lower()]]
-        relation = self.source(files)
-        where = ""
         if conditions:
-            where = f"WHERE path IN (SELECT path FROM {relation} WHERE {' AND '.join(conditions)})"
-        found = self.connection.execute(
-            "SELECT run_id, epoch_us(created), status, reasons, n, bytes, path, hosts, models, "
-            f"tags_msgpack, duration, filename FROM {relation} {where} {NEWEST}",
-            parameters,
-        ).fetchall()
+            found = self._matching(files, " AND ".join(conditions), parameters)
+        else:
+            found = self.connection.execute(
+                f"{COLUMNS} FROM {self.source(files)} {NEWEST}", parameters
+            ).fetchall()
         return [
             IndexRow(
                 day=day.group(1) if (day := FILE_DAY.search(filename)) else "",
@@ -511,6 +523,58 @@ class IndexReader:
             ) in found
         ]
 
+    def _matching(self, files: Sequence[IndexFile], where: str, parameters: list[Any]) -> list[Any]:
+        """The newest row of each run whose newest row matches ``where``, in two steps: the
+        row numbers of the matching rows, from the few columns the conditions read; then
+        those rows whole, from their row groups only (files are written in small row groups),
+        rather than every column of every row of the files."""
+        hits = self.connection.execute(
+            "SELECT path, filename, file_row_number "
+            f"FROM {self.source(files, row_numbers=True)} WHERE {where}",
+            parameters,
+        ).fetchall()
+        # A run matching in two files (a compaction half done): the newest file's row.
+        newest: dict[str, tuple[str, int]] = {}
+        for path, filename, number in hits:
+            seen = newest.get(path)
+            if seen is None or os.path.basename(filename) > os.path.basename(seen[0]):
+                newest[path] = (filename, number)
+        stale = self._newer_elsewhere(files, newest)
+        by_file: dict[str, list[int]] = defaultdict(list)
+        for path, (filename, number) in newest.items():
+            if path not in stale:
+                by_file[filename].append(number)
+        found: list[Any] = []
+        for filename, numbers in sorted(by_file.items()):
+            quoted = "'" + filename.replace("'", "''") + "'"
+            found += self.connection.execute(
+                f"{COLUMNS} FROM read_parquet({quoted}, filename = true, file_row_number = true)"
+                f" WHERE file_row_number IN ({', '.join(str(int(n)) for n in sorted(numbers))})"
+            ).fetchall()
+        return found
+
+    def _newer_elsewhere(
+        self, files: Sequence[IndexFile], newest: dict[str, tuple[str, int]]
+    ) -> set[str]:
+        """The runs among ``newest`` with a newer row that does not match (a run id used again
+        in a day, a status changed by a mark): only the files of a run's day named after its
+        matching row's file can hold one."""
+        oldest: dict[str, str] = {}
+        for filename, _number in newest.values():
+            day = FILE_DAY.search(filename)
+            if day is not None:
+                name = os.path.basename(filename)
+                oldest[day.group(1)] = min(oldest.get(day.group(1), name), name)
+        later = [f for f in files if f.day in oldest and f.name.rsplit("/", 1)[-1] > oldest[f.day]]
+        if not later:
+            return set()
+        rows = self.connection.execute(
+            f"SELECT path, parse_filename(filename) FROM {self.source(later)} "
+            "WHERE path IN (SELECT unnest(?))",
+            [sorted(newest)],
+        ).fetchall()
+        return {path for path, name in rows if name > os.path.basename(newest[path][0])}
+
     def paths(self, files: Sequence[IndexFile]) -> set[str]:
         """The run files that ``files`` hold a row for."""
         if not files:
@@ -524,46 +588,103 @@ FILE_DAY = re.compile(r"date=(\d{4}-\d{2}-\d{2})[/\\][^/\\]*$")
 
 @dataclass(slots=True, frozen=True)
 class Compacted:
-    """What ``compact`` did; ``skipped`` holds a day and why for each day left as it was."""
+    """What ``compact`` did: days rewritten, files merged, rows kept and rows dropped (their
+    runs deleted); ``skipped`` holds a day and why for each day left as it was, ``busy`` the
+    days another host was rewriting."""
 
     days: int
     files: int
     rows: int
     skipped: list[tuple[str, str]]
+    dropped: int = 0
+    busy: list[str] = field(default_factory=list)
 
 
-def compact(store: Store) -> Compacted:
-    """Merge each day's files into one. The merged file is written whole first, then the
-    merged-away files are deleted: a reader in between sees some rows twice and keeps one; a
-    file written meanwhile is not among those deleted. A day with a file that cannot be read
-    is left as it was."""
-    import duckdb
-
+def compact(
+    store: Store,
+    erased: Erased | None = None,
+    rewrite: Iterable[str] = (),
+    only: bool = False,
+) -> Compacted:
+    """Merge each day's files into one, leaving out the rows of deleted runs (``erased``);
+    the days in ``rewrite`` are rewritten even from one file (``only``: no other day). Each day is claimed first
+    (``claims``): two compactions at once never both merge a day. The merged file is written
+    whole, then the merged-away files are deleted: a reader in between sees some rows twice
+    and keeps one; a file written meanwhile is not among those deleted. A day with a file
+    that cannot be read is left as it was."""
+    erased = erased or Erased()
+    forced = set(rewrite)
     by_day: dict[str, list[IndexFile]] = defaultdict(list)
     for found in index_files(store):
         by_day[found.day].append(found)
-    days = files = rows = 0
+    days = files = rows = dropped = 0
     skipped: list[tuple[str, str]] = []
-    for day, day_files in sorted(by_day.items()):
-        if len(day_files) < 2:
+    busy: list[str] = []
+    for day, present in sorted(by_day.items()):
+        if day not in forced and (only or (len(present) < 2 and not erased.day_gone(day))):
+            continue
+        claim = claims.acquire(store, day)
+        if claim is None:
+            busy.append(day)
             continue
         try:
-            with IndexReader(store, day_files) as reader:
-                result = reader.connection.sql(
-                    f"SELECT * EXCLUDE (filename) FROM {reader.source(day_files)} {NEWEST} "
-                    "ORDER BY created, run_id"
-                ).arrow()
-                # DuckDB 2 gives a stream of batches, older versions a whole table.
-                table = result.read_all() if hasattr(result, "read_all") else result
-                table = table.select(schema().names).cast(schema())
-        except (duckdb.Error, OSError, ValueError, KeyError) as exc:
-            skipped.append((day, " ".join(str(exc).split())[:300]))
+            done = _rewrite_day(store, day, erased, claim)
+        finally:
+            claims.release(store, claim)
+        if isinstance(done, str):
+            skipped.append((day, done))
             continue
-        newest = max(found.name.rsplit("/", 1)[-1].split("-", 1)[0] for found in day_files)
-        store.write(file_name(day, newest), _parquet(table))
-        for merged in day_files:
-            store.delete(merged.name)
         days += 1
-        files += len(day_files)
-        rows += table.num_rows
-    return Compacted(days=days, files=files, rows=rows, skipped=skipped)
+        files += done[0]
+        rows += done[1]
+        dropped += done[2]
+    return Compacted(days=days, files=files, rows=rows, skipped=skipped, dropped=dropped, busy=busy)
+
+
+def day_files(store: Store, day: str) -> list[IndexFile]:
+    return [
+        IndexFile(stored.name, day)
+        for stored in store.listing(f"{INDEX}/date={day}")[1]
+        if INDEX_FILE.fullmatch(stored.name)
+    ]
+
+
+def _rewrite_day(
+    store: Store, day: str, erased: Erased, claim: claims.Claim
+) -> tuple[int, int, int] | str:
+    """Merge the day's files (listed again now that the day is claimed) into one; the files
+    merged, rows kept and rows dropped, or why the day cannot be read."""
+    import duckdb
+    import pyarrow.compute as pc
+
+    day_list = day_files(store, day)
+    if not day_list:
+        return 0, 0, 0
+    if erased.day_gone(day):
+        claims.record(store, claim, [found.name for found in day_list], None)
+        store.delete_many([found.name for found in day_list])
+        return len(day_list), 0, 0
+    try:
+        with IndexReader(store, day_list) as reader:
+            result = reader.connection.sql(
+                f"SELECT * EXCLUDE (filename) FROM {reader.source(day_list)} {NEWEST} "
+                "ORDER BY created, run_id"
+            ).arrow()
+            # DuckDB 2 gives a stream of batches, older versions a whole table.
+            table = result.read_all() if hasattr(result, "read_all") else result
+            table = table.select(schema().names).cast(schema())
+    except (duckdb.Error, OSError, ValueError, KeyError) as exc:
+        return " ".join(str(exc).split())[:300]
+    before = table.num_rows
+    if erased.paths:
+        import pyarrow as pa
+
+        gone = pc.is_in(table["path"], value_set=pa.array(sorted(erased.paths), pa.string()))
+        table = table.filter(pc.invert(gone))
+    newest = max(found.name.rsplit("/", 1)[-1].split("-", 1)[0] for found in day_list)
+    output = file_name(day, newest) if table.num_rows else None
+    claims.record(store, claim, [found.name for found in day_list], output)
+    if output is not None:
+        store.write(output, _parquet(table))
+    store.delete_many([found.name for found in day_list])
+    return len(day_list), table.num_rows, before - table.num_rows

@@ -79,6 +79,16 @@ class Store(ABC):
     def delete(self, name: str) -> None:
         """Remove one file; one already gone is not an error."""
 
+    def delete_many(self, names: Sequence[str]) -> None:
+        """Remove files (an object store takes a thousand in one request)."""
+        for name in names:
+            self.delete(name)
+
+    @abstractmethod
+    def create(self, name: str, data: bytes) -> bool:
+        """Write ``name`` only if no file has that name; False when one has. Two writers that
+        create one name at once (two hosts) see exactly one True: the store decides."""
+
     @abstractmethod
     def location(self, name: str) -> str:
         """The file's full path or URL, as another program (a query engine) opens it."""
@@ -124,6 +134,31 @@ class LocalStore(Store):
         os.makedirs(directory, exist_ok=True)
         self._folders.add(directory)
         return os.open(temporary, flags, 0o666)
+
+    def create(self, name: str, data: bytes) -> bool:
+        # Written whole under a name of its own, then linked: link(2) fails if the name is
+        # taken, so exactly one of two creators wins and readers never see half a file.
+        folder, _slash, file_name = name.rpartition("/")
+        directory = os.path.join(self.url, folder)
+        path = os.path.join(directory, file_name)
+        temporary = os.path.join(
+            directory, f".{file_name}.{os.getpid()}.{threading.get_ident()}.new"
+        )
+        descriptor = self._create(directory, temporary)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(descriptor, view) :]
+            finally:
+                os.close(descriptor)
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        return True
 
     def read(self, name: str) -> bytes:
         return (self.root / name).read_bytes()
@@ -238,8 +273,9 @@ class FsspecStore(Store):
         ]
 
     def files(self) -> list[StoredFile]:
-        # Other processes write here too: never answer from a cached listing.
-        self.fs.invalidate_cache(self.root)
+        # Other processes write here too: never answer from a cached listing (of the root or
+        # of any folder below it, which a walk down to depth 2 would reuse).
+        self.fs.invalidate_cache()
         found = self.fs.find(self.root, maxdepth=2, detail=True)
         return [
             StoredFile(self._name(path), int(info.get("size") or 0))
@@ -290,6 +326,30 @@ class FsspecStore(Store):
     def delete(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(self._path(name))
+
+    def delete_many(self, names: Sequence[str]) -> None:
+        for start in range(0, len(names), 1000):
+            chunk = [self._path(name) for name in names[start : start + 1000]]
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm(chunk)
+
+    def create(self, name: str, data: bytes) -> bool:
+        path = self._path(name)
+        if "s3" in self.fs.protocol:
+            # S3 (and moto, MinIO, R2) refuse a PUT with If-None-Match: * over an object.
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError:
+                return False
+            return True
+        # Elsewhere, written only when absent, then read back: of two creators at once the
+        # last write wins and the other sees someone else's bytes (``data`` holds a random
+        # token). Not atomic as S3's is; claims built on it carry a lease as well.
+        self.fs.invalidate_cache(path)
+        if self.fs.exists(path):
+            return False
+        self.write(name, data)
+        return bool(self.read(name) == data)
 
     def location(self, name: str) -> str:
         location: str = self.fs.unstrip_protocol(self._path(name))

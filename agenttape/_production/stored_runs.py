@@ -23,9 +23,9 @@ import msgpack
 from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
-from .._core.text import aware
-from . import run_index
-from .run import RUN_ID
+from .._core.text import aware, counted
+from . import claims, deletions, erasure, run_index
+from .run import COLD, RUN_ID
 from .run_index import IndexRow
 from .store import SUFFIX, LocalStore, Store, StoredFile, open_store
 
@@ -49,11 +49,18 @@ class RunInfo:
     reasons: list[str] = field(default_factory=list)
     interactions: int | None = None
     duration: float | None = None
+    # The models it called (known from the index; a listing from headers leaves it empty).
+    models: list[str] = field(default_factory=list, compare=False)
 
     @property
     def is_error(self) -> bool:
         """Raised, flagged or saw a failed exchange."""
         return self.status in ("raised", "flagged", "failed")
+
+    @property
+    def is_cold(self) -> bool:
+        """A cold case: marked as one that cannot be replayed."""
+        return any(reason.startswith(COLD) for reason in self.reasons)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (times as ISO 8601 text; tags as recorded)."""
@@ -81,6 +88,15 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
+
+
+def parse_duration(text: str) -> _dt.timedelta:
+    """``30m``, ``2h``, ``90d``, ``1w``: how long."""
+    relative = RELATIVE.fullmatch(text.strip())
+    if not relative:
+        raise ValueError(f"{text!r} is not a duration (30m, 2h, 90d, 1w)")
+    amount, unit = relative.groups()
+    return _dt.timedelta(**{UNITS[unit]: float(amount)})
 
 
 def parse_since(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
@@ -152,7 +168,7 @@ def read_header(store: Store, stored: StoredFile, head: bytes | None = None) -> 
     return header
 
 
-def _info(store: Store, stored: StoredFile, head: bytes | Exception | None = None) -> RunInfo:
+def info_of(store: Store, stored: StoredFile, head: bytes | Exception | None = None) -> RunInfo:
     try:
         if isinstance(head, Exception):
             raise head
@@ -178,7 +194,7 @@ def _infos(
         for stored, head in zip(chunk, heads, strict=True):
             if missing_ok and isinstance(head, FileNotFoundError):
                 continue
-            yield _info(store, stored, head)
+            yield info_of(store, stored, head)
 
 
 def _run_info(row: IndexRow) -> RunInfo:
@@ -192,6 +208,7 @@ def _run_info(row: IndexRow) -> RunInfo:
         reasons=row.reasons,
         interactions=row.n,
         duration=row.duration,
+        models=row.models,
     )
 
 
@@ -214,12 +231,15 @@ class RunFilter:
     tags: dict[str, Any]
     since: _dt.datetime | None
     errors: bool
+    before: _dt.datetime | None = None
 
     def __call__(self, info: RunInfo) -> bool:
         if info.status == "unreadable":
             # A damaged file is listed when nothing was filtered, so it gets noticed.
-            return not (self.tags or self.since is not None or self.errors)
+            return not (self.tags or self.since is not None or self.errors or self.before)
         if self.since is not None and (info.created_at is None or info.created_at < self.since):
+            return False
+        if self.before is not None and (info.created_at is None or info.created_at >= self.before):
             return False
         if self.errors and not info.is_error:
             return False
@@ -235,11 +255,13 @@ def list_runs(
     tags: Mapping[str, Any] | None = None,
     since: _dt.datetime | str | None = None,
     errors: bool = False,
+    before: _dt.datetime | str | None = None,
     storage_options: dict[str, Any] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> list[RunInfo]:
     """Runs in ``store``, newest first: with every tag in ``tags``, created at or after
-    ``since``, and (``errors=True``) only those that raised, were flagged or saw a failure.
+    ``since`` and before ``before``, and (``errors=True``) only those that raised, were
+    flagged or saw a failure. Runs a deletion removed (or is removing) are never listed.
 
     With a run index and DuckDB installed the index answers, plus the run files it does not
     hold yet; otherwise, or when the index cannot be read (said once through ``warn``), the
@@ -247,10 +269,35 @@ def list_runs(
     given, so it gets noticed.
     """
     opened = open_store(store, storage_options)
-    moment = (
-        parse_since(since) if isinstance(since, str) else None if since is None else aware(since)
+    return select_runs(
+        opened, RunFilter(dict(tags or {}), _moment(since), errors, _moment(before)), warn
     )
-    wanted = RunFilter(dict(tags or {}), moment, errors)
+
+
+def _moment(text: _dt.datetime | str | None) -> _dt.datetime | None:
+    return parse_since(text) if isinstance(text, str) else None if text is None else aware(text)
+
+
+def select_runs(
+    opened: Store, wanted: RunFilter, warn: Callable[[str], None] | None = None
+) -> list[RunInfo]:
+    """``list_runs`` on an open store. The deleted runs (``deletions``) are looked up while
+    the runs are: on object storage listing them is a request or three."""
+    with ThreadPoolExecutor(1) as pool:
+        erasing = pool.submit(deletions.erased, opened)
+        runs = _listed_runs(opened, wanted, warn)
+        erased = erasing.result()
+    runs = [info for info in runs if not erased.hides(info.name)]
+    oldest = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    runs.sort(key=lambda info: (info.created_at or oldest, info.run_id), reverse=True)
+    return runs
+
+
+def _listed_runs(
+    opened: Store, wanted: RunFilter, warn: Callable[[str], None] | None
+) -> list[RunInfo]:
+    """The runs ``wanted`` asks for, from the index or else the headers (deleted runs too)."""
+    moment = wanted.since
     runs: list[RunInfo] | None = None
     if run_index.can_read():
         try:
@@ -272,8 +319,6 @@ def list_runs(
             stored for stored in opened.files() if moment is None or not _before(stored, moment)
         ]
         runs = [info for info in _infos(opened, files) if wanted(info)]
-    oldest = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-    runs.sort(key=lambda info: (info.created_at or oldest, info.run_id), reverse=True)
     return runs
 
 
@@ -357,7 +402,13 @@ def _indexed_runs(
         looked_up = pool.submit(in_flight)
         needed = list({found.name: found for found in queried + tail}.values())
         with run_index.IndexReader(store, needed) as index:
-            rows = index.select(queried, since=wanted.since, errors=wanted.errors, tags=wanted.tags)
+            rows = index.select(
+                queried,
+                since=wanted.since,
+                before=wanted.before,
+                errors=wanted.errors,
+                tags=wanted.tags,
+            )
             known = index.paths(tail)
         listed, named = looked_up.result()
         # Runs at the top level are few and always read from their files.
@@ -417,6 +468,7 @@ class Rebuilt:
     days: int
     unreadable: int
     replaced: int
+    busy: list[str] = field(default_factory=list)
 
 
 def rebuild_index(
@@ -435,11 +487,14 @@ def rebuild_index(
         parse_since(since) if isinstance(since, str) else None if since is None else aware(since)
     )
     since_day = "" if moment is None else _day(moment)
+    erasure.complete(opened)
     old = [found for found in run_index.index_files(opened) if found.day >= since_day]
     in_flight = _pending_lists(opened)
     if isinstance(opened, LocalStore) and not opened.root.is_dir():
         raise CassetteNotFoundError(f"store {opened.url} does not exist or is not a folder")
     folders, top = opened.listing()
+    erased = deletions.erased(opened)
+    top = [stored for stored in top if not erased.hides(stored.name)]
     when = run_index.stamp()
     with ThreadPoolExecutor(REBUILD_READERS) as pool:
         by_day: dict[str, list[IndexRow]] = defaultdict(list)
@@ -455,20 +510,23 @@ def rebuild_index(
             | {found.day for found in old}
         )
         runs = unreadable = replaced = indexed_days = 0
+        busy: list[str] = []
         for day in days:
-            files = [s for s in opened.listing(day)[1] if s.name.endswith(SUFFIX)]
+            files = [
+                s
+                for s in opened.listing(day)[1]
+                if s.name.endswith(SUFFIX) and not erased.hides(s.name)
+            ]
             rows = by_day.pop(day, []) + list(pool.map(lambda s: _full_row(opened, s), files))
-            if rows:
-                try:
-                    run_index.write_rows(opened, rows, when)
-                except run_index.IndexWriteError as exc:
-                    raise AgentTapeError(
-                        f"cannot write the run index of {opened.url} for {day}: {exc}"
-                    ) from None
-            for found in old:
-                if found.day == day:
-                    opened.delete(found.name)
-                    replaced += 1
+            # Claimed, as a compaction claims it: the two never rewrite one day at once.
+            claim = claims.acquire(opened, day)
+            if claim is None:
+                busy.append(day)
+                continue
+            try:
+                replaced += _replace_day(opened, claim, day, rows, old, when)
+            finally:
+                claims.release(opened, claim)
             runs += len(rows)
             unreadable += sum(1 for row in rows if row.status == "unreadable")
             indexed_days += bool(rows)
@@ -477,7 +535,32 @@ def rebuild_index(
     for name, named_days in in_flight.items():
         if named_days and all(day in days for day in named_days):
             opened.delete(name)
-    return Rebuilt(runs=runs, days=indexed_days, unreadable=unreadable, replaced=replaced)
+    return Rebuilt(
+        runs=runs, days=indexed_days, unreadable=unreadable, replaced=replaced, busy=busy
+    )
+
+
+def _replace_day(
+    store: Store,
+    claim: claims.Claim,
+    day: str,
+    rows: list[IndexRow],
+    old: list[run_index.IndexFile],
+    when: str,
+) -> int:
+    """Write the day's rows as one file, then delete the day's old files; how many."""
+    replaced = [found.name for found in old if found.day == day]
+    output = run_index.file_name(day, when) if rows else None
+    claims.record(store, claim, replaced, output)
+    if output is not None:
+        try:
+            store.write(output, run_index.encode(rows))
+        except Exception as exc:
+            raise AgentTapeError(
+                f"cannot write the run index of {store.url} for {day}: {exc}"
+            ) from None
+    store.delete_many(replaced)
+    return len(replaced)
 
 
 def _pending_lists(store: Store) -> dict[str, set[str]]:
@@ -503,7 +586,9 @@ def compact_index(
         raise AgentTapeError(
             f"compacting the run index needs pyarrow and DuckDB: {run_index.EXTRA}"
         )
-    return run_index.compact(open_store(store, storage_options))
+    opened = open_store(store, storage_options)
+    erasure.complete(opened)
+    return run_index.compact(opened, deletions.erased(opened))
 
 
 # Run files read at once by a rebuild: object stores answer many reads in parallel.
@@ -525,14 +610,19 @@ def fetch_run(
     run_id: str,
     out: str | os.PathLike[str],
     *,
+    force: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Path:
-    """Copy run ``run_id`` out of ``store`` to ``out`` (atomically), checked to be a whole
-    cassette first: a damaged run raises CassetteFormatError and writes nothing."""
+    """Copy run ``run_id`` (or the one run whose id starts so) out of ``store`` to ``out``
+    (atomically), checked to be a whole cassette first: a damaged run raises
+    CassetteFormatError and writes nothing. An existing ``out`` is kept unless ``force``."""
     if not RUN_ID.fullmatch(run_id):
         raise ValueError(f"{run_id!r} is not a run id (letters, digits, '.', '_' and '-')")
+    target = Path(out)
+    if target.exists() and not force:
+        raise AgentTapeError(f"{target} exists; pass --force to overwrite it")
     opened = open_store(store, storage_options)
-    name = opened.find(run_id)
+    name = opened.find(run_id) or _by_prefix(opened, run_id)
     if name is None:
         raise CassetteNotFoundError(
             f"run {run_id} is not in store {opened.url}; list the runs with: agenttape runs {opened.url}"
@@ -542,6 +632,23 @@ def fetch_run(
     except OSError as exc:
         raise AgentTapeError(f"cannot read run {run_id} from {opened.url}/{name}: {exc}") from exc
     codec.decode(data, f"{opened.url}/{name}")
-    target = Path(out)
     write_atomic(target, data)
     return target
+
+
+def _by_prefix(store: Store, prefix: str) -> str | None:
+    """The one run file whose id starts with ``prefix`` (as ``show`` and listings shorten
+    ids); None when none does; an error naming them when several do."""
+    erased = deletions.erased(store)
+    found = sorted(
+        stored.name
+        for stored in store.files()
+        if stored.name.rsplit("/", 1)[-1].startswith(prefix) and not erased.hides(stored.name)
+    )
+    if len(found) > 1:
+        shown = ", ".join(name.rsplit("/", 1)[-1][: -len(SUFFIX)] for name in found[:5])
+        raise AgentTapeError(
+            f"{counted(len(found), 'run')} in {store.url} start with {prefix} ({shown}"
+            f"{', …' if len(found) > 5 else ''}); give more of the run id"
+        )
+    return found[0] if found else None

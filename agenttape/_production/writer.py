@@ -33,6 +33,8 @@ LOSS_LOG_INTERVAL = 10.0
 # to DRAIN): fewer wake-ups, each taking the GIL from a busy service once rather than per run.
 LINGER = 0.05
 DRAIN = 64
+# Retention deletes a bounded share of old runs at most this often (seconds).
+RETENTION_EVERY = 60.0
 
 
 @dataclass(slots=True)
@@ -72,8 +74,17 @@ class Writer:
     """One daemon thread writing finished runs; its queue is bounded in bytes (past the limit
     a run is refused, never waited for)."""
 
-    def __init__(self, store: Store, redactor: Redactor, limit: int, losses: LossLog) -> None:
+    def __init__(
+        self,
+        store: Store,
+        redactor: Redactor,
+        limit: int,
+        losses: LossLog,
+        retention: _dt.timedelta | None = None,
+    ) -> None:
         self._store = store
+        self._retention = retention
+        self._retained_at: float | None = None
         self._redactor = redactor
         self._limit = limit
         self._losses = losses
@@ -174,6 +185,7 @@ class Writer:
                 jobs = [] if index_now else list(itertools.islice(self._jobs, DRAIN))
             if not jobs:
                 self._write_index()
+                self._apply_retention()
                 if drained:
                     with self._cond:
                         self._flushes_done = asked
@@ -253,6 +265,21 @@ class Writer:
             for name in published:
                 with contextlib.suppress(Exception):
                     self._store.delete(name)
+
+    def _apply_retention(self) -> None:
+        """Delete runs past the retention: a bounded share each time the index is written
+        (at most once a minute), never failing the writer."""
+        if self._retention is None or (
+            self._retained_at is not None and time.monotonic() - self._retained_at < RETENTION_EVERY
+        ):
+            return
+        self._retained_at = time.monotonic()
+        from .erasure import apply_retention
+
+        try:
+            apply_retention(self._store, self._retention)
+        except Exception as exc:
+            self._losses.warn("retention", f"runs past the retention not deleted yet: {exc}")
 
     def _write(self, jobs: list[Job]) -> list[int | None]:
         """Store each run (named as in flight first, where that is how readers find it);

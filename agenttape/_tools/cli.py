@@ -24,7 +24,7 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import doctor, git_setup, review, textconv, verdict
+from . import doctor, git_setup, review, runs_actions, textconv, verdict
 from .cli_usage import PROG, Handler, Parser, UsageError, repeatable, subcommand
 from .reading import reading
 from .store_commands import add_store_commands
@@ -521,10 +521,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out if out is not None else sys.stdout
+    words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if runs_actions.is_action(words):
+        parser = runs_actions.build_parser(Parser, subcommand, repeatable)
     prog = PROG
     try:
-        args, unknown = parser.parse_known_args(argv)
+        args, unknown = parser.parse_known_args(words)
         if args.command_name:
             prog = f"{PROG} {args.command_name}"
         if unknown:

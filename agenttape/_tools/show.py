@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from .._core import grpc_wire
 from .._core.files import read
 from .._core.models import Headers, Interaction
-from .._core.text import counted, interrupted
+from .._core.text import counted, interrupted, kept_because
 from . import frames
 from .export import exchange_json, jsonable
 from .reading import (
@@ -161,13 +161,16 @@ def _describe_header(path: str, header: dict[str, Any], count: int) -> str:
     parts = [f"{path}: {counted(count, 'interaction')}, recorded {when}"]
     parts.append(f"by agenttape {header.get('agenttape_version', '?')}")
     if header.get("run_id"):
-        parts.append(f"run {str(header['run_id'])[:12]}")
+        parts.append(f"run {header['run_id']}")
     git = header.get("git")
     if isinstance(git, dict) and git.get("commit"):
         parts.append(f"git {str(git['commit'])[:10]}{' (dirty)' if git.get('dirty') else ''}")
     if header.get("tags"):
         parts.append("tags " + json.dumps(jsonable(header["tags"]), sort_keys=True))
     title = ", ".join(parts)
+    kept = kept_because(header)
+    if kept is not None:
+        title += f"\n{kept[0].upper()}{kept[1:]}"
     cut = interrupted(header)
     if cut is not None:
         title += (

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from .._core.errors import AgentTapeError
 from .._core.text import counted
+from . import runs_actions
 from .cli_usage import PROG, Parser, UsageError, repeatable, subcommand
 
 STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
@@ -20,6 +21,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     from .._production.stored_runs import list_runs, parse_since
     from .runs_table import format_runs, parse_tags
 
+    if args.by is not None or args.html:
+        return runs_actions.cmd_groups(args, out)
     try:
         tags = parse_tags(args.tag)
         since = None if args.since is None else parse_since(args.since)
@@ -40,7 +43,7 @@ def cmd_fetch(args: argparse.Namespace, out: TextIO) -> int:
 
     if not RUN_ID.fullmatch(args.run_id):
         raise UsageError(f"{args.run_id!r} is not a run id")
-    target = fetch_run(args.store, args.run_id, args.output)
+    target = fetch_run(args.store, args.run_id, args.output, force=args.force)
     out.write(
         f"copied run {args.run_id} to {target}; replay it with use_cassette({str(target)!r})\n"
     )
@@ -82,7 +85,8 @@ def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
     done = compact_index(args.store)
     out.write(
         f"merged {counted(done.files, 'index file')} into one per day for "
-        f"{counted(done.days, 'day')} ({counted(done.rows, 'run')})\n"
+        f"{counted(done.days, 'day')} ({counted(done.rows, 'run')})"
+        f"{runs_actions.busy_note(done.busy)}\n"
     )
     if done.skipped:
         day, reason = done.skipped[0]
@@ -110,6 +114,7 @@ def add_store_commands(commands: Any, json_help: str) -> None:
         "--errors", action="store_true", help="only runs that raised, failed a call or were flagged"
     )
     runs.add_argument("--json", action="store_true", help=json_help)
+    runs_actions.add_group_options(runs)
 
     index = subcommand(
         commands,
@@ -147,3 +152,4 @@ def add_store_commands(commands: Any, json_help: str) -> None:
     fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
     fetch.add_argument("run_id", metavar="RUN_ID")
     fetch.add_argument("output", metavar="OUT.msgpack")
+    fetch.add_argument("--force", action="store_true", help="overwrite OUT.msgpack if it exists")

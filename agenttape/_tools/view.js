@@ -86,6 +86,9 @@
     if (timed) parts.push("over " + ms(span));
     if (data.started) parts.push("first at " + data.started.replace("T", " ").replace("Z", " UTC"));
     add(left, el("p", "summary", parts.join(" · ")));
+    if (data.kept) {
+      add(left, el("p", "alert kept", data.kept.charAt(0).toUpperCase() + data.kept.slice(1)));
+    }
     if (data.interrupted) {
       add(left, el("p", "alert cutshort", "Recording cut short: " + data.interrupted +
         ". What the code did after that was never recorded; record it again to the end."));

@@ -34,7 +34,7 @@ from typing import Any
 from .._core import grpc_wire
 from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction
-from .._core.text import byte_size, counted, interrupted, iso
+from .._core.text import byte_size, counted, interrupted, iso, kept_because
 from .._version import __version__
 from . import frames
 from .export import exchange_json, jsonable
@@ -400,7 +400,17 @@ def _replay_kit(header: dict[str, Any]) -> list[list[str]]:
     else:
         add("tags", tags)
     add("interrupted", interrupted(header))
+    run = header.get("run")
+    if isinstance(run, dict):
+        add("kept", kept_because(header))
+        add(
+            "duration",
+            f"{run['duration']:.3f} s" if isinstance(run.get("duration"), float) else None,
+        )
+    else:
+        add("run", run)
     known = {
+        "run",
         "interrupted",
         "created_at",
         "agenttape_version",
@@ -429,6 +439,7 @@ def page_data(header: dict[str, Any], interactions: list[Interaction], name: str
         "started": iso(origin) if origin is not None else None,
         "kit": _replay_kit(header),
         "interrupted": interrupted(header),
+        "kept": kept_because(header),
         "interactions": [
             _interaction(index, interaction, origin, budget)
             for index, interaction in enumerate(interactions)

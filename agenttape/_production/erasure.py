@@ -1,0 +1,106 @@
+"""Retention and erasure: deleting runs and their index rows together, crash-safe.
+
+Order (see ``deletions``): a tombstone naming the runs, then the run files, then each index
+day holding their rows rewritten without them (claimed like a compaction), then the tombstone
+marked done. Readers leave out whatever a tombstone names from the moment it is written, so
+a kill between any two steps never shows a run that is gone, nor hides one that is not
+deleted; ``complete`` (run by every deletion, compaction and rebuild) finishes the work.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from .._core.errors import AgentTapeError
+from . import deletions, run_index
+from .store import Store
+
+
+def _days(stone: deletions.Tombstone) -> set[str]:
+    return {path.partition("/")[0] for path in stone.paths if "/" in path}
+
+
+def rewrite(store: Store, stone: deletions.Tombstone) -> run_index.Compacted:
+    """Rewrite the index days holding the tombstone's rows; mark it done when none was busy."""
+    erased = deletions.erased(store)
+    days = _days(stone)
+    if stone.before:
+        days |= {found.day for found in run_index.index_files(store) if found.day < stone.before}
+    done = run_index.compact(store, erased, rewrite=days, only=True)
+    if done.skipped:
+        day, reason = done.skipped[0]
+        raise AgentTapeError(
+            f"the run index of {store.url} for {day} cannot be read ({reason}); the deleted "
+            f"runs stay hidden; rebuild it with: agenttape index rebuild {store.url} --since {day}"
+        )
+    if not done.busy:
+        deletions.mark_done(store, stone)
+    return done
+
+
+def complete(store: Store) -> int:
+    """Finish every deletion a process left half done; how many."""
+    finished = 0
+    for stone in deletions.tombstones(store):
+        if stone.done:
+            continue
+        store.delete_many(sorted(stone.paths))
+        if stone.before:
+            _delete_days_before(store, stone.before, None)
+        if not rewrite(store, stone).busy:
+            finished += 1
+    return finished
+
+
+def _delete_days_before(store: Store, day: str, limit: int | None) -> int:
+    """Delete run files in dated folders before ``day`` (at most ``limit``); how many."""
+    removed = 0
+    for folder in sorted(f for f in store.listing()[0] if run_index.DAY.fullmatch(f) and f < day):
+        names = [stored.name for stored in store.listing(folder)[1]]
+        if limit is not None:
+            names = names[: limit - removed]
+        store.delete_many(names)
+        removed += len(names)
+        if limit is not None and removed >= limit:
+            break
+    return removed
+
+
+# Run files a recorder's retention deletes at most per index batch: a flush stays short.
+RETENTION_FILES = 1000
+
+
+def apply_retention(store: Store, keep: _dt.timedelta, limit: int = RETENTION_FILES) -> int:
+    """Delete whole days older than ``keep`` (a recorder's ``retention``), at most ``limit``
+    run files per call; how many were deleted. The first call of a day writes a tombstone for
+    the days before it, so the runs are gone for readers at once, and their index days are
+    deleted (whole files, cheap); later calls delete the files, ``limit`` at a time."""
+    cutoff = (_dt.datetime.now(_dt.timezone.utc) - keep).strftime("%Y-%m-%d")
+    stones = deletions.tombstones(store)
+    rule = max((s for s in stones if s.before), key=lambda s: s.before, default=None)
+    if rule is None or rule.before < cutoff:
+        folders = [f for f in store.listing()[0] if run_index.DAY.fullmatch(f) and f < cutoff]
+        indexed = [d for d in store.listing(run_index.INDEX)[0] if d[5:] < cutoff]
+        if not folders and not indexed:
+            return 0
+        name = deletions.write_tombstone(store, run_index.stamp(), (), before=cutoff)
+        rule = deletions.Tombstone(name, frozenset(), cutoff, done=False)
+        if not _rewrite_days_before(store, rule):
+            return 0
+    removed = _delete_days_before(store, rule.before, limit)
+    if not rule.done and removed < limit and _rewrite_days_before(store, rule):
+        deletions.mark_done(store, rule)
+        # An older day rule is covered by this one.
+        for stone in stones:
+            if stone.before and stone.before < rule.before and not stone.paths:
+                store.delete_many([stone.name, stone.name.replace(".names", ".done")])
+    return removed
+
+
+def _rewrite_days_before(store: Store, rule: deletions.Tombstone) -> bool:
+    """Delete the index days before the rule's day; False when one was busy."""
+    days = {found.day for found in run_index.index_files(store) if found.day < rule.before}
+    if not days:
+        return True
+    done = run_index.compact(store, deletions.erased(store), rewrite=days, only=True)
+    return not done.busy and not done.skipped

@@ -1,0 +1,47 @@
+"""Run ``agenttape ARGS`` and kill it (SIGKILL: no cleanup of any kind) just before its Nth
+change to the store: ``CRASH_AFTER=N python tests/crash_after.py runs delete STORE ...``.
+Counts every write, conditional create and delete of a run file, index file, tombstone or
+claim, so a test can kill a command at each of its steps in turn. ``CRASH_AFTER=0`` never
+kills, and the command prints how many changes it made on stderr."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from agenttape._production.store import FsspecStore, LocalStore
+from agenttape._tools.cli import main
+
+LIMIT = int(os.environ.get("CRASH_AFTER", "0"))
+changes = 0
+
+
+def counted(method: Callable[..., Any]) -> Callable[..., Any]:
+    def change(*args: Any, **kwargs: Any) -> Any:
+        global changes
+        changes += 1
+        if changes == LIMIT:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return method(*args, **kwargs)
+
+    return change
+
+
+# A local folder's delete_many deletes one file at a time (each counted); an object store's
+# deletes a thousand in one request. On an object store, the local copies a reader makes of
+# index files are not changes to the store.
+REMOTE = any("://" in argument for argument in sys.argv[1:])
+for store_class, names in (
+    (LocalStore, () if REMOTE else ("write", "create", "delete")),
+    (FsspecStore, ("write", "create", "delete", "delete_many")),
+):
+    for name in names:
+        setattr(store_class, name, counted(getattr(store_class, name)))
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stderr.write(f"changes: {changes}\n")
+    sys.exit(code)

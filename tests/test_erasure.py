@@ -1,0 +1,250 @@
+"""Retention and erasure: ``agenttape runs delete`` removes run files and index rows together,
+and a deletion killed at any step is finished by the next delete, compaction or rebuild,
+never showing a run that is gone nor bringing a deleted run back."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agenttape
+from agenttape._production import deletions, run_index
+from agenttape._production.erasure import apply_retention
+from agenttape._production.run_deletion import delete_runs
+from agenttape._production.store import Store, open_store
+from agenttape._production.stored_runs import list_runs, rebuild_index
+from tests.cli_support import assert_one_line_error, cli, write_run
+
+duckdb = pytest.importorskip("duckdb")
+pytest.importorskip("pyarrow")
+
+NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+CRASH = Path(__file__).with_name("crash_after.py")
+ROOT = Path(__file__).resolve().parent.parent
+# u_9 asks to be forgotten; the others stay. Two days, so the index rewrite spans two files.
+RUNS = {
+    "r_a": ("u_9", NOW - _dt.timedelta(days=1)),
+    "r_b": ("u_1", NOW - _dt.timedelta(days=1)),
+    "r_c": ("u_9", NOW),
+    "r_d": ("u_1", NOW),
+    "r_e": ("u_9", NOW - _dt.timedelta(minutes=5)),
+}
+GONE = {"r_a", "r_c", "r_e"}
+KEPT = set(RUNS) - GONE
+
+
+def seed(store: Path) -> None:
+    for run_id, (user, created) in RUNS.items():
+        write_run(store, run_id, created, {"user_id": user})
+    rebuild_index(store)
+
+
+def index_rows(store: Store) -> list[str]:
+    """Every row of every index file, duplicates included: what Spark or Athena would see."""
+    files = run_index.index_files(store)
+    if not files:
+        return []
+    with run_index.IndexReader(store, files) as reader:
+        found = reader.connection.sql(f"SELECT run_id FROM {reader.source(files)}").fetchall()
+    return sorted(run_id for (run_id,) in found)
+
+
+def listed(url: str, options: dict[str, Any] | None = None) -> set[str]:
+    return {info.run_id for info in list_runs(url, storage_options=options)}
+
+
+def run_files(store: Store) -> set[str]:
+    return {
+        stored.name.rsplit("/", 1)[-1].removesuffix(".msgpack")
+        for stored in store.files()
+        if stored.name.endswith(".msgpack")
+    }
+
+
+def crash_run(after: int, *args: str, env: dict[str, str] | None = None) -> tuple[int, int]:
+    """Run ``agenttape ARGS`` killed before its ``after``-th change to the store; its exit
+    status and the number of changes it made when it ran to the end."""
+    done = subprocess.run(
+        [sys.executable, str(CRASH), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {}), "CRASH_AFTER": str(after)},
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    changes = 0
+    for line in done.stderr.splitlines():
+        if line.startswith("changes: "):
+            changes = int(line.split()[1])
+    assert done.returncode in (0, -9), done.stderr
+    return done.returncode, changes
+
+
+def test_delete_by_tag_removes_the_files_and_the_index_rows_together(tmp_path: Path) -> None:
+    seed(tmp_path)
+    dry = cli("runs", "delete", tmp_path, "--tag", "user_id=u_9", "--dry-run")
+    assert dry.returncode == 0 and "would delete 3 runs" in dry.stdout
+    assert all(run_id in dry.stdout for run_id in GONE)
+    assert listed(str(tmp_path)) == set(RUNS)
+    done = cli("runs", "delete", tmp_path, "--tag", "user_id=u_9")
+    assert done.returncode == 0, done.stderr
+    assert "deleted 3 runs: 3 run files and 3 index rows removed" in done.stdout
+    store = open_store(tmp_path)
+    assert listed(str(tmp_path)) == KEPT == run_files(store)
+    assert index_rows(store) == sorted(KEPT)
+    for again in (("index", "compact", tmp_path), ("index", "rebuild", tmp_path)):
+        assert cli(*again).returncode == 0
+        assert listed(str(tmp_path)) == KEPT
+        assert index_rows(store) == sorted(KEPT)
+
+
+def test_delete_before_and_by_run_id(tmp_path: Path) -> None:
+    seed(tmp_path)
+    day = f"{NOW:%Y-%m-%d}"
+    done = delete_runs(tmp_path, before=_dt.datetime.fromisoformat(f"{day}T00:00:00+00:00"))
+    assert sorted(info.run_id for info in done.runs) == ["r_a", "r_b"]
+    assert done.rows == 2
+    assert listed(str(tmp_path)) == {"r_c", "r_d", "r_e"}
+    by_id = cli("runs", "delete", tmp_path, "r_d")
+    assert by_id.returncode == 0 and "deleted 1 run: 1 run file and 1 index row" in by_id.stdout
+    assert listed(str(tmp_path)) == {"r_c", "r_e"}
+    assert index_rows(open_store(tmp_path)) == ["r_c", "r_e"]
+    assert_one_line_error(cli("runs", "delete", tmp_path), "say which runs to delete")
+    assert_one_line_error(cli("runs", "delete", tmp_path, "nope"), "run nope is not in store")
+
+
+def test_a_run_written_after_its_deletion_started_stays_hidden(tmp_path: Path) -> None:
+    """A writer's batch that lands after the index was rewritten (its row written late)
+    does not bring the run back: readers, compaction and rebuild honour the tombstone."""
+    seed(tmp_path)
+    store = open_store(tmp_path)
+    late = run_index.describe(
+        {"run_id": "r_c", "created_at": NOW, "tags": {"user_id": "u_9"}},
+        f"{NOW:%Y-%m-%d}/r_c.msgpack",
+        10,
+    )
+    delete_runs(tmp_path, tags={"user_id": "u_9"})
+    run_index.write_rows(store, [late])
+    assert "r_c" in index_rows(store)
+    assert listed(str(tmp_path)) == KEPT
+    assert cli("index", "compact", tmp_path).returncode == 0
+    assert index_rows(store) == sorted(KEPT)
+
+
+def _kill_at_each_step(url: str, fresh: Any, env: dict[str, str], options: Any) -> list[str]:
+    """Kill ``runs delete --tag user_id=u_9`` before each of its changes to the store; after
+    each kill the listing shows exactly the runs not deleted, whatever finishes the work."""
+    report = []
+    nexts = [
+        ("runs", "delete", "--tag", "user_id=u_9"),
+        ("index", "compact"),
+        ("index", "rebuild"),
+    ]
+    after = 1
+    while True:
+        target = fresh(after)
+        code, changes = crash_run(after, "runs", "delete", target, "--tag", "user_id=u_9", env=env)
+        if code == 0:
+            assert changes == after - 1, (changes, after)
+            break
+        store = open_store(target, options)
+        seen = listed(target, options)
+        started = bool(deletions.tombstones(store))
+        # Once the tombstone is written no deleted run is listed; never a run listed whose
+        # file is gone, never a kept run hidden.
+        assert seen == (KEPT if started else set(RUNS)), (after, seen)
+        assert seen <= run_files(store)
+        rows_before = index_rows(store)
+        finisher = nexts[after % len(nexts)]
+        following = cli(*finisher[:2], target, *finisher[2:], env=env)
+        assert following.returncode == 0, following.stderr
+        expected = KEPT if started or finisher[0] == "runs" else set(RUNS)
+        assert listed(target, options) == expected == run_files(store), (after, finisher)
+        rows_after = index_rows(store)
+        assert rows_after == sorted(expected), (after, finisher, rows_after)
+        assert all(stone.done for stone in deletions.tombstones(store))
+        report.append(
+            f"killed before change {after}: index rows {rows_before} -> "
+            f"'{' '.join(finisher)}' -> {rows_after}"
+        )
+        after += 1
+    assert after > 5
+    return report
+
+
+def test_a_delete_killed_at_each_step_is_finished_by_the_next_command(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    seed(template)
+
+    def fresh(after: int) -> str:
+        target = tmp_path / f"kill{after}"
+        shutil.copytree(template, target)
+        return str(target)
+
+    report = _kill_at_each_step("", fresh, {}, None)
+    print("\n".join(report))
+
+
+def test_a_delete_killed_at_each_step_on_an_s3_compatible_server(
+    tmp_path: Path, s3: dict[str, Any]
+) -> None:
+    template = tmp_path / "template"
+    seed(template)
+    environment = {
+        "AWS_ACCESS_KEY_ID": s3["key"],
+        "AWS_SECRET_ACCESS_KEY": s3["secret"],
+        "AWS_ENDPOINT_URL": s3["client_kwargs"]["endpoint_url"],
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    filesystem = open_store("s3://agent-runs/x", s3)
+    assert hasattr(filesystem, "fs")
+
+    def fresh(after: int) -> str:
+        url = f"s3://agent-runs/erase-{after}"
+        filesystem.fs.put(str(template), url.removeprefix("s3://"), recursive=True)
+        return url
+
+    report = _kill_at_each_step("", fresh, environment, s3)
+    print("\n".join(report))
+
+
+def test_a_recorder_with_retention_deletes_whole_old_days_a_share_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = NOW - _dt.timedelta(days=100)
+    for number in range(5):
+        write_run(tmp_path, f"r_old{number}", old, {"user_id": "u_1"})
+    write_run(tmp_path, "r_new", NOW, {"user_id": "u_1"})
+    rebuild_index(tmp_path)
+    store = open_store(tmp_path)
+    assert apply_retention(store, _dt.timedelta(days=90), limit=2) == 2
+    # Hidden at once, index day gone at once; the files go a share at a time.
+    assert listed(str(tmp_path)) == {"r_new"}
+    assert index_rows(store) == ["r_new"]
+    assert len(run_files(store)) == 4
+    assert apply_retention(store, _dt.timedelta(days=90), limit=2) == 2
+    assert apply_retention(store, _dt.timedelta(days=90), limit=2) == 1
+    assert run_files(store) == {"r_new"}
+    assert all(stone.done for stone in deletions.tombstones(store))
+    assert apply_retention(store, _dt.timedelta(days=90), limit=2) == 0
+    write_run(tmp_path, "r_old9", old, {"user_id": "u_1"})  # a late file in an old day
+    assert listed(str(tmp_path)) == {"r_new"}
+    rebuild_index(tmp_path)
+    assert index_rows(store) == ["r_new"]
+    for number in range(3):
+        write_run(tmp_path, f"r_older{number}", old, {"user_id": "u_1"})
+    rebuild_index(tmp_path)
+    with agenttape.Recorder(tmp_path, keep="all", retention="90d") as recorder:
+        with recorder.run(user_id="u_2"):
+            pass
+        recorder.flush()
+    assert len(listed(str(tmp_path))) == 2
+    assert not {name for name in run_files(store) if name.startswith("r_old")}
