@@ -536,7 +536,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if handler is None:
             raise UsageError(
                 "give a command: show, view, diff, export, import-vcr, redact, audit, run, "
-                "proxy, runs, index or fetch "
+                "proxy, runs, index, fetch, doctor, textconv, init-git or rerecord "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)
