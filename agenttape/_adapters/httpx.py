@@ -144,18 +144,27 @@ def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Ex
 
 
 def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, stream: Any) -> Any:
+    response = _recorded_response(hx, interaction, request)
+    headers, extensions = _head(response)
+    return hx.Response(response.status, headers=headers, stream=stream, extensions=extensions)
+
+
+def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -> Any:
+    """The recorded response; a recorded failure raised as the library's exception."""
     response = interaction.response
     if response is None:
         raise _exception_for(hx, interaction, request)
-    return hx.Response(
-        response.status,
-        headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
-        stream=stream,
-        extensions={
-            "http_version": response.http_version.encode("ascii"),
-            "reason_phrase": response.reason.encode("latin-1"),
-        },
-    )
+    return response
+
+
+def _head(response: Any) -> tuple[list[tuple[bytes, bytes]], dict[str, bytes]]:
+    """A recorded response's raw headers and the extensions that carry its version and
+    reason phrase as sent."""
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
+    return headers, {
+        "http_version": response.http_version.encode("ascii"),
+        "reason_phrase": response.reason.encode("latin-1"),
+    }
 
 
 def _replay_core_response(
@@ -163,18 +172,9 @@ def _replay_core_response(
 ) -> Any:
     """The recorded answer as httpcore's pool gives it to the transport (a recorded error
     raised as the httpx error, which the transport lets through as it is)."""
-    response = interaction.response
-    if response is None:
-        raise _exception_for(hx, interaction, request)
-    return core.Response(
-        response.status,
-        headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
-        content=stream,
-        extensions={
-            "http_version": response.http_version.encode("ascii"),
-            "reason_phrase": response.reason.encode("latin-1"),
-        },
-    )
+    response = _recorded_response(hx, interaction, request)
+    headers, extensions = _head(response)
+    return core.Response(response.status, headers=headers, content=stream, extensions=extensions)
 
 
 def _record_core_head(library: _Library, recording: Recording, response: Any) -> None:

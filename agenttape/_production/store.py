@@ -106,22 +106,27 @@ class LocalStore(Store):
         self.url = str(self.root)
         self._folders: set[str] = set()
 
-    def write(self, name: str, data: bytes) -> None:
+    def _places(self, name: str, suffix: str) -> tuple[str, str, str]:
+        """The folder, the final path and a temporary path beside it for ``name``: hidden,
+        and unique per process and writer thread, so writers never collide."""
         folder, _slash, file_name = name.rpartition("/")
         directory = os.path.join(self.url, folder)
-        path = os.path.join(directory, file_name)
-        # Hidden, and unique per process and writer thread, so writers never collide.
-        temporary = os.path.join(
-            directory, f".{file_name}.{os.getpid()}.{threading.get_ident()}.tmp"
-        )
+        temporary = f".{file_name}.{os.getpid()}.{threading.get_ident()}.{suffix}"
+        return directory, os.path.join(directory, file_name), os.path.join(directory, temporary)
+
+    def _write_new(self, directory: str, temporary: str, data: bytes) -> None:
+        descriptor = self._create(directory, temporary)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        finally:
+            os.close(descriptor)
+
+    def write(self, name: str, data: bytes) -> None:
+        directory, path, temporary = self._places(name, "tmp")
         with replacing(temporary, path):
-            descriptor = self._create(directory, temporary)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(descriptor, view) :]
-            finally:
-                os.close(descriptor)
+            self._write_new(directory, temporary, data)
 
     def _create(self, directory: str, temporary: str) -> int:
         """Open ``temporary`` for writing, making its folder once (again if it was removed)."""
@@ -138,20 +143,9 @@ class LocalStore(Store):
     def create(self, name: str, data: bytes) -> bool:
         # Written whole under a name of its own, then linked: link(2) fails if the name is
         # taken, so exactly one of two creators wins and readers never see half a file.
-        folder, _slash, file_name = name.rpartition("/")
-        directory = os.path.join(self.url, folder)
-        path = os.path.join(directory, file_name)
-        temporary = os.path.join(
-            directory, f".{file_name}.{os.getpid()}.{threading.get_ident()}.new"
-        )
-        descriptor = self._create(directory, temporary)
+        directory, path, temporary = self._places(name, "new")
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(descriptor, view) :]
-            finally:
-                os.close(descriptor)
+            self._write_new(directory, temporary, data)
             os.link(temporary, path)
         except FileExistsError:
             return False
