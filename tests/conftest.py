@@ -63,6 +63,9 @@ def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[Non
             # client and request, with or without agenttape: the library's own.
             function.can_block_in("httpx/_utils.py", {"get_ca_bundle_from_env", "netrc_info"})
             function.can_block_in("httpx/_config.py", {"load_ssl_context_verify"})
+            # openai 1.x asks platform.architecture() (which reads the interpreter's file) for
+            # its first request's headers: the SDK's own.
+            function.can_block_in("openai/_base_client.py", {"get_architecture"})
         yield
 
 
