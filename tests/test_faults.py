@@ -295,7 +295,7 @@ def test_an_escaping_exception_is_noted_with_the_faults_that_fired(
         httpx.get(server.url + "/a").raise_for_status()
     (note,) = caught.value.__notes__
     assert note.startswith("agenttape: injected fault")
-    assert f"rate_limit on GET /a on GET {server.url}/a (interaction 0)" in note
+    assert f"rate_limit on GET /a, fired on GET {server.url}/a (interaction 0)" in note
 
 
 def test_faults_from_the_environment(
