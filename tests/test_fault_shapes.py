@@ -189,6 +189,33 @@ def test_bedrock_errors_are_botocore_client_errors(
     assert error.response["ResponseMetadata"]["HTTPStatusCode"] == status
 
 
+def test_bedrock_invoke_model_throttled(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(lambda seen: json_reply({"content": [{"type": "text", "text": "hi"}]}))
+    bedrock = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=server.url,
+        region_name="us-east-1",
+        aws_access_key_id="AKIDTEST",
+        aws_secret_access_key="secret",
+        config=botocore.config.Config(retries={"total_max_attempts": 1}),
+    )
+
+    def invoke() -> Any:
+        body = '{"messages": [], "max_tokens": 8}'
+        return bedrock.invoke_model(modelId="anthropic.claude-3-haiku", body=body)
+
+    with agenttape.use_cassette(tmp_path / "invoke.msgpack", mode="once"):
+        invoke()
+    server.stop()
+    with (
+        agenttape.use_cassette(tmp_path / "invoke.msgpack", faults=[fault("rate_limit")]),
+        pytest.raises(botocore.exceptions.ClientError) as caught,
+    ):
+        invoke()
+    assert caught.value.response["Error"]["Code"] == "ThrottlingException"
+    assert type(caught.value).__name__ == "ThrottlingException"  # the modelled class
+
+
 def test_a_plain_api_status_is_requests_http_error(recorded: dict[str, Any]) -> None:
     error = raised(recorded, "requests", fault("status", status=502))
     assert isinstance(error, requests.HTTPError)
