@@ -45,6 +45,7 @@ ADAPTERS: dict[str, str] = {
     "grpc._channel": "agenttape._adapters.grpcio.sync",
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
     "http.client": "agenttape._adapters.http_client",
+    "httplib2": "agenttape._adapters.httplib2",
     "socket": "agenttape._adapters.network_guard",
 }
 
@@ -69,6 +70,7 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "grpc._channel": ("grpcio", "calls on its sync channels"),
     "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
     "http.client": ("Python", "requests through http.client and urllib.request"),
+    "httplib2": ("httplib2", "its requests (the Google API clients' included)"),
     "socket": ("Python", "nothing, but no connection is blocked"),
 }
 
