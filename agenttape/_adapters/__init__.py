@@ -46,6 +46,7 @@ ADAPTERS: dict[str, str] = {
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
     "http.client": "agenttape._adapters.http_client",
     "httplib2": "agenttape._adapters.httplib2",
+    "tornado.simple_httpclient": "agenttape._adapters.tornado",
     "socket": "agenttape._adapters.network_guard",
 }
 
@@ -71,6 +72,7 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
     "http.client": ("Python", "requests through http.client and urllib.request"),
     "httplib2": ("httplib2", "its requests (the Google API clients' included)"),
+    "tornado.simple_httpclient": ("tornado", "AsyncHTTPClient's requests"),
     "socket": ("Python", "nothing, but no connection is blocked"),
 }
 

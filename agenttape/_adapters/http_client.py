@@ -113,7 +113,7 @@ def _make_send(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], Non
         else:
             for piece in data:
                 kept += piece
-        if _complete(kept):
+        if complete(kept):
             _begin(self, original)
         elif self.sock is None and _awaits_continue(kept):
             self.sock = _Continue.answering()
@@ -121,7 +121,7 @@ def _make_send(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], Non
     return send
 
 
-def _complete(kept: bytearray) -> bool:
+def complete(kept: bytearray) -> bool:
     """Whether ``kept`` holds a whole request: its head, and the body its head announces."""
     split = kept.find(b"\r\n\r\n")
     if split < 0:

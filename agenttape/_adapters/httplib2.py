@@ -15,15 +15,15 @@ from __future__ import annotations
 import http.client
 from types import ModuleType
 
-from . import ledger
+from . import http_client, ledger
 from .http_client import defer_connect
 
 
 def install(module: ModuleType) -> list[ledger.Patch]:
-    if ledger.installed(http.client.HTTPConnection, "putrequest") is None:
-        # Its connections would wait for a request the http.client adapter never takes.
-        raise ledger.PatchError("the adapter of http.client, which serves its requests, is off")
+    # With the http.client adapter's patches (in place already, they are skipped): where
+    # those do not fit, httplib2's connections are not put off either.
     return [
+        *http_client.install(http.client),
         defer_connect(module.HTTPConnectionWithTimeout),
         defer_connect(module.HTTPSConnectionWithTimeout),
     ]
