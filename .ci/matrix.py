@@ -154,7 +154,12 @@ LIBRARIES = (
         "niquests",
         ("3.0.2", "3.11.4", "3.21.2"),
         ("tests/test_adapters_niquests.py",),
-        companions={version: ("requests",) for version in ("3.0.2", "3.11.4", "3.21.2")},
+        # each beside the oldest urllib3-future it allows
+        companions={
+            "3.0.2": ("requests", "urllib3-future==2.0.936"),
+            "3.11.4": ("requests", "urllib3-future==2.12.900"),
+            "3.21.2": ("requests",),
+        },
     ),
 )
 

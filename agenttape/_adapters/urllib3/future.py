@@ -41,19 +41,21 @@ def is_future(urllib3: ModuleType) -> bool:
 def install(urllib3: ModuleType) -> list[ledger.Patch]:
     try:
         pool = urllib3.connectionpool.HTTPConnectionPool
-        async_pool = urllib3._async.connectionpool.AsyncHTTPConnectionPool
-        for needed in (urllib3._collections.HTTPHeaderDict, urllib3._async.response):
-            assert needed is not None
+        urllib3._collections.HTTPHeaderDict  # noqa: B018 - what the responses' headers are
     except AttributeError as exc:
         version = getattr(urllib3, "__version__", "(version unknown)")
         raise ledger.PatchError(
             f"urllib3-future {version} has taken the name urllib3, with internals its "
             f"adapter does not know ({exc}); requests, niquests and botocore go through it"
         ) from exc
-    return [
-        ledger.wrap(pool, "urlopen", lambda found: _make_urlopen(found, urllib3)),
-        ledger.wrap(async_pool, "urlopen", lambda found: _make_async_urlopen(found, urllib3)),
-    ]
+    patches = [ledger.wrap(pool, "urlopen", lambda found: _make_urlopen(found, urllib3))]
+    asynchronous = vars(urllib3).get("_async")  # its async pools (from 2.1, niquests 3.1)
+    if asynchronous is not None:
+        async_pool = asynchronous.connectionpool.AsyncHTTPConnectionPool
+        patches.append(
+            ledger.wrap(async_pool, "urlopen", lambda found: _make_async_urlopen(found, urllib3))
+        )
+    return patches
 
 
 class _Call:
@@ -261,10 +263,24 @@ def _exception_for(error: Failure, errors: Any, pool: Any, url: str) -> Exceptio
 
 class _Pieces(io.RawIOBase):
     """A body urllib3-future reads as it reads its own backend's: ``read(-1)`` (what its
-    ``read1`` and ``stream(-1)`` ask for) is the next piece as it arrived, ``read()`` all."""
+    ``read1`` and ``stream(-1)`` ask for) is the next piece as it arrived, ``read()`` all.
+    A subclass says what the next piece is (``piece``; empty at the end)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._left = b""
+        self._ended = False
 
     def readable(self) -> bool:
         return True
+
+    def isclosed(self) -> bool:
+        """True once the body was read to its end, as ``http.client``'s response says: what
+        urllib3's ``stream()`` stops at."""
+        return self._ended or self.closed
+
+    def piece(self) -> bytes:
+        raise NotImplementedError
 
     def read(self, size: int | None = None) -> bytes:
         if size is None:
@@ -273,49 +289,61 @@ class _Pieces(io.RawIOBase):
             size = _PIECE
         return super().read(size) or b""
 
-
-_PIECE = 1 << 20
-
-
-class _Replayed(_Pieces):
-    """The recorded body, a piece per read, each when it is due."""
-
-    def __init__(self, interaction: Interaction, schedule: Schedule) -> None:
-        response = interaction.response
-        assert response is not None
-        self._pieces: Iterator[bytes] = iter(list(response.iter_chunks()))
-        self._schedule = schedule
-        self._error = interaction.error
-        self._left = b""
-        self._index = 0
-
     def readinto(self, buffer: Any) -> int:
         if not self._left:
-            piece = next(self._pieces, None)
-            if piece is None:
-                if self._error is not None:
-                    raise ConnectionResetError(self._error.message)
-                return 0
-            self._schedule.wait(self._schedule.chunk(self._index))
-            self._index += 1
-            self._left = piece
+            self._left = self.piece()
+            self._ended = not self._left
         size = min(len(buffer), len(self._left))
         buffer[:size] = self._left[:size]
         self._left = self._left[size:]
         return size
 
 
+_PIECE = 1 << 20
+_OLD_PIECE = 1 << 16
+
+
+class _Replayed(_Pieces):
+    """The recorded body, a piece per read, each when it is due."""
+
+    def __init__(self, interaction: Interaction, schedule: Schedule) -> None:
+        super().__init__()
+        response = interaction.response
+        assert response is not None
+        self._pieces: Iterator[bytes] = iter(list(response.iter_chunks()))
+        self._schedule = schedule
+        self._error = interaction.error
+        self._index = 0
+
+    def piece(self) -> bytes:
+        piece = next(self._pieces, None)
+        if piece is None:
+            if self._error is not None:
+                raise ConnectionResetError(self._error.message)
+            return b""
+        self._schedule.wait(self._schedule.chunk(self._index))
+        self._index += 1
+        return piece
+
+
 class _Tee(_Pieces):
-    """The live response's body, undecoded, written down piece by piece as the caller reads."""
+    """The live response's body, undecoded, written down piece by piece as the caller reads:
+    each piece as it arrives (``read1``; before urllib3-future had it, pieces of up to
+    ``_OLD_PIECE`` bytes)."""
 
     def __init__(self, live: Any, recording: Recording) -> None:
+        super().__init__()
         self._live = live
         self._recording = recording
 
-    def readinto(self, buffer: Any) -> int:
+    def piece(self) -> bytes:
+        live = self._live
         token = runtime.enter_adapter()
         try:
-            data = self._live.read1(len(buffer), decode_content=False)
+            if hasattr(live, "read1"):
+                data: bytes = live.read1(-1, decode_content=False)
+            else:  # a read that may wait for the whole piece asked for, or the end
+                data = live.read(_OLD_PIECE, decode_content=False)
         except Exception as exc:
             failure = failure_of(exc)
             if failure is not None:
@@ -325,12 +353,10 @@ class _Tee(_Pieces):
             runtime.exit_adapter(token)
         if not data:
             self._recording.finish()
-            self._live.release_conn()
-            return 0
+            live.release_conn()
+            return b""
         self._recording.chunk(data)
-        size = len(data)
-        buffer[:size] = data
-        return size
+        return data
 
     def close(self) -> None:
         if not self.closed:
