@@ -10,6 +10,7 @@ These run only where niquests is installed: in the version matrix's niquests cel
 from __future__ import annotations
 
 import gzip
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,17 @@ def test_a_miss_is_unmatched_and_mode_none_stays_off_the_network(
     ):
         niquests.get(server.url + "/other", timeout=5)
     assert [seen.path for seen in server.seen] == ["/echo"]  # the miss never reached it
+
+
+def test_an_urllib3_future_it_does_not_know_keeps_the_adapter_off_and_names_it() -> None:
+    """The whole urllib3 adapter stays off (the generic warning says so once, with this
+    reason) rather than patch internals it does not know."""
+    from agenttape._adapters import ledger
+    from agenttape._adapters.urllib3 import future
+
+    unknown = types.ModuleType("urllib3")
+    unknown.backend = types.ModuleType("urllib3.backend")  # type: ignore[attr-defined]
+    unknown.__version__ = "2.99.0"  # type: ignore[attr-defined]
+    assert future.is_future(unknown)
+    with pytest.raises(ledger.PatchError, match=r"urllib3-future 2\.99\.0 has taken the name"):
+        future.install(unknown)
