@@ -134,6 +134,33 @@ LIBRARIES = (
         ("tests/test_sdks.py", "tests/test_sdk_retries.py"),
         runs_in="openai",
     ),
+    # httplib2 with the Google API client on it.
+    Library(
+        "httplib2",
+        ("0.20.4", "0.22.0", "0.32.1"),
+        ("tests/test_adapters_httplib2.py",),
+        companions={
+            version: ("google-api-python-client",) for version in ("0.20.4", "0.22.0", "0.32.1")
+        },
+    ),
+    Library(
+        "tornado",
+        ("6.2", "6.4.2", "6.6.1"),
+        ("tests/test_adapters_tornado.py",),
+    ),
+    # niquests brings urllib3-future, which takes the name urllib3: requests beside it is
+    # tested in the same cells (its own tests and the shared ones).
+    Library(
+        "niquests",
+        ("3.0.2", "3.11.4", "3.21.2"),
+        ("tests/test_adapters_niquests.py",),
+        # each beside the oldest urllib3-future it allows
+        companions={
+            "3.0.2": ("requests", "urllib3-future==2.0.936"),
+            "3.11.4": ("requests", "urllib3-future==2.12.900"),
+            "3.21.2": ("requests",),
+        },
+    ),
 )
 
 

@@ -66,6 +66,8 @@ def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[Non
             # openai 1.x asks platform.architecture() (which reads the interpreter's file) for
             # its first request's headers: the SDK's own.
             function.can_block_in("openai/_base_client.py", {"get_architecture"})
+            # niquests' AsyncSession looks for ~/.netrc on each request: the library's own.
+            function.can_block_in("niquests/utils.py", {"get_netrc_auth"})
         yield
 
 

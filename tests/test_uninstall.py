@@ -19,6 +19,7 @@ import httpx, httpx2, httpcore, httpcore2, urllib3, requests, aiohttp, grpc, grp
 import botocore.endpoint, botocore.httpsession
 import openai, anthropic
 import websockets.asyncio.client, websockets.sync.client, websockets.legacy.client
+import httplib2, tornado.simple_httpclient
 
 import agenttape
 from agenttape import _adapters

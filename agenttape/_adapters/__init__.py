@@ -45,6 +45,8 @@ ADAPTERS: dict[str, str] = {
     "grpc._channel": "agenttape._adapters.grpcio.sync",
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
     "http.client": "agenttape._adapters.http_client",
+    "httplib2": "agenttape._adapters.httplib2",
+    "tornado.simple_httpclient": "agenttape._adapters.tornado",
     "socket": "agenttape._adapters.network_guard",
 }
 
@@ -69,6 +71,8 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "grpc._channel": ("grpcio", "calls on its sync channels"),
     "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
     "http.client": ("Python", "requests through http.client and urllib.request"),
+    "httplib2": ("httplib2", "its requests (the Google API clients' included)"),
+    "tornado.simple_httpclient": ("tornado", "AsyncHTTPClient's requests"),
     "socket": ("Python", "nothing, but no connection is blocked"),
 }
 

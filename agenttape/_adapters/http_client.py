@@ -18,6 +18,7 @@ these classes too) is never seen here: no tape is active inside an adapter.
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -112,7 +113,7 @@ def _make_send(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], Non
         else:
             for piece in data:
                 kept += piece
-        if _complete(kept):
+        if complete(kept):
             _begin(self, original)
         elif self.sock is None and _awaits_continue(kept):
             self.sock = _Continue.answering()
@@ -120,7 +121,7 @@ def _make_send(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], Non
     return send
 
 
-def _complete(kept: bytearray) -> bool:
+def complete(kept: bytearray) -> bool:
     """Whether ``kept`` holds a whole request: its head, and the body its head announces."""
     split = kept.find(b"\r\n\r\n")
     if split < 0:
@@ -295,6 +296,8 @@ def _exception_for(error: Failure | None, connection: Any = None) -> Exception:
         return own(connection, message)  # type: ignore[no-any-return]
     kind = KIND_BY_EXCEPTION.get(error.type, error.kind)
     if kind == "connect_error":
+        if error.type == "gaierror":
+            return _name_not_resolved(message)
         if error.type == "ConnectionRefusedError" or "refused" in message.lower():
             return ConnectionRefusedError(message)
         return OSError(message)
@@ -305,3 +308,12 @@ def _exception_for(error: Failure | None, connection: Any = None) -> Exception:
     if kind == "write_error":
         return BrokenPipeError(message)
     return ConnectionResetError(message or "connection reset by peer")
+
+
+def _name_not_resolved(message: str) -> socket.gaierror:
+    """``socket.gaierror`` as ``getaddrinfo`` raised it (``[Errno -2] Name or service not
+    known``): httplib2 turns it into its own ``ServerNotFoundError``."""
+    found = re.fullmatch(r"\[Errno (-?\d+)\] (.*)", message, re.DOTALL)
+    if found is None:
+        return socket.gaierror(message)
+    return socket.gaierror(int(found.group(1)), found.group(2))

@@ -24,6 +24,7 @@ from typing import Any
 from ..._core import runtime
 from ..._core.exchange import skip_retry_wait
 from .. import http_client, ledger
+from . import future as urllib3_future
 from .exchange import (
     HANDED,
     as_it_is,
@@ -36,6 +37,8 @@ from .exchange import (
 
 
 def install(urllib3: ModuleType) -> list[ledger.Patch]:
+    if urllib3_future.is_future(urllib3):
+        return urllib3_future.install(urllib3)
     retry = ledger.wrap(urllib3.util.retry.Retry, "sleep", _make_sleep)
     if int(urllib3.__version__.split(".", 1)[0]) < 2:
         return [*_install_1x(urllib3), retry]

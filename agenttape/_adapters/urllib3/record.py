@@ -15,6 +15,7 @@ from .. import wire
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {
     "NewConnectionError": "connect_error",
     "NameResolutionError": "connect_error",
+    "gaierror": "connect_error",
     "ConnectionRefusedError": "connect_error",
     "SSLError": "connect_error",
     "ConnectTimeoutError": "connect_timeout",

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from ..._core.tape import Tape
 from .. import ledger
 from .exchange import handed_down, known_exchange, known_head
+from .future import is_future
 
 R = TypeVar("R")
 
@@ -51,6 +52,9 @@ def send_installer(
         base = getattr(module, class_name)
         if not all(hasattr(base, name) for name in steps):
             return []
+        urllib3 = sys.modules.get("urllib3")
+        if urllib3 is not None and is_future(urllib3):
+            return []  # its requests are served where they enter urllib3-future's pools
         options = {name: getattr(module, attribute) for name, attribute in taken.items()}
         return [
             ledger.wrap(
