@@ -130,6 +130,33 @@ def test_outside_a_cassette_nothing_is_blocked(serve: Serve, empty_cassette: Pat
     connect("127.0.0.1", server.port)
 
 
+def test_a_guard_blockbuster_put_back_is_installed_again(
+    serve: Serve, empty_cassette: Path
+) -> None:
+    """blockbuster, stopping, puts back the socket functions it found when it started: a
+    guard first installed inside its test (on top of its wrappers) is gone after it. The
+    next cassette installs it again, so the network stays blocked in every later replay."""
+    from blockbuster import blockbuster_ctx
+
+    server = serve(lambda seen: json_reply({}))
+    agenttape.uninstall()
+    unguarded = socket.socket.connect
+
+    async def first_cassette() -> None:
+        async with agenttape.use_cassette(empty_cassette):
+            assert socket.socket.connect is not unguarded
+
+    with blockbuster_ctx():
+        asyncio.run(first_cassette())
+    assert socket.socket.connect is unguarded  # blockbuster put back what it found
+    with (
+        agenttape.use_cassette(empty_cassette),
+        pytest.raises(agenttape.NetworkBlockedError),
+    ):
+        connect("127.0.0.1", server.port)
+    assert not server.seen
+
+
 def run_python(code: str) -> str:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False

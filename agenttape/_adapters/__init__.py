@@ -142,6 +142,7 @@ def version_of(distribution: str, library: str) -> str:
 
 def install_adapters() -> None:
     global _hook
+    ledger.reinstate()  # a patch another tool took away since (blockbuster, stopping)
     # Every cassette and run calls this; once the import hook is in place there is seldom
     # anything to do, and threads opening runs at once should not queue on the lock for it.
     if _hook is not None and all(
