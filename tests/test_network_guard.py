@@ -22,7 +22,6 @@ import pytest
 import requests
 
 import agenttape
-from agenttape._core.provider_keys import PLACEHOLDER
 from tests.servers import App, Server, json_reply
 
 Serve = Callable[[App], Server]
@@ -257,12 +256,6 @@ def _fetch(url: str, outcome: Any) -> None:
         outcome.put("fetched")
 
 
-def environment() -> dict[str, str]:
-    """``os.environ``, less the placeholder provider keys a replay fills in for the SDKs of
-    this process (a separate matter: the guard must add nothing)."""
-    return {name: value for name, value in os.environ.items() if value != PLACEHOLDER}
-
-
 def test_python_children_inherit_the_guard(
     serve: Serve, empty_cassette: Path, tmp_path: Path
 ) -> None:
@@ -274,9 +267,9 @@ def test_python_children_inherit_the_guard(
     command = [sys.executable, "-c", FETCH, server.url]
     own = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     system_err = tmp_path / "system.err"
-    before = environment()
+    before = dict(os.environ)
     with agenttape.use_cassette(empty_cassette):
-        assert environment() == before
+        assert dict(os.environ) == before
         children = [
             subprocess.run(command, capture_output=True, text=True, timeout=60),
             subprocess.run(command, capture_output=True, text=True, timeout=60, env=own),
@@ -285,7 +278,7 @@ def test_python_children_inherit_the_guard(
             ),
         ]
         status = os.system(f"{shlex.join(command)} 2> {shlex.quote(str(system_err))}")
-        assert environment() == before
+        assert dict(os.environ) == before
     assert status != 0
     stderrs = [child.stderr for child in children] + [system_err.read_text()]
     assert all(child.returncode != 0 for child in children)
@@ -293,7 +286,7 @@ def test_python_children_inherit_the_guard(
         assert "NetworkBlockedError: agenttape blocked a connection to 127.0.0.1" in stderr
         assert f"cassette {empty_cassette} in the parent process" in stderr
     assert not server.seen
-    assert environment() == before
+    assert dict(os.environ) == before
     after = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert after.returncode == 0, after.stderr
     assert os.system(shlex.join(command)) == 0
@@ -314,12 +307,12 @@ def test_multiprocessing_children_inherit_the_guard(
     server = serve(lambda seen: json_reply({}))
     context = multiprocessing.get_context(method)
     outcome = context.Queue()
-    before = environment()
+    before = dict(os.environ)
     with agenttape.use_cassette(empty_cassette):
         child = context.Process(target=_fetch, args=(server.url, outcome))
         child.start()
         child.join(60)
-        assert environment() == before
+        assert dict(os.environ) == before
     assert refusal in outcome.get(timeout=10)
     assert not server.seen
     after = context.Process(target=_fetch, args=(server.url, outcome))
