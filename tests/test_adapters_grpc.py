@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,53 @@ def test_a_bidi_ping_pong_gets_each_answer_as_it_comes_while_recording(tmp_path:
                 answers.append(answer.SerializeToString())
                 answered.release()
     expected = [pb.ChatMessage(text=f"PING {t}", turn=t + 1).SerializeToString() for t in range(4)]
+    assert answers == expected
+    (interaction,) = agenttape.load(path).interactions
+    sent = [pb.ChatMessage(text=f"ping {t}", turn=t).SerializeToString() for t in range(turns)]
+    assert interaction.request.body == grpc_wire.frames(sent)
+    assert interaction.response is not None
+    assert interaction.response.body == grpc_wire.frames(expected)
+
+
+async def _aio_ping_pong(target: str, turns: int, by_writes: bool) -> list[bytes]:
+    """A ping-pong on a grpc.aio channel: each message written (``write``, or yielded by an
+    async iterator) only once the answer to the last one arrived."""
+    answered = asyncio.Event()
+    answers: list[bytes] = []
+
+    async def pings() -> AsyncIterator[Any]:
+        for turn in range(turns):
+            yield pb.ChatMessage(text=f"ping {turn}", turn=turn)
+            await answered.wait()
+            answered.clear()
+
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = services.VectorsStub(channel)
+        if by_writes:
+            call = stub.Chat(timeout=5)
+            for turn in range(turns):
+                await call.write(pb.ChatMessage(text=f"ping {turn}", turn=turn))
+                answers.append((await call.read()).SerializeToString())
+            await call.done_writing()
+            assert await call.read() is grpc.aio.EOF
+        else:
+            async for answer in stub.Chat(pings(), timeout=5):
+                answers.append(answer.SerializeToString())
+                answered.set()
+    return answers
+
+
+@pytest.mark.parametrize("by_writes", [True, False], ids=["write", "async-iterator"])
+def test_a_grpc_aio_ping_pong_gets_each_answer_as_it_comes_while_recording(
+    tmp_path: Path, by_writes: bool
+) -> None:
+    turns = 3
+    path = tmp_path / "chat.msgpack"
+    with GrpcServer() as server, agenttape.use_cassette(path, mode="all"):
+        answers = asyncio.run(
+            asyncio.wait_for(_aio_ping_pong(server.target, turns, by_writes), timeout=20)
+        )
+    expected = [pb.ChatMessage(text=f"PING {t}", turn=t + 1).SerializeToString() for t in range(3)]
     assert answers == expected
     (interaction,) = agenttape.load(path).interactions
     sent = [pb.ChatMessage(text=f"ping {t}", turn=t).SerializeToString() for t in range(turns)]

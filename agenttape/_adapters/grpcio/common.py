@@ -92,14 +92,17 @@ class Method:
 
     def sent(self, tape: Tape, recording: Recording, messages: Iterable[Any]) -> Iterator[bytes]:
         """A streamed request's messages as bytes, each written into the recorded request
-        (redacted as a request body is) as grpcio takes it to send: the call runs while the
-        caller still writes, so a client that sends its next message once it has the answer
-        to the last one (a bidirectional ping-pong) gets each answer as it comes."""
-        request = recording.interaction.request
-        for message in messages:
-            payload = self.payload(message)
-            request.body += tape.client_frame(grpc_wire.frame(payload))
-            yield payload
+        as grpcio takes it to send (``written``)."""
+        return (self.written(tape, recording, message) for message in messages)
+
+    def written(self, tape: Tape, recording: Recording, message: Any) -> bytes:
+        """``message``'s bytes, added to the recorded request (redacted as a request body
+        is) as it is sent: the call runs while the caller still writes, so a client that
+        sends its next message once it has the answer to the last one (a bidirectional
+        ping-pong) gets each answer as it comes."""
+        payload = self.payload(message)
+        recording.interaction.request.body += tape.client_frame(grpc_wire.frame(payload))
+        return payload
 
     def _register(self, message: Any) -> None:
         request = _decoder(type(message))
