@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 import agenttape
+from agenttape._adapters.sdk_keys import for_children
 from agenttape._core import codec, meta
-from agenttape._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES, for_children
+from agenttape._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
 from tests.servers import Server, json_reply
 
 

@@ -1,6 +1,13 @@
-"""Placeholder API keys for the OpenAI and Anthropic SDK clients constructed while replaying
-(see ``_core.provider_keys``): a client's ``__init__`` gets ``api_key`` set to the
-placeholder when neither it nor the SDK's key variables say a key, and only then.
+"""Placeholder API keys while replaying, so SDK clients start without real credentials.
+
+An SDK such as ``openai.OpenAI()`` refuses to start when neither its ``api_key`` argument
+nor its key variable is set, although a replay never reaches the provider. While a replay-only
+cassette governs the code (``runtime.active()``: the context that opened it and the threads
+that fall back to it), the OpenAI and Anthropic clients' ``__init__`` gets ``api_key`` set to
+the placeholder when neither it nor the SDK's key variables say a key, and only then.
+``os.environ`` is never edited: it is the whole process's, every thread's, the ones no
+cassette governs included (SPEC §17). A child program gets placeholders in its own
+environment at start (``for_children``). Real keys are only ever left where they are.
 
 How the SDKs read their key (openai 1.0, 2.8 and 3.57, anthropic 0.30, 0.75 and 2.14): every
 client class takes ``api_key`` as a keyword-only argument defaulting to None and reads its
@@ -14,10 +21,13 @@ or ``workload_identity``); the anthropic clients construct, and their first requ
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from .._core import provider_keys
+from .._core import runtime
+from .._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
 from . import ledger
 
 # SDK module -> (its client classes, their key variables, the other arguments that are
@@ -51,8 +61,38 @@ def install(module: ModuleType) -> list[ledger.Patch]:
 def _defaulting(original: Any, *, variables: tuple[str, ...], credentials: tuple[str, ...]) -> Any:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if provider_keys.wants_placeholder(kwargs, variables, credentials):
-            kwargs["api_key"] = provider_keys.PLACEHOLDER
+        if wants_placeholder(kwargs, variables, credentials):
+            kwargs["api_key"] = PLACEHOLDER
         original(self, *args, **kwargs)
 
     return __init__
+
+
+def replaying() -> bool:
+    """Whether the code running here is governed by a cassette that only replays."""
+    tape = runtime.active()
+    return tape is not None and not tape.is_recording
+
+
+def wants_placeholder(
+    arguments: Mapping[str, object], variables: tuple[str, ...], credentials: tuple[str, ...]
+) -> bool:
+    """Whether an SDK client constructed with ``arguments`` gets the placeholder ``api_key``:
+    while replaying, when neither ``api_key`` nor another of its ``credentials`` arguments is
+    given and none of its key ``variables`` is set (an empty one counts as unset)."""
+    if not replaying() or arguments.get("api_key") is not None:
+        return False
+    if any(arguments.get(name) is not None for name in credentials):
+        return False
+    environ = os.environ
+    return not any(environ.get(name) for name in variables)
+
+
+def for_children() -> dict[str, str]:
+    """While replaying: a placeholder for every provider key variable that is unset, for the
+    environment of a child program, which may use any SDK in any language (Node's openai
+    package refuses to start without its key, as Python's does)."""
+    if not replaying():
+        return {}
+    environ = os.environ
+    return {name: PLACEHOLDER for name in PROVIDER_KEY_VARIABLES if not environ.get(name)}
