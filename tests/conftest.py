@@ -52,8 +52,9 @@ def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[Non
     from blockbuster import blockbuster_ctx
 
     # blockbuster puts back, when it stops, the socket and time functions it found when it
-    # started: agenttape's patches of them (the network guard) are made first, or a guard
-    # installed during this test would be undone for every test after it.
+    # started: agenttape's patches of them (the network guard) are made first, so they stay
+    # (one installed during the test would be undone then, and installed again by the next
+    # cassette: ledger.reinstate).
     install_adapters()
     with blockbuster_ctx() as blockbuster:
         for function in blockbuster.functions.values():

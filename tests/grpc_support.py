@@ -104,10 +104,12 @@ class Servicer:
         return self.pb.UpsertReply(stored=len(points))
 
     def Chat(self, request_iterator: Any, context: Any) -> Iterator[Any]:
-        messages = list(request_iterator)
-        self._note("Chat", messages, context)
-        for message in messages:
+        """Answers each message as it arrives (a client may wait for it before the next)."""
+        messages = []
+        for message in request_iterator:
+            messages.append(message)
             yield self.pb.ChatMessage(text=message.text.upper(), turn=message.turn + 1)
+        self._note("Chat", messages, context)
         if any(m.text == "boom" for m in messages):
             context.abort(self._grpc.StatusCode.INVALID_ARGUMENT, "boom is not a word")
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,83 @@ def _calls(stub: Any) -> list[Any]:
         list(stub.Chat(iter([pb.ChatMessage(text="boom")])))
     out.append((broken.value.code(), broken.value.details()))
     return out
+
+
+def test_a_bidi_ping_pong_gets_each_answer_as_it_comes_while_recording(tmp_path: Path) -> None:
+    """The client sends its next message only once the answer to the last one arrived: a
+    recording passes each answer on as the server sends it, so every turn is taken well
+    within the call's deadline (held answers would end it with DEADLINE_EXCEEDED)."""
+    turns = 4
+    answered = threading.Semaphore(0)
+
+    def ping_pong() -> Iterator[Any]:
+        for turn in range(turns):
+            yield pb.ChatMessage(text=f"ping {turn}", turn=turn)
+            if not answered.acquire(timeout=10):
+                return  # no answer came: the client gives up, the test fails below
+
+    path = tmp_path / "chat.msgpack"
+    with GrpcServer() as server, grpc.insecure_channel(server.target) as channel:
+        stub = services.VectorsStub(channel)
+        with agenttape.use_cassette(path, mode="all"):
+            answers = []
+            for answer in stub.Chat(ping_pong(), timeout=5):
+                answers.append(answer.SerializeToString())
+                answered.release()
+    expected = [pb.ChatMessage(text=f"PING {t}", turn=t + 1).SerializeToString() for t in range(4)]
+    assert answers == expected
+    (interaction,) = agenttape.load(path).interactions
+    sent = [pb.ChatMessage(text=f"ping {t}", turn=t).SerializeToString() for t in range(turns)]
+    assert interaction.request.body == grpc_wire.frames(sent)
+    assert interaction.response is not None
+    assert interaction.response.body == grpc_wire.frames(expected)
+
+
+async def _aio_ping_pong(target: str, turns: int, by_writes: bool) -> list[bytes]:
+    """A ping-pong on a grpc.aio channel: each message written (``write``, or yielded by an
+    async iterator) only once the answer to the last one arrived."""
+    answered = asyncio.Event()
+    answers: list[bytes] = []
+
+    async def pings() -> AsyncIterator[Any]:
+        for turn in range(turns):
+            yield pb.ChatMessage(text=f"ping {turn}", turn=turn)
+            await answered.wait()
+            answered.clear()
+
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = services.VectorsStub(channel)
+        if by_writes:
+            call = stub.Chat(timeout=5)
+            for turn in range(turns):
+                await call.write(pb.ChatMessage(text=f"ping {turn}", turn=turn))
+                answers.append((await call.read()).SerializeToString())
+            await call.done_writing()
+            assert await call.read() is grpc.aio.EOF
+        else:
+            async for answer in stub.Chat(pings(), timeout=5):
+                answers.append(answer.SerializeToString())
+                answered.set()
+    return answers
+
+
+@pytest.mark.parametrize("by_writes", [True, False], ids=["write", "async-iterator"])
+def test_a_grpc_aio_ping_pong_gets_each_answer_as_it_comes_while_recording(
+    tmp_path: Path, by_writes: bool
+) -> None:
+    turns = 3
+    path = tmp_path / "chat.msgpack"
+    with GrpcServer() as server, agenttape.use_cassette(path, mode="all"):
+        answers = asyncio.run(
+            asyncio.wait_for(_aio_ping_pong(server.target, turns, by_writes), timeout=20)
+        )
+    expected = [pb.ChatMessage(text=f"PING {t}", turn=t + 1).SerializeToString() for t in range(3)]
+    assert answers == expected
+    (interaction,) = agenttape.load(path).interactions
+    sent = [pb.ChatMessage(text=f"ping {t}", turn=t).SerializeToString() for t in range(turns)]
+    assert interaction.request.body == grpc_wire.frames(sent)
+    assert interaction.response is not None
+    assert interaction.response.body == grpc_wire.frames(expected)
 
 
 def test_every_call_shape_replays_byte_exact_with_the_server_stopped(tmp_path: Path) -> None:

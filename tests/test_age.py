@@ -5,6 +5,7 @@ clock."""
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import os
 import textwrap
 import time
@@ -173,3 +174,24 @@ def test_pytest_ini_option_and_marker(
     assert "test_by_ini.msgpack was recorded 100 days ago, more than its max_age of 90 days" in out
     assert "ERROR test_suite.py::test_too_old" in out
     assert "more than its max_age of 1 day (on_expired='fail')" in out
+
+
+@pytest.fixture
+def aged(recorded: tuple[Path, Server]) -> Path:
+    """The recording, 100 days old (aged before the test's loop runs: it reads the file)."""
+    age_by(recorded[0], 100)
+    return recorded[0]
+
+
+async def test_warnings_of_an_async_block_point_at_its_line(aged: Path, tmp_path: Path) -> None:
+    """Under ``async with`` the cassette is read and saved in a worker thread; what that
+    warns is shown at the user's ``async with``, as under ``with``, not in the worker."""
+    with pytest.warns(AgentTapeWarning, match="more than its max_age") as entering:
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        async with agenttape.use_cassette(aged, max_age="90d", on_unused="ignore"):
+            pass
+    with pytest.warns(UserWarning, match="nothing was recorded") as leaving:
+        async with agenttape.use_cassette(tmp_path / "none.msgpack", mode="all"):
+            line_left = inspect.currentframe().f_lineno - 1  # type: ignore[union-attr]
+    for caught, at in ((entering, line), (leaving, line_left)):
+        assert [(w.filename, w.lineno) for w in caught] == [(__file__, at)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
 import time
@@ -56,34 +57,93 @@ def test_a_replayed_connect_error_says_it_was_replayed_and_from_where(
     assert printed.rstrip().endswith(_note(caught.value))
 
 
-def test_every_library_gets_the_note(cassette_path: Path, tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{refused_port()}/weather?i=1"
+def _aws(url: str) -> object:
+    import boto3
+    from botocore.config import Config
 
-    def with_urllib3() -> object:
-        return urllib3.PoolManager().request("GET", url, retries=False)
+    client = boto3.client(
+        "s3",
+        endpoint_url=url.rsplit("/", 1)[0],
+        region_name="us-east-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(retries={"max_attempts": 1}),
+    )
+    return client.list_buckets()
 
+
+def _sdk(name: str, url: str) -> object:
+    """The SDK ``name``'s model list; ``async-`` before it runs its async client."""
+    import anthropic
+    import openai
+
+    sdk = name.removeprefix("async-")
+    base = url.rsplit("/", 1)[0] + ("/v1" if sdk == "openai" else "")
+    options = {"base_url": base, "api_key": "sk-test", "max_retries": 0}
+    if name.startswith("async-"):
+        client_class = openai.AsyncOpenAI if sdk == "openai" else anthropic.AsyncAnthropic
+
+        async def listed() -> object:
+            return await client_class(**options).models.list()  # type: ignore[arg-type]
+
+        return asyncio.run(listed())
+    sync_class = openai.OpenAI if sdk == "openai" else anthropic.Anthropic
+    return sync_class(**options).models.list()  # type: ignore[arg-type]
+
+
+def _aiohttp(url: str) -> object:
     async def fetch() -> None:
         async with aiohttp.ClientSession() as session:
             await session.get(url)
 
-    for name, call, raised in [
-        ("urllib3", with_urllib3, urllib3.exceptions.NewConnectionError),
-        ("aiohttp", lambda: asyncio.run(fetch()), aiohttp.ClientConnectorError),
-    ]:
-        path = tmp_path / f"{name}.msgpack"
-        _record_refused(path, call)
-        with pytest.raises(raised) as caught, agenttape.use_cassette(path):
-            call()
-        assert f"replayed from cassette {path}, interaction 0 (GET {url})" in _note(caught.value)
+    return asyncio.run(fetch())
 
 
-def test_requests_shows_the_note_on_the_failure_it_wraps(cassette_path: Path) -> None:
+def _caught_type(name: str) -> type[BaseException]:
+    import anthropic
+    import botocore.exceptions
+    import openai
+
+    return {
+        "httpx": httpx.ConnectError,
+        "urllib3": urllib3.exceptions.NewConnectionError,
+        "aiohttp": aiohttp.ClientConnectorError,
+        "requests": requests.ConnectionError,
+        "botocore": botocore.exceptions.EndpointConnectionError,
+        "openai": openai.APIConnectionError,
+        "async-openai": openai.APIConnectionError,
+        "anthropic": anthropic.APIConnectionError,
+        "async-anthropic": anthropic.APIConnectionError,
+    }[name]
+
+
+CALLS: dict[str, Callable[[str], object]] = {
+    "httpx": httpx.get,
+    "urllib3": lambda url: urllib3.PoolManager().request("GET", url, retries=False),
+    "aiohttp": _aiohttp,
+    "requests": requests.get,
+    "botocore": _aws,
+    "openai": functools.partial(_sdk, "openai"),
+    "async-openai": functools.partial(_sdk, "async-openai"),
+    "anthropic": functools.partial(_sdk, "anthropic"),
+    "async-anthropic": functools.partial(_sdk, "async-anthropic"),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_the_exception_the_caller_catches_carries_the_note(name: str, tmp_path: Path) -> None:
+    """Each library's own outermost error, the one its caller catches (requests'
+    ConnectionError around urllib3's, botocore's around urllib3's, the SDKs' around httpx's),
+    carries the note, and only it: a printed traceback says it once."""
     url = f"http://127.0.0.1:{refused_port()}/weather"
-    _record_refused(cassette_path, lambda: requests.get(url))
-    with pytest.raises(requests.ConnectionError) as caught, agenttape.use_cassette(cassette_path):
-        requests.get(url)
+    path = tmp_path / f"{name}.msgpack"
+    call = functools.partial(CALLS[name], url)
+    _record_refused(path, call)
+    with pytest.raises(_caught_type(name)) as caught, agenttape.use_cassette(path):
+        call()
+    assert f"replayed from cassette {path}, interaction " in _note(caught.value)
     printed = "".join(traceback.format_exception(caught.value))
-    assert f"agenttape: replayed from cassette {cassette_path}, interaction 0" in printed
+    assert printed.count("agenttape: replayed from") == 1, printed
 
 
 def test_a_miss_carries_no_replay_note(cassette_path: Path) -> None:
@@ -234,11 +294,7 @@ def test_a_body_cut_mid_stream_replays_with_the_note(
     )
     printed = "".join(traceback.format_exception(replayed))
     assert printed.count("agenttape: replayed from") == 1, printed
-    if name == "requests":
-        # requests wraps urllib3's error in its own, raised while handling it: the note is
-        # on urllib3's, printed above requests' own.
-        assert _notes_in_chain(replayed) == [note]
-        assert replayed.__context__ is not None
-        assert replayed.__context__.__notes__ == [note]
-    else:
-        assert replayed.__notes__ == [note]
+    # requests wraps urllib3's error in its own: the note is on requests' own, which the
+    # caller catches, and only there.
+    assert replayed.__notes__ == [note]
+    assert _notes_in_chain(replayed) == [note]

@@ -173,6 +173,28 @@ def test_a_wrapper_put_on_ours_survives_uninstall_and_ours_passes_through(
     assert calls == ["ours", "theirs"]
 
 
+def test_a_patch_put_back_by_another_hand_is_installed_again_on_activation(
+    library: types.ModuleType, tmp_path: Path
+) -> None:
+    """Someone sets the attribute back (to the original, or to a wrapper of their own that
+    does not say it wraps ours): the next cassette installs ours again over what stands
+    there, which stays and is called."""
+    client = library.Client
+    send = vars(client)["send"]
+    ledger.apply("fakelib", [ledger.wrap(client, "send", _tagging("ours"))])
+    cassette = agenttape.Cassette(tmp_path / "empty.msgpack", mode="all")
+    cassette.save()
+    for put_there in (send, _tagging("theirs")(send)):
+        client.send = put_there
+        with agenttape.use_cassette(cassette.path):
+            calls.clear()
+            assert client().send(6) == "sent 6"
+        assert calls == ["ours"] + (["theirs"] if put_there is not send else [])
+        assert ledger.installed(client, "send") is ledger.owned(vars(client)["send"])
+    ledger.remove("fakelib")
+    assert vars(client)["send"] is put_there  # what stood there when ours was put back
+
+
 def _async_tagging(original: Any) -> Any:
     async def fetch(self: Any, value: int) -> str:
         calls.append("ours")

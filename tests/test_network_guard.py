@@ -22,7 +22,6 @@ import pytest
 import requests
 
 import agenttape
-from agenttape._core.provider_keys import PLACEHOLDER
 from tests.servers import App, Server, json_reply
 
 Serve = Callable[[App], Server]
@@ -130,6 +129,33 @@ def test_outside_a_cassette_nothing_is_blocked(serve: Serve, empty_cassette: Pat
     connect("127.0.0.1", server.port)
 
 
+def test_a_guard_blockbuster_put_back_is_installed_again(
+    serve: Serve, empty_cassette: Path
+) -> None:
+    """blockbuster, stopping, puts back the socket functions it found when it started: a
+    guard first installed inside its test (on top of its wrappers) is gone after it. The
+    next cassette installs it again, so the network stays blocked in every later replay."""
+    from blockbuster import blockbuster_ctx
+
+    server = serve(lambda seen: json_reply({}))
+    agenttape.uninstall()
+    unguarded = socket.socket.connect
+
+    async def first_cassette() -> None:
+        async with agenttape.use_cassette(empty_cassette):
+            assert socket.socket.connect is not unguarded
+
+    with blockbuster_ctx():
+        asyncio.run(first_cassette())
+    assert socket.socket.connect is unguarded  # blockbuster put back what it found
+    with (
+        agenttape.use_cassette(empty_cassette),
+        pytest.raises(agenttape.NetworkBlockedError),
+    ):
+        connect("127.0.0.1", server.port)
+    assert not server.seen
+
+
 def run_python(code: str) -> str:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
@@ -230,12 +256,6 @@ def _fetch(url: str, outcome: Any) -> None:
         outcome.put("fetched")
 
 
-def environment() -> dict[str, str]:
-    """``os.environ``, less the placeholder provider keys a replay fills in for the SDKs of
-    this process (a separate matter: the guard must add nothing)."""
-    return {name: value for name, value in os.environ.items() if value != PLACEHOLDER}
-
-
 def test_python_children_inherit_the_guard(
     serve: Serve, empty_cassette: Path, tmp_path: Path
 ) -> None:
@@ -247,9 +267,9 @@ def test_python_children_inherit_the_guard(
     command = [sys.executable, "-c", FETCH, server.url]
     own = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     system_err = tmp_path / "system.err"
-    before = environment()
+    before = dict(os.environ)
     with agenttape.use_cassette(empty_cassette):
-        assert environment() == before
+        assert dict(os.environ) == before
         children = [
             subprocess.run(command, capture_output=True, text=True, timeout=60),
             subprocess.run(command, capture_output=True, text=True, timeout=60, env=own),
@@ -258,7 +278,7 @@ def test_python_children_inherit_the_guard(
             ),
         ]
         status = os.system(f"{shlex.join(command)} 2> {shlex.quote(str(system_err))}")
-        assert environment() == before
+        assert dict(os.environ) == before
     assert status != 0
     stderrs = [child.stderr for child in children] + [system_err.read_text()]
     assert all(child.returncode != 0 for child in children)
@@ -266,7 +286,7 @@ def test_python_children_inherit_the_guard(
         assert "NetworkBlockedError: agenttape blocked a connection to 127.0.0.1" in stderr
         assert f"cassette {empty_cassette} in the parent process" in stderr
     assert not server.seen
-    assert environment() == before
+    assert dict(os.environ) == before
     after = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert after.returncode == 0, after.stderr
     assert os.system(shlex.join(command)) == 0
@@ -287,12 +307,12 @@ def test_multiprocessing_children_inherit_the_guard(
     server = serve(lambda seen: json_reply({}))
     context = multiprocessing.get_context(method)
     outcome = context.Queue()
-    before = environment()
+    before = dict(os.environ)
     with agenttape.use_cassette(empty_cassette):
         child = context.Process(target=_fetch, args=(server.url, outcome))
         child.start()
         child.join(60)
-        assert environment() == before
+        assert dict(os.environ) == before
     assert refusal in outcome.get(timeout=10)
     assert not server.seen
     after = context.Process(target=_fetch, args=(server.url, outcome))

@@ -1,22 +1,21 @@
+"""Placeholder provider keys while replaying: an SDK client made without a key starts and
+replays, and ``os.environ`` (every thread's) is never edited for it."""
+
 from __future__ import annotations
 
-import importlib
+import asyncio
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 import agenttape
+from agenttape._adapters.sdk_keys import for_children
 from agenttape._core import codec, meta
-from agenttape._core.provider_keys import (
-    PLACEHOLDER,
-    PROVIDER_KEY_VARIABLES,
-    SDK_KEY_VARIABLES,
-    for_children,
-)
+from agenttape._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
 from tests.servers import Server, json_reply
 
 
@@ -33,89 +32,99 @@ def tape(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.usefixtures("no_keys")
-def test_replay_fills_missing_keys_for_its_duration_and_removes_them_after(tape: Path) -> None:
+MODELS = {"object": "list", "data": [], "has_more": False, "first_id": None, "last_id": None}
+
+
+def _clients(base_url: str, **key: str) -> list[Any]:
+    """Every client class of both SDKs, made as a program makes them (no key: the SDK looks
+    for one), inside the running loop for the async ones."""
     import anthropic
     import openai
 
-    with agenttape.use_cassette(tape, mode="none"):
-        filled = {name for name in PROVIDER_KEY_VARIABLES if os.environ.get(name) == PLACEHOLDER}
-        assert filled >= {*SDK_KEY_VARIABLES["openai"], *SDK_KEY_VARIABLES["anthropic"]}
-        openai.OpenAI()  # constructors that refuse to start without a key now start
-        anthropic.Anthropic()
-    assert not any(name in os.environ for name in PROVIDER_KEY_VARIABLES)
+    async def made_in_a_loop(client_class: Any, **options: Any) -> Any:
+        return client_class(**options)
+
+    made = []
+    for client_class, url in [
+        (openai.OpenAI, f"{base_url}/v1"),
+        (openai.AsyncOpenAI, f"{base_url}/v1"),
+        (anthropic.Anthropic, base_url),
+        (anthropic.AsyncAnthropic, base_url),
+    ]:
+        options = {"base_url": url, "max_retries": 0, **key}
+        if client_class.__name__.startswith("Async"):
+            made.append(asyncio.run(made_in_a_loop(client_class, **options)))
+        else:
+            made.append(client_class(**options))
+    return made
+
+
+def _list_models(client: Any) -> Any:
+    listed = client.models.list()
+    if asyncio.iscoroutine(listed) or hasattr(listed, "__await__"):
+
+        async def awaited() -> Any:
+            return await listed
+
+        return asyncio.run(awaited())
+    return listed
 
 
 @pytest.mark.usefixtures("no_keys")
-def test_only_the_keys_of_imported_sdks_are_filled_and_an_sdk_imported_meanwhile_gets_its_own(
-    tape: Path, monkeypatch: pytest.MonkeyPatch
+def test_sdks_made_in_a_replay_start_and_replay_with_os_environ_untouched(
+    serve: Callable[..., Server], tmp_path: Path
 ) -> None:
-    """Every variable added is one more that requests scans on each request."""
-    for sdk in SDK_KEY_VARIABLES:
-        monkeypatch.delitem(sys.modules, sdk, raising=False)
-    monkeypatch.delitem(sys.modules, "voyageai", raising=False)
-    voyage = tape.parent / "voyageai"
-    voyage.mkdir()
-    (voyage / "__init__.py").write_text(
-        "import os\nKEY_AT_IMPORT = os.environ.get('VOYAGE_API_KEY')\n"
-    )
-    monkeypatch.syspath_prepend(str(tape.parent))
-    with agenttape.use_cassette(tape, mode="none"):
-        assert not any(name in os.environ for name in PROVIDER_KEY_VARIABLES)
-        module = importlib.import_module("voyageai")
-        assert module.KEY_AT_IMPORT == PLACEHOLDER
-        assert [name for name in PROVIDER_KEY_VARIABLES if name in os.environ] == ["VOYAGE_API_KEY"]
-    assert "VOYAGE_API_KEY" not in os.environ
+    """Constructed with no key anywhere, inside a replay, each client of both SDKs gets the
+    placeholder at its constructor and replays; ``os.environ`` is the same during and after."""
+    server = serve(lambda seen: json_reply(MODELS))
+    path = tmp_path / "models.msgpack"
+    with agenttape.use_cassette(path, mode="once"):
+        for client in _clients(server.url, api_key="sk-real-for-recording"):
+            _list_models(client)
+    server.stop()
+    before = dict(os.environ)
+    with agenttape.use_cassette(path, mode="none") as cassette:
+        clients = _clients(server.url)
+        assert dict(os.environ) == before
+        assert [client.api_key for client in clients] == [PLACEHOLDER] * 4
+        for client in clients:
+            _list_models(client)
+        assert cassette.all_played
+        assert dict(os.environ) == before
+    assert dict(os.environ) == before
 
 
 @pytest.mark.usefixtures("no_keys")
-def test_real_and_empty_keys_are_left_as_they_were(
-    tape: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_key_given_or_set_is_the_one_used(tape: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anthropic
+    import openai
+
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")  # empty: no key, as the SDK reads it
     with agenttape.use_cassette(tape, mode="none"):
-        assert os.environ["OPENAI_API_KEY"] == "sk-real"
-        assert os.environ["ANTHROPIC_API_KEY"] == PLACEHOLDER
+        assert openai.OpenAI().api_key == "sk-real"
+        assert openai.OpenAI(api_key="sk-given").api_key == "sk-given"
+        assert anthropic.Anthropic().api_key == PLACEHOLDER
+        assert anthropic.Anthropic(auth_token="tok").api_key in (None, "")
     assert os.environ["OPENAI_API_KEY"] == "sk-real"
     assert os.environ["ANTHROPIC_API_KEY"] == ""
 
 
 @pytest.mark.usefixtures("no_keys")
-def test_recording_modes_never_fill_keys(tape: Path, tmp_path: Path) -> None:
-    import openai  # noqa: F401
+@pytest.mark.filterwarnings("ignore:nothing was recorded")
+def test_outside_a_replay_the_sdk_asks_for_its_key_as_it_always_does(
+    tape: Path, tmp_path: Path
+) -> None:
+    import openai
 
-    with agenttape.use_cassette(tmp_path / "new.msgpack", mode="once"):
-        assert "OPENAI_API_KEY" not in os.environ
-    with agenttape.use_cassette(tape, mode="all"):
-        assert "OPENAI_API_KEY" not in os.environ
-    with agenttape.use_cassette(tape, mode="new_episodes"):
-        assert "OPENAI_API_KEY" not in os.environ
-    with agenttape.use_cassette(tape, mode="once"):  # an existing file: replay only
-        assert os.environ["OPENAI_API_KEY"] == PLACEHOLDER
-
-
-@pytest.mark.usefixtures("no_keys")
-def test_overlapping_replays_keep_the_keys_until_the_last_one_ends(tape: Path) -> None:
-    import openai  # noqa: F401
-
-    outer = agenttape.use_cassette(tape, mode="none")
-    inner = agenttape.use_cassette(tape, mode="none")
-    outer.__enter__()
-    inner.__enter__()
-    outer.__exit__(None, None, None)
-    assert os.environ["OPENAI_API_KEY"] == PLACEHOLDER
-    inner.__exit__(None, None, None)
-    assert "OPENAI_API_KEY" not in os.environ
-
-
-@pytest.mark.usefixtures("no_keys")
-def test_keys_are_restored_when_the_block_raises_and_program_values_are_kept(tape: Path) -> None:
-    with pytest.raises(RuntimeError), agenttape.use_cassette(tape, mode="none"):
-        os.environ["GROQ_API_KEY"] = "set-by-the-program"
-        raise RuntimeError("agent failed")
-    assert "OPENAI_API_KEY" not in os.environ
-    assert os.environ.pop("GROQ_API_KEY") == "set-by-the-program"
+    with pytest.raises(openai.OpenAIError):
+        openai.OpenAI()
+    for path, mode in [(tape, "all"), (tape, "new_episodes"), (tmp_path / "new.msgpack", "once")]:
+        with (
+            agenttape.use_cassette(path, mode=mode),  # type: ignore[arg-type]
+            pytest.raises(openai.OpenAIError),
+        ):
+            openai.OpenAI()
 
 
 def test_a_real_key_never_reaches_a_cassette(

@@ -32,8 +32,12 @@ ADAPTERS: dict[str, str] = {
     "httpcore2": "agenttape._adapters.instrumented",
     "openai._base_client": "agenttape._adapters.sdk_retries",
     "anthropic._base_client": "agenttape._adapters.sdk_retries",
+    "openai._client": "agenttape._adapters.sdk_keys",
+    "openai.lib.azure": "agenttape._adapters.sdk_keys",
+    "anthropic._client": "agenttape._adapters.sdk_keys",
     "urllib3": "agenttape._adapters.urllib3",
     "requests.adapters": "agenttape._adapters.requests",
+    "requests.sessions": "agenttape._adapters.requests",
     "botocore.endpoint": "agenttape._adapters.botocore",
     "botocore.httpsession": "agenttape._adapters.botocore_session",
     "aiohttp": "agenttape._adapters.aiohttp",
@@ -58,8 +62,12 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "httpcore2": ("httpcore2", "httpx2's requests through an instrumented or mocked transport"),
     "openai._base_client": ("openai", "nothing, but its retry waits are not skipped"),
     "anthropic._base_client": ("anthropic", "nothing, but its retry waits are not skipped"),
+    "openai._client": ("openai", "nothing, but a client made in a replay needs a key"),
+    "openai.lib.azure": ("openai", "nothing, but an Azure client made in a replay needs a key"),
+    "anthropic._client": ("anthropic", "nothing, but a client made in a replay needs a key"),
     "urllib3": ("urllib3", "requests through urllib3, requests and botocore"),
     "requests.adapters": ("requests", "nothing, but its replays take urllib3's longer path"),
+    "requests.sessions": ("requests", "nothing, but a replayed body cut short lacks its note"),
     "botocore.endpoint": ("botocore", "nothing, but its retry waits are not skipped"),
     "botocore.httpsession": ("botocore", "nothing, but its replays take urllib3's longer path"),
     "aiohttp": ("aiohttp", "its requests and ws_connect sessions"),
@@ -146,6 +154,7 @@ def version_of(distribution: str, library: str) -> str:
 
 def install_adapters() -> None:
     global _hook
+    ledger.reinstate()  # a patch another tool took away since (blockbuster, stopping)
     # Every cassette and run calls this; once the import hook is in place there is seldom
     # anything to do, and threads opening runs at once should not queue on the lock for it.
     if _hook is not None and all(

@@ -86,14 +86,15 @@ def apply(library: str, patches: Sequence[Patch]) -> list[Entry]:
             if key in _held or key in seen:
                 continue  # in place already (httpx2.alias_httpx() makes two names one module)
             seen.add(key)
-            original = getattr(patch.target, patch.name, ABSENT)
-            where = f"{_label(patch.target)}.{patch.name}"
-            if original is ABSENT and not patch.new:
-                problems.append(f"{where} does not exist")
-            elif original is not ABSENT and not patch.expect(original):
-                problems.append(f"{where} is not what it expects ({type(original).__name__})")
-            else:
+            original = _found(patch)
+            if _fits(patch, original):
                 todo.append((patch, original))
+            elif original is ABSENT:
+                problems.append(f"{where(patch)} does not exist")
+            else:
+                problems.append(
+                    f"{where(patch)} is not what it expects ({type(original).__name__})"
+                )
         if problems:
             raise PatchError("; ".join(problems))
         made = [(patch, original, patch.make(original)) for patch, original in todo]
@@ -134,6 +135,53 @@ def remove(library: str | None = None) -> list[Entry]:
             else:
                 _entries.remove(entry)
     return left
+
+
+def reinstate() -> list[Entry]:
+    """Installs again each patch someone else took away since (blockbuster, stopping, puts
+    back the ``socket`` functions it found when it started, our guard's original among them):
+    what stands there now, another tool's wrapper included, becomes its original and stays
+    under ours. A patch is in place while the attribute is our replacement or a wrapper
+    chain holding it (``chain``). Run on every activation: a look at each entry, no more,
+    while nothing was taken away. Returns the entries installed again."""
+    lost = [
+        entry
+        for entry in list(_entries)
+        if getattr(entry.patch.target, entry.patch.name, None) is not entry.replacement
+        and not _in_place(entry)
+    ]
+    if not lost:
+        return lost
+    done: list[Entry] = []
+    with _lock:
+        for entry in lost:
+            patch = entry.patch
+            if _in_place(entry) or not _fits(patch, original := _found(patch)):
+                continue
+            own = _own(patch.target, patch.name)
+            replacement = patch.make(original)
+            setattr(patch.target, patch.name, replacement)
+            entry.own, entry.original, entry.replacement = own, original, replacement
+            done.append(entry)
+    return done
+
+
+def _in_place(entry: Entry) -> bool:
+    if entry.state != "installed":
+        return True
+    value = _own(entry.patch.target, entry.patch.name)
+    return value is entry.replacement or any(link is entry.replacement for link in chain(value))
+
+
+def _found(patch: Patch) -> Any:
+    return getattr(patch.target, patch.name, ABSENT)
+
+
+def _fits(patch: Patch, original: Any) -> bool:
+    """Whether ``patch`` may be made over ``original`` (what ``apply`` checks first)."""
+    if original is ABSENT:
+        return patch.new
+    return patch.expect(original)
 
 
 def _put_back(entry: Entry) -> None:

@@ -12,9 +12,12 @@ since is looked up again."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.exchange import noting
+from . import ledger
 from .urllib3 import send as urllib3_adapter
 from .urllib3.exchange import handing_down
 
@@ -79,7 +82,17 @@ def _make_send(
     return send
 
 
-install = urllib3_adapter.send_installer(
+def install(module: ModuleType) -> list[ledger.Patch]:
+    """``requests.adapters``: ``HTTPAdapter.send``. ``requests.sessions``: ``Session.send``,
+    which reads a body that is not streamed after the adapter returned: the error it raises
+    for a replayed body cut short (``ChunkedEncodingError``) is the one the caller catches,
+    and carries the replay note."""
+    if module.__name__ == "requests.sessions":
+        return [ledger.wrap(module.Session, "send", noting)]
+    return _install_send(module)
+
+
+_install_send = urllib3_adapter.send_installer(
     "HTTPAdapter",
     # The adapter's steps ``send`` goes through; an adapter class overriding one is left to it.
     ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers"),

@@ -1,4 +1,5 @@
-"""``fast_retries``: the OpenAI and Anthropic SDKs retry a replayed 429 without waiting.
+"""``fast_retries``: the OpenAI and Anthropic SDKs retry a replayed 429 without waiting; and
+the connection error they raise for a replayed one carries its note.
 
 Both SDKs (Stainless-generated) compute the wait in ``BaseClient._calculate_retry_timeout`` and
 sleep it in ``_sleep_for_retry``. When the exchange being retried was replayed, the wait is
@@ -12,13 +13,19 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from .._core.exchange import skip_retry_wait
+from .._core.exchange import noting, noting_async, skip_retry_wait
 from . import ledger
 
 
 def install(base_client: ModuleType) -> list[ledger.Patch]:
-    """Patches ``openai._base_client`` or ``anthropic._base_client``."""
-    return [ledger.wrap(base_client.BaseClient, "_calculate_retry_timeout", _make_timeout)]
+    """Patches ``openai._base_client`` or ``anthropic._base_client``: the retry wait, and the
+    SDK's ``request`` (what every API method calls), which hands out its own
+    ``APIConnectionError`` for httpx's replayed one with the replay note moved onto it."""
+    return [
+        ledger.wrap(base_client.BaseClient, "_calculate_retry_timeout", _make_timeout),
+        ledger.wrap(base_client.SyncAPIClient, "request", noting),
+        ledger.wrap(base_client.AsyncAPIClient, "request", noting_async),
+    ]
 
 
 def _make_timeout(original: Any) -> Any:

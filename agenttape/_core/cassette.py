@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from . import age, codec, files, locking, provider_keys, runtime, tracebacks
+from . import age, codec, files, locking, runtime, tracebacks
 from .age import OnExpired
 from .clock import freeze_clock
 from .errors import (
@@ -171,7 +171,6 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         self._derived: list[Interaction] | None = None
         self._derived_dirty = False
         self._unfreeze_clock: Callable[[], None] | None = None
-        self._placeholder_keys = False
         self._interrupted: dict[str, Any] | None = None
         # Mode 'all' over an existing file: what it held, kept beside it when saving.
         self._replaced: list[Interaction] | None = None
@@ -369,10 +368,6 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         """Serve every request from here on (what ``_read`` read)."""
         if self.options.freeze_time and not self.is_recording:
             self._unfreeze_clock = freeze_clock(self._recorded_start())
-        # Replay only ('none', or 'once' over an existing file): SDKs get placeholder keys.
-        self._placeholder_keys = not self.is_recording
-        if self._placeholder_keys:
-            provider_keys.acquire()
         self.is_active = True
         self._token = runtime.activate(self)
 
@@ -428,9 +423,6 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         if self._unfreeze_clock is not None:
             self._unfreeze_clock()
             self._unfreeze_clock = None
-        if self._placeholder_keys:
-            self._placeholder_keys = False
-            provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
         if self._dirty and self.is_recording:

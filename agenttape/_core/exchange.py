@@ -15,13 +15,14 @@ due (``Schedule``), also against the other requests the client makes meanwhile.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import runtime
 from .bodies import reached_end_of_stream
@@ -30,7 +31,7 @@ from .models import Failure, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE
 from .replay_queue import Precedents
 from .tape import Recording, Tape
-from .tracebacks import NOTE_START, replayed
+from .tracebacks import NOTE_START, chain, replayed
 
 if TYPE_CHECKING:
     from .faults import FiredFault
@@ -215,6 +216,50 @@ def _moved_from_causes(exception: BaseException) -> None:
             if not notes:
                 del inner.__notes__
         inner = inner.__cause__ or inner.__context__
+
+
+def carry_note(exception: BaseException) -> None:
+    """Moves the note of a replayed failure onto ``exception`` from the one it wraps: the
+    library above the adapter (requests over urllib3, botocore over urllib3, an SDK over
+    httpx) turned the replayed failure into its own error, the one the caller catches."""
+    if replayed(exception):
+        return
+    inner = next((link for link in chain(exception)[1:] if replayed(link)), None)
+    if inner is None:
+        return
+    notes = [note for note in inner.__notes__ if str(note).startswith(NOTE_START)]
+    _moved_from_causes(exception)
+    for note in notes:
+        _add_note(exception, note)
+
+
+def noting(function: Callable[..., R]) -> Callable[..., R]:
+    """``function`` (a library's entry point, which raises its own errors around the ones an
+    adapter replays) handing out its exceptions with the replay note on them (``carry_note``)."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> R:
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:
+            carry_note(exc)
+            raise
+
+    return call
+
+
+def noting_async(function: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """``noting`` for a coroutine function."""
+
+    @functools.wraps(function)
+    async def call(*args: Any, **kwargs: Any) -> R:
+        try:
+            return await function(*args, **kwargs)
+        except Exception as exc:
+            carry_note(exc)
+            raise
+
+    return call
 
 
 def _add_note(exception: BaseException, note: str) -> None:

@@ -15,6 +15,7 @@ import contextvars
 import functools
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
@@ -165,12 +166,9 @@ class Block(Activation):
         self._open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
+        """Leaves as ``__exit__`` does (the same three arguments), the disk work off the loop."""
+        exc: BaseException | None = exc_info[1]
         self._close(exc)
         if self.touches_disk:
             await off_loop(self._store, exc)
@@ -181,13 +179,40 @@ class Block(Activation):
 async def off_loop(function: Callable[..., Any], *args: Any) -> Any:
     """``function(*args)`` in the running asyncio loop's default executor, in a copy of this
     context (as ``asyncio.to_thread``, which anyio's asyncio backend runs too); called here
-    under another event loop library."""
+    under another event loop library. Its warnings are caught where it runs and issued again
+    here, in the loop's thread, at the line of the caller's caller (the user's ``async with``)
+    as they would be without the hop, not in the worker thread's frames."""
     asyncio = sys.modules.get("asyncio")
     try:
         loop = asyncio.get_running_loop() if asyncio is not None else None
     except RuntimeError:
         loop = None
-    if loop is None:
-        return function(*args)
-    context = contextvars.copy_context()
-    return await loop.run_in_executor(None, functools.partial(context.run, function, *args))
+    caught: list[warnings.WarningMessage] = []
+    try:
+        if loop is None:
+            return _catching(caught, function, *args)
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, _catching, caught, function, *args)
+        return await loop.run_in_executor(None, call)
+    finally:
+        for warning in caught:
+            # 1 is this function, 2 Block.__aenter__ or __aexit__, 3 the user's block.
+            warnings.warn(warning.message, warning.category, stacklevel=3, source=warning.source)
+
+
+_catching_lock = threading.Lock()
+
+
+def _catching(
+    caught: list[warnings.WarningMessage], function: Callable[..., Any], *args: Any
+) -> Any:
+    """``function(*args)``, its warnings appended to ``caught`` instead of shown: all of them,
+    as the filters decide again where they are issued once more. (``catch_warnings`` swaps
+    process-wide state: a warning another thread issues meanwhile is caught too, and issued
+    again with these; two at once would put back each other's, hence the lock.)"""
+    with _catching_lock, warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        try:
+            return function(*args)
+        finally:
+            caught.extend(log)

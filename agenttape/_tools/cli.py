@@ -24,10 +24,20 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import doctor, git_setup, review, runs_actions, textconv, verdict
-from .cli_usage import PROG, Handler, Parser, UsageError, repeatable, subcommand
+from . import doctor, git_setup, review, runs_actions, store_commands, textconv, verdict
+from .cli_usage import (
+    JSON,
+    PROG,
+    Handler,
+    Parser,
+    UsageError,
+    arg,
+    command,
+    flag,
+    operands,
+    repeated,
+)
 from .reading import reading
-from .store_commands import add_store_commands
 
 # -- show --------------------------------------------------------------------------------------
 
@@ -318,103 +328,94 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 # -- parser ------------------------------------------------------------------------------------
 
 
-def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
-    """The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
-    parser.add_argument(
+MODE_AND_ROUTES = (
+    arg(
         "--mode",
         type=mode_argument,
         metavar=MODE_METAVAR,
         help="default: $AGENTTAPE_MODE, else none (replay only); record is all",
-    )
-    repeatable(
-        parser,
+    ),
+    repeated(
         "--route",
         "FROM=TO",
         "while recording, send live traffic for FROM to TO instead (a local stand-in); "
         "the cassette keeps FROM. e.g. https://api.openai.com=http://127.0.0.1:8765 "
         "(repeatable)",
-    )
+    ),
+)
+"""The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
 
+(CASSETTE,) = operands("cassette")
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog=PROG,
-        description="Record every HTTP exchange an AI agent makes, byte-exact, and replay it offline.",
-    )
-    parser.add_argument("--version", action="version", version=f"agenttape {__version__}")
-    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=Parser)
-    json_help = "JSON for machines"
-
-    show = subcommand(
-        commands, "show", cmd_show, help="table of a cassette's interactions, or one in full"
-    )
-    show.add_argument("cassette", metavar="CASSETTE")
-    show.add_argument(
-        "-i",
-        "--index",
-        type=int,
-        metavar="N",
-        help="show interaction N (negative counts from the end) with headers and readable bodies",
-    )
-    show.add_argument("--json", action="store_true", help=json_help)
-
-    diff = subcommand(
-        commands,
+COMMANDS = (
+    command(
+        "show",
+        cmd_show,
+        CASSETTE,
+        arg(
+            "-i",
+            "--index",
+            type=int,
+            metavar="N",
+            help="show interaction N (negative counts from the end) with headers and readable bodies",
+        ),
+        JSON,
+        help="table of a cassette's interactions, or one in full",
+    ),
+    command(
         "diff",
         cmd_diff,
+        *operands("a", "b"),
+        repeated(
+            "--ignore",
+            "JSON_PATH",
+            "leave a JSON path out of body comparisons (repeatable), e.g. id or "
+            "choices[*].message.refusal",
+        ),
+        flag("--all", "also list the interactions that are the same"),
+        *verdict.OPTIONS,
         help="compare two runs interaction by interaction (exit 1 when they differ)",
-    )
-    diff.add_argument("a", metavar="A")
-    diff.add_argument("b", metavar="B")
-    repeatable(
-        diff,
-        "--ignore",
-        "JSON_PATH",
-        "leave a JSON path out of body comparisons (repeatable), e.g. id or "
-        "choices[*].message.refusal",
-    )
-    diff.add_argument(
-        "--all", action="store_true", help="also list the interactions that are the same"
-    )
-    verdict.add_options(diff)
-
-    export = subcommand(
-        commands,
+    ),
+    command(
         "export",
         cmd_export,
+        arg("cassette", metavar="CASSETTE", help="a cassette or a kept run"),
+        arg("--format", choices=("json", "har", "otlp"), default="json"),
+        arg("-o", "--output", metavar="FILE", help="write here instead of standard output"),
+        arg(
+            "--endpoint",
+            metavar="URL",
+            help="with --format otlp: send the trace to this OTLP/HTTP receiver "
+            "(http://127.0.0.1:4318, as a collector, Jaeger or Phoenix listens) instead",
+        ),
         help="JSON for reading, HAR 1.2 for devtools and HAR viewers, or OpenTelemetry spans",
-    )
-    export.add_argument("cassette", metavar="CASSETTE", help="a cassette or a kept run")
-    export.add_argument("--format", choices=("json", "har", "otlp"), default="json")
-    export.add_argument(
-        "-o", "--output", metavar="FILE", help="write here instead of standard output"
-    )
-    export.add_argument(
-        "--endpoint",
-        metavar="URL",
-        help="with --format otlp: send the trace to this OTLP/HTTP receiver "
-        "(http://127.0.0.1:4318, as a collector, Jaeger or Phoenix listens) instead",
-    )
-
-    vcr = subcommand(
-        commands,
+    ),
+    command(
         "import-vcr",
         cmd_import_vcr,
+        arg("source", metavar="VCR.yaml"),
+        arg("output", metavar="OUT.msgpack"),
+        flag("--force", "overwrite OUT.msgpack if it exists"),
+        arg(
+            "--serializer",
+            metavar="MODULE:ATTRIBUTE",
+            help="the project's own vcrpy serializer (the one its conftest registers)",
+        ),
         help="convert a vcrpy cassette (YAML, or JSON by .json name)",
-    )
-    vcr.add_argument("source", metavar="VCR.yaml")
-    vcr.add_argument("output", metavar="OUT.msgpack")
-    vcr.add_argument("--force", action="store_true", help="overwrite OUT.msgpack if it exists")
-    vcr.add_argument(
-        "--serializer",
-        metavar="MODULE:ATTRIBUTE",
-        help="the project's own vcrpy serializer (the one its conftest registers)",
-    )
-
-    redact = subcommand(
-        commands,
+    ),
+    command(
         "redact",
         cmd_redact,
+        CASSETTE,
+        *(
+            repeated(name, metavar, f"{what} (repeatable)")
+            for name, metavar, what in (
+                ("--header", "H", "header name to redact"),
+                ("--query", "Q", "query parameter to redact"),
+                ("--json-path", "P", "JSON path in request and response bodies, e.g. user.email"),
+                ("--regex", "R", "regular expression to redact in URLs, headers and bodies"),
+            )
+        ),
         help="redact secrets in place, atomically (the default rules always apply)",
         description=(
             "Redact CASSETTE in place, atomically. The default rules always apply: secret "
@@ -422,30 +423,24 @@ def build_parser() -> argparse.ArgumentParser:
             "and bodies, response bodies included (compressed ones are decompressed, "
             "redacted and compressed again)."
         ),
-    )
-    redact.add_argument("cassette", metavar="CASSETTE")
-    for flag, metavar, what in (
-        ("--header", "H", "header name to redact"),
-        ("--query", "Q", "query parameter to redact"),
-        ("--json-path", "P", "JSON path in request and response bodies, e.g. user.email"),
-        ("--regex", "R", "regular expression to redact in URLs, headers and bodies"),
-    ):
-        repeatable(redact, flag, metavar, f"{what} (repeatable)")
-
-    audit = subcommand(
-        commands, "audit", cmd_audit, help="scan cassettes for secrets; exit 1 when one is found"
-    )
-    audit.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="cassette files or directories (searched for *.msgpack)",
-    )
-
-    run = subcommand(
-        commands,
+    ),
+    command(
+        "audit",
+        cmd_audit,
+        arg(
+            "paths",
+            nargs="+",
+            metavar="PATH",
+            help="cassette files or directories (searched for *.msgpack)",
+        ),
+        help="scan cassettes for secrets; exit 1 when one is found",
+    ),
+    command(
         "run",
         cmd_run,
+        arg("--cassette", metavar="P", help="default: cassettes/<script name>.msgpack"),
+        *MODE_AND_ROUTES,
+        arg("command", nargs=argparse.REMAINDER, metavar="-- COMMAND..."),
         help="run any program (Python, Node, curl, ...) and its subprocesses under a cassette",
         description=(
             "Run COMMAND with every process it starts recording to or replaying from one "
@@ -455,15 +450,17 @@ def build_parser() -> argparse.ArgumentParser:
             "command's status, or 1 when it succeeded but a request through the proxy had "
             "no recorded interaction."
         ),
-    )
-    run.add_argument("--cassette", metavar="P", help="default: cassettes/<script name>.msgpack")
-    _add_mode_and_routes(run)
-    run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
-
-    view = subcommand(
-        commands,
+    ),
+    command(
         "view",
         cmd_view,
+        CASSETTE,
+        arg(
+            "-o",
+            "--output",
+            metavar="FILE.html",
+            help="write the page here (atomically) and open no browser",
+        ),
         help="one self-contained HTML page: timeline, decoded bodies, replay kit",
         description=(
             "Lay out CASSETTE as one HTML page that works offline: a waterfall of the "
@@ -471,19 +468,34 @@ def build_parser() -> argparse.ArgumentParser:
             "one's request and response decoded for reading, and the replay kit. Without "
             "-o the page goes to a temporary file opened in the browser."
         ),
-    )
-    view.add_argument("cassette", metavar="CASSETTE")
-    view.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE.html",
-        help="write the page here (atomically) and open no browser",
-    )
-
-    proxy = subcommand(
-        commands,
+    ),
+    command(
         "proxy",
         cmd_proxy,
+        arg(
+            "--cassette",
+            metavar="P",
+            default="cassettes/proxy.msgpack",
+            help="default: %(default)s",
+        ),
+        *MODE_AND_ROUTES,
+        arg(
+            "--port",
+            type=int,
+            default=0,
+            metavar="N",
+            help="default: a free port, printed at start",
+        ),
+        arg(
+            "--upstream",
+            metavar="URL",
+            help="base-URL mode: requests that name no host go to URL "
+            "(point OPENAI_BASE_URL and the like at the proxy)",
+        ),
+        flag(
+            "--print-ca",
+            "print the path of the agenttape CA certificate (made if need be) and exit",
+        ),
         help="the recording proxy on its own, for programs started elsewhere",
         description=(
             "Serve a cassette to any program through a proxy on 127.0.0.1: as a forward "
@@ -492,30 +504,24 @@ def build_parser() -> argparse.ArgumentParser:
             "URL. Runs until Ctrl-C, then saves. A request nothing recorded serves is "
             "answered with status 599."
         ),
-    )
-    proxy.add_argument(
-        "--cassette", metavar="P", default="cassettes/proxy.msgpack", help="default: %(default)s"
-    )
-    _add_mode_and_routes(proxy)
-    proxy.add_argument(
-        "--port", type=int, default=0, metavar="N", help="default: a free port, printed at start"
-    )
-    proxy.add_argument(
-        "--upstream",
-        metavar="URL",
-        help="base-URL mode: requests that name no host go to URL "
-        "(point OPENAI_BASE_URL and the like at the proxy)",
-    )
-    proxy.add_argument(
-        "--print-ca",
-        action="store_true",
-        help="print the path of the agenttape CA certificate (made if need be) and exit",
-    )
+    ),
+    *store_commands.STORE_COMMANDS,
+    *doctor.COMMANDS,
+    *textconv.COMMANDS,
+    *git_setup.COMMANDS,
+    *review.COMMANDS,
+)
 
-    add_store_commands(commands, json_help)
-    doctor.register(commands)
-    for module in (textconv, git_setup, review):
-        module.register(commands, subcommand)
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=PROG,
+        description="Record every HTTP exchange an AI agent makes, byte-exact, and replay it offline.",
+    )
+    parser.add_argument("--version", action="version", version=f"agenttape {__version__}")
+    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=Parser)
+    for each in COMMANDS:
+        each.declare(commands)
     return parser
 
 
@@ -524,7 +530,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if runs_actions.is_action(words):
-        parser = runs_actions.build_parser(Parser, subcommand, repeatable)
+        parser = runs_actions.build_parser()
     prog = PROG
     try:
         args, unknown = parser.parse_known_args(words)

@@ -42,7 +42,7 @@ from .._adapters import (
 )
 from .._production import threads
 from .._version import __version__
-from .cli_usage import subcommand
+from .cli_usage import JSON, arg, command, flag
 
 KNOWN_WRAPPERS = {
     "opentelemetry": "OpenTelemetry",
@@ -371,31 +371,28 @@ def _table(out: TextIO, title: str, rows: list[PatchRow]) -> None:
     out.write("\n")
 
 
-def command(args: argparse.Namespace, out: TextIO) -> int:
+def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
     write(report(imports=tuple(args.imports), install=args.install), out, as_json=args.json)
     return 0
 
 
-def register(commands: Any) -> None:
-    """Adds ``doctor`` to the command line."""
-    parser = subcommand(
-        commands,
+COMMANDS = (
+    command(
         "doctor",
-        command,
+        run_doctor,
+        JSON,
+        flag("--install", "install the adapters first, as a cassette would"),
+        arg(
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE first (the one that sets up your instrumentation); repeatable",
+        ),
         help="what agenttape patches here, what it would patch, and other wrappers beside it",
-    )
-    parser.add_argument("--json", action="store_true", help="JSON for machines")
-    parser.add_argument(
-        "--install", action="store_true", help="install the adapters first, as a cassette would"
-    )
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (the one that sets up your instrumentation); repeatable",
-    )
+    ),
+)
 
 
 _DUNDER = re.compile(r"__[a-z]+__")

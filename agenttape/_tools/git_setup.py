@@ -15,12 +15,12 @@ import argparse
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._core.errors import AgentTapeError
 from .._core.files import write_atomic
+from .cli_usage import arg, command, operands
 
 ATTRIBUTES = "*.msgpack diff=agenttape merge=agenttape"
 IGNORED = ("*.previous.msgpack", "*.new.msgpack")
@@ -96,12 +96,11 @@ def cmd_merge_driver(args: argparse.Namespace, out: TextIO) -> int:
     return 1
 
 
-def register(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
-    """Declares ``init-git`` and ``merge-driver`` on the command line."""
-    init = command(
-        commands,
+COMMANDS = (
+    command(
         "init-git",
         cmd_init_git,
+        arg("folder", metavar="FOLDER", nargs="?", default=".", help="default: the current folder"),
         help="make git diff, git log -p and merges treat cassettes as text",
         description=(
             "Write '.gitattributes' (and '.gitignore' for the re-recording leftovers) in "
@@ -109,15 +108,11 @@ def register(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> 
             "agenttape textconv, and a merge of two versions of one cassette keeps ours and "
             "reports a conflict."
         ),
-    )
-    init.add_argument(
-        "folder", metavar="FOLDER", nargs="?", default=".", help="default: the current folder"
-    )
-    merge = command(
-        commands,
+    ),
+    command(
         "merge-driver",
         cmd_merge_driver,
+        *operands("base", "ours", "theirs", "path"),
         help="git's merge driver for cassettes (written by init-git): keeps ours, exits 1",
-    )
-    for name in ("base", "ours", "theirs", "path"):
-        merge.add_argument(name, metavar=name.upper())
+    ),
+)

@@ -19,9 +19,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._core.errors import AgentTapeError
+from .cli_usage import arg, command, flag
 
 PROMPT = (
     "accept the new recording (a), reject it and restore the old (r), show the text diff "
@@ -163,12 +164,13 @@ def cmd_rerecord(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def register(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
-    """Declares ``rerecord`` on the command line."""
-    parser = command(
-        commands,
+COMMANDS = (
+    command(
         "rerecord",
         cmd_rerecord,
+        arg("paths", nargs="*", default=["."], metavar="PATH", help="default: the current folder"),
+        flag("--review", "walk the changes one by one, asking about each"),
+        flag("--accept-benign", "accept without asking where nothing worse than benign changed"),
         help="review a re-recording cassette by cassette: accept the new, or restore the old",
         description=(
             "Walk the cassettes under PATH that a re-recording replaced (the old one kept as "
@@ -176,15 +178,5 @@ def register(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> 
             "verdict of each changed interaction and ask whether to accept the new recording "
             "or restore the old one."
         ),
-    )
-    parser.add_argument(
-        "paths", nargs="*", default=["."], metavar="PATH", help="default: the current folder"
-    )
-    parser.add_argument(
-        "--review", action="store_true", help="walk the changes one by one, asking about each"
-    )
-    parser.add_argument(
-        "--accept-benign",
-        action="store_true",
-        help="accept without asking where nothing worse than benign changed",
-    )
+    ),
+)

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core import codec, meta, provider_keys, tracebacks
+from .._adapters import sdk_keys
+from .._core import codec, meta, tracebacks
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError
 from .._core.files import read, write_atomic
@@ -492,7 +493,7 @@ def _run_child(
     if any."""
     # Built once the proxy's cassette is open: a replay gives the child placeholder keys.
     environment = dict(os.environ)
-    environment.update(provider_keys.for_children())
+    environment.update(sdk_keys.for_children())
     environment.pop(MODE_ENVIRONMENT_VARIABLE, None)
     python_path = environment.get("PYTHONPATH")
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP), python_path]))

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import TextIO
 
 from .._core.errors import AgentTapeError
 from .._core.text import counted
+from .cli_usage import Parser, arg, command, flag, moment, operands, repeated
 
 ACTIONS = ("delete", "mark")
-STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
@@ -51,47 +50,8 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def build_parser(
-    parser_class: type[argparse.ArgumentParser],
-    command: Callable[..., argparse.ArgumentParser],
-    repeatable: Callable[..., None],
-) -> argparse.ArgumentParser:
-    """``agenttape runs ACTION …``, built with cli's parser class and helpers."""
-    parser = parser_class(prog="agenttape")
-    commands = parser.add_subparsers(dest="command_name", parser_class=parser_class)
-    runs = commands.add_parser("runs", help="act on the runs a Recorder kept")
-    actions = runs.add_subparsers(dest="runs_action", metavar="ACTION", parser_class=parser_class)
-    delete = command(
-        actions,
-        "delete",
-        cmd_delete,
-        help="delete runs and their index rows (erasure, retention), crash-safe",
-        description=(
-            "Delete runs: their files and their rows in the run index, together. A tombstone "
-            "is written first, so a deletion killed mid-way is finished by the next delete, "
-            "'agenttape index compact' or 'agenttape index rebuild', and a deleted run is "
-            "never listed again."
-        ),
-    )
-    delete.add_argument("store", metavar="STORE", help=STORE_HELP)
-    delete.add_argument("run_ids", metavar="RUN_ID", nargs="*", help="runs to delete by id")
-    repeatable(delete, "--tag", "K=V", "the runs tagged so (repeatable; all must match)")
-    delete.add_argument(
-        "--before", metavar="T", help="the runs created before T: 90d, 2w ago, or an ISO date/time"
-    )
-    delete.add_argument(
-        "--dry-run", action="store_true", help="list what would be deleted, remove nothing"
-    )
-    mark = command(
-        actions,
-        "mark",
-        cmd_mark,
-        help="mark a run a cold case: one that cannot be replayed, with what was still seen",
-    )
-    mark.add_argument("store", metavar="STORE", help=STORE_HELP)
-    mark.add_argument("run_id", metavar="RUN_ID")
-    mark.add_argument("--cold", metavar="WHY", required=True, help="why it is a cold case")
-    return parser
+STORE = arg("store", metavar="STORE", help="a folder, or an fsspec URL such as s3://b/p")
+"""The STORE every command on kept runs takes first."""
 
 
 def cmd_mark(args: argparse.Namespace, out: TextIO) -> int:
@@ -100,6 +60,45 @@ def cmd_mark(args: argparse.Namespace, out: TextIO) -> int:
     info = mark_cold(args.store, args.run_id, args.cold)
     out.write(f"marked run {info.run_id} a cold case: {args.cold}\n")
     return 0
+
+
+ACTION_COMMANDS = (
+    command(
+        "delete",
+        cmd_delete,
+        STORE,
+        arg("run_ids", metavar="RUN_ID", nargs="*", help="runs to delete by id"),
+        repeated("--tag", "K=V", "the runs tagged so (repeatable; all must match)"),
+        moment("--before", "the runs created before T: 90d, 2w ago, or an ISO date/time"),
+        flag("--dry-run", "list what would be deleted, remove nothing"),
+        help="delete runs and their index rows (erasure, retention), crash-safe",
+        description=(
+            "Delete runs: their files and their rows in the run index, together. A tombstone "
+            "is written first, so a deletion killed mid-way is finished by the next delete, "
+            "'agenttape index compact' or 'agenttape index rebuild', and a deleted run is "
+            "never listed again."
+        ),
+    ),
+    command(
+        "mark",
+        cmd_mark,
+        STORE,
+        *operands("run_id"),
+        arg("--cold", metavar="WHY", required=True, help="why it is a cold case"),
+        help="mark a run a cold case: one that cannot be replayed, with what was still seen",
+    ),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``agenttape runs ACTION …``, a parser of its own (``agenttape runs STORE`` lists)."""
+    parser = Parser(prog="agenttape")
+    commands = parser.add_subparsers(dest="command_name", parser_class=Parser)
+    runs = commands.add_parser("runs", help="act on the runs a Recorder kept")
+    actions = runs.add_subparsers(dest="runs_action", metavar="ACTION", parser_class=Parser)
+    for action in ACTION_COMMANDS:
+        action.declare(actions)
+    return parser
 
 
 def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
@@ -128,17 +127,16 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def add_group_options(runs: argparse.ArgumentParser) -> None:
-    """``--by`` and ``--html`` for ``agenttape runs STORE``."""
-    runs.add_argument(
+GROUP_OPTIONS = (
+    arg(
         "--by",
         metavar="DIMS",
         help="count runs per group (model, hour, status, tag:KEY; comma-separated) and rank "
         "the groups that stand out against the store's base rate; cold cases beside",
-    )
-    runs.add_argument(
-        "--html", metavar="OUT.html", help="with --by: a page charting the top groups by hour"
-    )
+    ),
+    arg("--html", metavar="OUT.html", help="with --by: a page charting the top groups by hour"),
+)
+"""``--by`` and ``--html`` for ``agenttape runs STORE``."""
 
 
 def busy_note(busy: list[str]) -> str:

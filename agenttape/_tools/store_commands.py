@@ -7,14 +7,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._core.errors import AgentTapeError
 from .._core.text import counted
 from . import runs_actions
-from .cli_usage import PROG, Parser, UsageError, repeatable, subcommand
-
-STORE_HELP = "a folder, or an fsspec URL such as s3://b/p"
+from .cli_usage import JSON, PROG, UsageError, arg, command, flag, moment, operands, repeated
+from .runs_actions import STORE
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
@@ -97,27 +96,19 @@ def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def add_store_commands(commands: Any, json_help: str) -> None:
-    """Declares ``runs``, ``index`` and ``fetch`` among ``commands``."""
-    runs = subcommand(
-        commands,
+STORE_COMMANDS = (
+    command(
         "runs",
         cmd_runs,
+        STORE,
+        repeated("--tag", "K=V", "only runs tagged so (repeatable)"),
+        moment("--since", "only runs since T: 30m, 2h, 7d or 1w ago, or an ISO date/time"),
+        flag("--errors", "only runs that raised, failed a call or were flagged"),
+        JSON,
+        *runs_actions.GROUP_OPTIONS,
         help="list the runs a Recorder kept in STORE, newest first, with tags and status",
-    )
-    runs.add_argument("store", metavar="STORE", help=STORE_HELP)
-    repeatable(runs, "--tag", "K=V", "only runs tagged so (repeatable)")
-    runs.add_argument(
-        "--since", metavar="T", help="only runs since T: 30m, 2h, 7d or 1w ago, or an ISO date/time"
-    )
-    runs.add_argument(
-        "--errors", action="store_true", help="only runs that raised, failed a call or were flagged"
-    )
-    runs.add_argument("--json", action="store_true", help=json_help)
-    runs_actions.add_group_options(runs)
-
-    index = subcommand(
-        commands,
+    ),
+    command(
         "index",
         cmd_index,
         help="the run index of a STORE (Parquet by day, for agenttape runs and any SQL engine)",
@@ -126,30 +117,30 @@ def add_store_commands(commands: Any, json_help: str) -> None:
             "STORE/_index/date=YYYY-MM-DD/*.parquet. Needs pip install "
             "'agenttape-recorder[index]'."
         ),
-    )
-    actions = index.add_subparsers(dest="index_action", metavar="ACTION", parser_class=Parser)
-    rebuild = subcommand(
-        actions,
-        "rebuild",
-        cmd_index_rebuild,
-        help="index the run files again: for runs written before the index, or a lost batch",
-    )
-    rebuild.add_argument("store", metavar="STORE", help=STORE_HELP)
-    rebuild.add_argument(
-        "--since", metavar="T", help="only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"
-    )
-    compact = subcommand(
-        actions,
-        "compact",
-        cmd_index_compact,
-        help="merge each day's small index files into one, atomically",
-    )
-    compact.add_argument("store", metavar="STORE", help=STORE_HELP)
-
-    fetch = subcommand(
-        commands, "fetch", cmd_fetch, help="copy one run out of STORE to replay it as a test"
-    )
-    fetch.add_argument("store", metavar="STORE", help=STORE_HELP)
-    fetch.add_argument("run_id", metavar="RUN_ID")
-    fetch.add_argument("output", metavar="OUT.msgpack")
-    fetch.add_argument("--force", action="store_true", help="overwrite OUT.msgpack if it exists")
+        actions=(
+            command(
+                "rebuild",
+                cmd_index_rebuild,
+                STORE,
+                moment("--since", "only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"),
+                help="index the run files again: for runs written before the index, or a lost batch",
+            ),
+            command(
+                "compact",
+                cmd_index_compact,
+                STORE,
+                help="merge each day's small index files into one, atomically",
+            ),
+        ),
+    ),
+    command(
+        "fetch",
+        cmd_fetch,
+        STORE,
+        *operands("run_id"),
+        arg("output", metavar="OUT.msgpack"),
+        flag("--force", "overwrite OUT.msgpack if it exists"),
+        help="copy one run out of STORE to replay it as a test",
+    ),
+)
+"""``runs``, ``index`` and ``fetch``."""

@@ -17,11 +17,11 @@ import datetime as _dt
 import hashlib
 import json
 import os
-from collections.abc import Callable
 from typing import Any, TextIO
 
 from .._core.models import Frame, Headers, Interaction
 from .._core.text import counted, interrupted
+from .cli_usage import command, operands
 
 
 def text(header: dict[str, Any], interactions: list[Interaction]) -> str:
@@ -107,12 +107,11 @@ def cmd_textconv(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def register(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
-    """Declares ``textconv`` on the command line."""
-    parser = command(
-        commands,
+COMMANDS = (
+    command(
         "textconv",
         cmd_textconv,
+        *operands("cassette"),
         help="a cassette as stable text, for git diff (see agenttape init-git)",
         description=(
             "Print CASSETTE as stable, line-based text: one block per interaction, the "
@@ -120,5 +119,5 @@ def register(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> 
             "with sorted keys, SSE events, gRPC messages, WebSocket frames), then the "
             "response. The same cassette always gives the same bytes."
         ),
-    )
-    parser.add_argument("cassette", metavar="CASSETTE")
+    ),
+)

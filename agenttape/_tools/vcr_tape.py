@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._adapters.network_guard import allowed
-from .._core import codec, files, provider_keys, runtime
+from .._core import codec, files, runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
 from .._core.matching import Matcher, multipart_parts
 from .._core.models import Interaction, Request
@@ -187,8 +187,6 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         mode = self.mode
         self.is_recording = mode in ("new_episodes", "all") or (mode == "once" and not existed)
         self._replays = mode in ("none", "new_episodes") or (mode == "once" and existed)
-        if not self.is_recording:
-            provider_keys.acquire()
         self.is_active = True
         self._token = runtime.activate(self)
 
@@ -220,8 +218,6 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         """Deactivate, and write what was recorded into the msgpack successor."""
         if not self._deactivate():
             return
-        if not self.is_recording:
-            provider_keys.release()
         for recording in list(self._pending):
             recording.finish(truncated=True)
         if self._dirty or self._drops_unused():

@@ -13,24 +13,24 @@ from .._core.errors import AgentTapeError
 from .._core.files import read
 from .._core.text import counted
 from .._core.verdict import FAIL_ON, KINDS, Kind, Verdict, judge
+from .cli_usage import arg, flag
 from .reading import reading
 
-
-def add_options(diff: argparse.ArgumentParser) -> None:
-    """``--verdict`` and ``--fail-on`` on ``agenttape diff``."""
-    diff.add_argument(
+OPTIONS = (
+    flag(
         "--verdict",
-        action="store_true",
-        help="judge B as a re-recording of A: one verdict per interaction (identical, "
-        "benign, response shape changed, request changed) with the fields behind it",
-    )
-    diff.add_argument(
+        "judge B as a re-recording of A: one verdict per interaction (identical, benign, "
+        "response shape changed, request changed) with the fields behind it",
+    ),
+    arg(
         "--fail-on",
         metavar="CLASSES",
         default="",
         help="with --verdict: exit 1 when one of these occurs, comma-separated: request, "
         "response, benign (e.g. request,response; default: none, exit 0)",
-    )
+    ),
+)
+"""``--verdict`` and ``--fail-on`` on ``agenttape diff``."""
 
 
 def fail_on(text: str) -> set[Kind]:

@@ -36,8 +36,12 @@ from .common import (
     record_end,
     record_head,
     record_message,
+    records_unmatched,
     walk,
 )
+
+_DONE = object()
+"""What ``done_writing`` puts after the last message written."""
 
 # grpc.aio's multi-callable class -> (whether requests stream, whether answers stream).
 # Patched on the class, so a stub made before the cassette opened is served too.
@@ -113,6 +117,7 @@ class TapedCall:
         self._request = request
         self._options = options
         self._writes: list[Any] = []
+        self._queue: asyncio.Queue[Any] | None = None
         self._writing_done: asyncio.Event | None = None
         self._opening: asyncio.Future[_Source] | None = None
         self._opened: _Source | None = None
@@ -133,14 +138,48 @@ class TapedCall:
             return [message async for message in request]
         return list(request)
 
+    async def _sent(self, recording: Recording) -> AsyncIterator[bytes]:
+        """The request's messages as the caller gives them (an iterator, or ``write`` until
+        ``done_writing``), each recorded as it is sent (``Method.written``)."""
+        method, tape = self._callable.method, self._tape
+        request = self._request
+        if request is None:
+            queue = self._queue = asyncio.Queue()
+            for message in [*self._writes, *([_DONE] if self._written().is_set() else [])]:
+                queue.put_nowait(message)
+            while (message := await queue.get()) is not _DONE:
+                yield method.written(tape, recording, message)
+        elif hasattr(request, "__aiter__"):
+            async for message in request:
+                yield method.written(tape, recording, message)
+        else:
+            for message in request:
+                yield method.written(tape, recording, message)
+
     async def _open(self) -> _Source:
         method = self._callable.method
         metadata = self._options.get("metadata")
         timeout = self._options.get("timeout")
-        model, payloads = method.request(await self._messages(), metadata)
 
         async def replay(interaction: Interaction, schedule: Schedule) -> _Source:
             return _Replayed(interaction, schedule, timeout)
+
+        if self._callable.stream_request and records_unmatched(self._tape):
+            # Recorded without a match: the messages are written down as they are sent.
+
+            async def record_sent(recording: Recording) -> _Source:
+                live = self._callable.live()(self._sent(recording), **self._options)
+                return _Live(live, recording)
+
+            model, _none = method.request((), metadata)
+            return await exchange_async(
+                self._tape,
+                model,
+                replay=replay,
+                record=record_sent,
+                failure_of=not_a_transport_failure,
+            )
+        model, payloads = method.request(await self._messages(), metadata)
 
         async def record(recording: Recording) -> _Source:
             argument = iter(payloads) if self._callable.stream_request else payloads[0]
@@ -215,10 +254,15 @@ class TapedCall:
         return await self._next()
 
     async def write(self, request: Any) -> None:
-        self._writes.append(request)
+        if self._queue is not None:  # the call is sending them as they come
+            self._queue.put_nowait(request)
+        else:
+            self._writes.append(request)
 
     async def done_writing(self) -> None:
         self._written().set()
+        if self._queue is not None:
+            self._queue.put_nowait(_DONE)
 
     def _written(self) -> asyncio.Event:
         if self._writing_done is None:

@@ -3,7 +3,7 @@ what a recorded call ended with, and how a live call's end is written down."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -12,7 +12,7 @@ import grpc
 from ..._core import grpc_wire
 from ..._core.exchange import Schedule
 from ..._core.models import Failure, Interaction, Request
-from ..._core.tape import Recording
+from ..._core.tape import Recording, Tape
 from ..._core.walk import Walk
 
 CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
@@ -79,12 +79,30 @@ class Method:
 
     def request(self, messages: Sequence[Any], metadata: Any) -> tuple[Request, list[bytes]]:
         """The call in the model, and its messages' bytes as they will be sent."""
-        if not self.registered and messages:
-            self.registered = True
-            self._register(messages[0])
-        payloads = [self.serialize(message) for message in messages]
+        payloads = [self.payload(message) for message in messages]
         headers = [("content-type", grpc_wire.CONTENT_TYPE), *grpc_wire.metadata_headers(metadata)]
         return Request("POST", self.url, headers, grpc_wire.frames(payloads)), payloads
+
+    def payload(self, message: Any) -> bytes:
+        """One request message's bytes (the first one also tells the tools its types)."""
+        if not self.registered:
+            self.registered = True
+            self._register(message)
+        return self.serialize(message)
+
+    def sent(self, tape: Tape, recording: Recording, messages: Iterable[Any]) -> Iterator[bytes]:
+        """A streamed request's messages as bytes, each written into the recorded request
+        as grpcio takes it to send (``written``)."""
+        return (self.written(tape, recording, message) for message in messages)
+
+    def written(self, tape: Tape, recording: Recording, message: Any) -> bytes:
+        """``message``'s bytes, added to the recorded request (redacted as a request body
+        is) as it is sent: the call runs while the caller still writes, so a client that
+        sends its next message once it has the answer to the last one (a bidirectional
+        ping-pong) gets each answer as it comes."""
+        payload = self.payload(message)
+        recording.interaction.request.body += tape.client_frame(grpc_wire.frame(payload))
+        return payload
 
     def _register(self, message: Any) -> None:
         request = _decoder(type(message))
@@ -208,6 +226,12 @@ def bytes_twin(multi_callable: Any) -> Any:
     twin._request_serializer = None
     twin._response_deserializer = None
     return twin
+
+
+def records_unmatched(tape: Tape) -> bool:
+    """Whether ``tape`` records every call without matching it first (its request need not
+    be whole before the call starts)."""
+    return tape.is_recording and tape.mode != "new_episodes"
 
 
 def not_a_transport_failure(exc: BaseException) -> Failure | None:

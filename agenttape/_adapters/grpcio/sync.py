@@ -8,7 +8,9 @@ crosses the wire is exactly what is recorded. Interceptors of ``grpc.intercept_c
 above the channel and run in both cases.
 
 Streaming requests are read to their end before the call is matched (the match is on every
-message), so a bidirectional stream whose next request waits for a response is not served.
+message), so in replay a bidirectional stream whose next request waits for a response is not
+served. A recording that matches nothing first (mode ``all``, ``once`` on a new cassette)
+sends each message as the caller gives it and passes each answer on as it arrives.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import grpc
 
 from ..._core import runtime
-from ..._core.exchange import Schedule, exchange
+from ..._core.exchange import Schedule, continue_exchange, exchange
 from ..._core.models import Interaction
 from ..._core.tape import Recording, Tape
 from .. import ledger
@@ -32,6 +34,7 @@ from .common import (
     record_call_end,
     record_head,
     record_message,
+    records_unmatched,
 )
 from .replayed import ReplayedCall, ReplayedRpcError, ReplayedStream, unary
 
@@ -151,10 +154,22 @@ class _Taped:
         ``record`` sends the request's payloads as grpcio's bytes multi-callable takes them
         (an iterator when the request streams)."""
         method = self._method
-        model, payloads = method.request(self._messages(request), metadata)
 
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
             return replayed(method, interaction, schedule, timeout)
+
+        if self.streaming_request and records_unmatched(tape):
+            # Recorded without a match: the messages are written down as they are sent.
+            model, _none = method.request((), metadata)
+
+            def record_sent(recording: Recording) -> Any:
+                return record(recording, method.sent(tape, recording, request))
+
+            plan = tape.begin(model)
+            return continue_exchange(
+                tape, plan, replay=replay, record=record_sent, failure_of=not_a_transport_failure
+            )
+        model, payloads = method.request(self._messages(request), metadata)
 
         def record_payloads(recording: Recording) -> Any:
             return record(recording, iter(payloads) if self.streaming_request else payloads[0])

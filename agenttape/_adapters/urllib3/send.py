@@ -10,6 +10,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
+from ..._core.exchange import noting
 from ..._core.tape import Tape
 from .. import ledger
 from .exchange import handed_down, known_exchange, known_head
@@ -58,7 +59,9 @@ def send_installer(
         options = {name: getattr(module, attribute) for name, attribute in taken.items()}
         return [
             ledger.wrap(
-                base, "send", lambda original: make(original, KeptSteps(base, steps), **options)
+                base,
+                "send",
+                lambda original: noting(make(original, KeptSteps(base, steps), **options)),
             )
         ]
 
