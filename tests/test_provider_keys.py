@@ -176,3 +176,33 @@ def test_a_child_program_of_a_replay_gets_every_key_whatever_this_process_import
         PLACEHOLDER
     }
     assert for_children() == {}
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_other_sdks_and_frameworks_reading_the_environment_get_the_placeholder(
+    tape: Path,
+) -> None:
+    """google-genai and Cohere read their keys with ``os.environ.get``/``os.getenv``
+    as frameworks do: inside a replay they get the placeholder, while indexing, iterating and
+    copying the environment show it as it is; after the replay they get nothing again."""
+    import cohere
+    from cohere.core.api_error import ApiError
+    from google import genai
+
+    with pytest.raises(ValueError):
+        genai.Client()
+    with pytest.raises(ApiError):
+        cohere.ClientV2()
+    with agenttape.use_cassette(tape, mode="none"):
+        assert os.getenv("GOOGLE_API_KEY") == PLACEHOLDER
+        assert os.environ.get("CO_API_KEY") == PLACEHOLDER
+        assert genai.Client()._api_client.api_key == PLACEHOLDER
+        assert cohere.ClientV2() is not None
+        assert "OPENAI_API_KEY" not in os.environ
+        assert PLACEHOLDER not in dict(os.environ).values()
+        with pytest.raises(KeyError):
+            os.environ["OPENAI_API_KEY"]
+        assert os.environ.get("HOME") == os.environ["HOME"]
+        assert os.environ.get("AGENTTAPE_NOT_A_KEY", "fallback") == "fallback"
+    assert os.getenv("GOOGLE_API_KEY") is None
+    assert os.environ.get("OPENAI_API_KEY", "unset") == "unset"

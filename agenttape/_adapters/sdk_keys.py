@@ -1,28 +1,23 @@
 """Placeholder API keys while replaying, so SDK clients start without real credentials.
 
 An SDK such as ``openai.OpenAI()`` refuses to start when neither its ``api_key`` argument
-nor its key variable is set, although a replay never reaches the provider. While a replay-only
-cassette governs the code (``runtime.active()``: the context that opened it and the threads
-that fall back to it), the OpenAI and Anthropic clients' ``__init__`` gets ``api_key`` set to
-the placeholder when neither it nor the SDK's key variables say a key, and only then.
-``os.environ`` is never edited: it is the whole process's, every thread's, the ones no
-cassette governs included (SPEC §17). A child program gets placeholders in its own
-environment at start (``for_children``). Real keys are only ever left where they are.
+nor its key variable is set, although a replay never reaches the provider; frameworks on the
+SDKs (pydantic-ai's providers, LangChain's chat models) read the same variables themselves.
+Every one of them asks ``os.environ.get`` or ``os.getenv`` (which calls it). So the
+environment's ``get`` answers a provider key variable that is unset or empty with the placeholder —
+only for code a replay-only cassette governs (``runtime.active()``: the context that opened
+it and the threads that fall back to it), and only then.
 
-How the SDKs read their key (openai 1.0, 2.8 and 3.57, anthropic 0.30, 0.75 and 2.14): every
-client class takes ``api_key`` as a keyword-only argument defaulting to None and reads its
-variable when it is None. The openai clients raise ``OpenAIError`` at construction without
-one (Azure's unless ``azure_ad_token`` or its provider is given; 3.x unless ``admin_api_key``
-or ``workload_identity``); the anthropic clients construct, and their first request raises
-(``Could not resolve authentication method``) unless ``auth_token`` or, in 2.x,
-``credentials``, ``config`` or ``profile`` says otherwise.
+``os.environ`` itself is never edited (SPEC §17): it is the whole process's, every thread's.
+Iterating, indexing and copying it (what HTTP clients scan on each request, what a child
+inherits) see the real environment; a child program gets placeholders in its own environment
+at start (``for_children``). Real keys are only ever left where they are.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -30,42 +25,31 @@ from .._core import runtime
 from .._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
 from . import ledger
 
-# SDK module -> (its client classes, their key variables, the other arguments that are
-# credentials of their own)
-CLIENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "openai._client": (
-        ("OpenAI", "AsyncOpenAI"),
-        ("OPENAI_API_KEY",),
-        ("admin_api_key", "workload_identity"),
-    ),
-    "openai.lib.azure": (
-        ("AzureOpenAI", "AsyncAzureOpenAI"),
-        ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN"),
-        ("azure_ad_token", "azure_ad_token_provider"),
-    ),
-    "anthropic._client": (
-        ("Anthropic", "AsyncAnthropic"),
-        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
-        ("auth_token", "credentials", "config", "profile"),
-    ),
-}
+_VARIABLES = frozenset(PROVIDER_KEY_VARIABLES)
 
 
 def install(module: ModuleType) -> list[ledger.Patch]:
-    """Patches the constructors of the client classes of an SDK module named in ``CLIENTS``."""
-    classes, variables, credentials = CLIENTS[module.__name__]
-    make = functools.partial(_defaulting, variables=variables, credentials=credentials)
-    return [ledger.wrap(getattr(module, name), "__init__", make) for name in classes]
+    """``get`` of the environment mapping's class (``os.environ``'s), which otherwise
+    inherits ``Mapping.get``."""
+    return [ledger.wrap(type(module.environ), "get", _placeholding)]
 
 
-def _defaulting(original: Any, *, variables: tuple[str, ...], credentials: tuple[str, ...]) -> Any:
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if wants_placeholder(kwargs, variables, credentials):
-            kwargs["api_key"] = PLACEHOLDER
-        original(self, *args, **kwargs)
+def _placeholding(original: Callable[..., Any]) -> Callable[..., Any]:
+    def get(self: Any, key: Any, default: Any = None) -> Any:
+        try:
+            value = self[key]
+        except KeyError:
+            value = default
+        else:
+            if value:
+                return value
+        # unset, or empty (which the SDKs take as unset)
+        if key in _VARIABLES and replaying():
+            return PLACEHOLDER
+        return value
 
-    return __init__
+    get.__doc__ = original.__doc__
+    return get
 
 
 def replaying() -> bool:
@@ -74,25 +58,16 @@ def replaying() -> bool:
     return tape is not None and not tape.is_recording
 
 
-def wants_placeholder(
-    arguments: Mapping[str, object], variables: tuple[str, ...], credentials: tuple[str, ...]
-) -> bool:
-    """Whether an SDK client constructed with ``arguments`` gets the placeholder ``api_key``:
-    while replaying, when neither ``api_key`` nor another of its ``credentials`` arguments is
-    given and none of its key ``variables`` is set (an empty one counts as unset)."""
-    if not replaying() or arguments.get("api_key") is not None:
-        return False
-    if any(arguments.get(name) is not None for name in credentials):
-        return False
-    environ = os.environ
-    return not any(environ.get(name) for name in variables)
-
-
 def for_children() -> dict[str, str]:
     """While replaying: a placeholder for every provider key variable that is unset, for the
     environment of a child program, which may use any SDK in any language (Node's openai
     package refuses to start without its key, as Python's does)."""
     if not replaying():
         return {}
+    # indexing, not ``get``: the variables as they really are
     environ = os.environ
-    return {name: PLACEHOLDER for name in PROVIDER_KEY_VARIABLES if not environ.get(name)}
+    return {
+        name: PLACEHOLDER
+        for name in PROVIDER_KEY_VARIABLES
+        if name not in environ or not environ[name]
+    }
