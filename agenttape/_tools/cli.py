@@ -24,7 +24,7 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import doctor, git_setup, review, runs_actions, textconv, verdict
+from . import doctor, faults_command, git_setup, review, runs_actions, textconv, verdict
 from .cli_usage import PROG, Handler, Parser, UsageError, repeatable, subcommand
 from .reading import reading
 from .store_commands import add_store_commands
@@ -514,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_store_commands(commands, json_help)
     doctor.register(commands)
-    for module in (textconv, git_setup, review):
+    for module in (textconv, git_setup, review, faults_command):
         module.register(commands, subcommand)
     return parser
 
@@ -536,7 +536,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if handler is None:
             raise UsageError(
                 "give a command: show, view, diff, export, import-vcr, redact, audit, run, "
-                "proxy, runs, index, fetch, doctor, textconv, init-git or rerecord "
+                "proxy, faults, runs, index, fetch, doctor, textconv, init-git or rerecord "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)
