@@ -13,6 +13,7 @@ from ._core.errors import (
     CassetteFormatError,
     CassetteNotFoundError,
     CassetteWriteError,
+    FaultNotFiredError,
     NetworkBlockedError,
     UnmatchedInteractionError,
 )
@@ -25,6 +26,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from ._core.boundary import boundary
     from ._core.cassette import Cassette, load, use_cassette
+    from ._core.faults import Fault, fault
     from ._production.recorder import Recorder, RecorderStats
     from ._production.run import Run
 
@@ -35,6 +37,8 @@ _LAZY = {
     "Cassette": "._core.cassette",
     "load": "._core.cassette",
     "use_cassette": "._core.cassette",
+    "Fault": "._core.faults",
+    "fault": "._core.faults",
     "Recorder": "._production.recorder",
     "RecorderStats": "._production.recorder",
     "Run": "._production.run",
@@ -74,6 +78,8 @@ __all__ = [
     "CassetteNotFoundError",
     "CassetteWriteError",
     "Failure",
+    "Fault",
+    "FaultNotFiredError",
     "Interaction",
     "LLMCall",
     "Mode",
@@ -86,6 +92,7 @@ __all__ = [
     "UnmatchedInteractionError",
     "__version__",
     "boundary",
+    "fault",
     "load",
     "uninstall",
     "use_cassette",

@@ -140,6 +140,8 @@ def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
     if interaction.closed is not None:
         closed = interaction.closed
         encoded["closed"] = {"code": closed.code, "reason": closed.reason, "by": closed.by}
+    if interaction.injected is not None:
+        encoded["injected"] = interaction.injected
     return encoded
 
 
@@ -478,8 +480,10 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
             frames, closed = _session(raw)
         except Invalid:
             return None
+    injected = raw.get("injected")
     if (
         (response is None and error is None)
+        or (injected is not None and type(injected) is not str)
         or type(boundary) is not str
         or started_at is None
         or not _EARLIEST <= started_at <= _LATEST
@@ -497,6 +501,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
         duration_seconds,
         frames,
         closed,
+        injected,
     )
 
 
@@ -638,6 +643,9 @@ def _decode_interaction(raw: Any) -> Interaction:
         duration=_optional_number(raw.get("duration"), "duration"),
         frames=frames,
         closed=closed,
+        injected=(
+            _expect(raw["injected"], str, "injected") if raw.get("injected") is not None else None
+        ),
     )
 
 

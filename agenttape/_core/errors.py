@@ -79,3 +79,15 @@ class UnmatchedInteractionError(AgentTapeError, AssertionError):
         self.candidates = candidates
         self.cassette_path = cassette_path
         self.mode = mode
+
+
+class FaultNotFiredError(AgentTapeError):
+    """A fault given with ``strict_faults=True`` never fired while its cassette was open: the
+    code no longer makes the request it was meant for, so the failure was never rehearsed."""
+
+    __module__ = "agenttape"
+
+    def __init__(self, message: str, *, faults: list[Any], cassette_path: str) -> None:
+        super().__init__(message)
+        self.faults = faults
+        self.cassette_path = cassette_path

@@ -166,7 +166,8 @@ class Interaction:
     """One exchange. A WebSocket session is one too: the upgrade request, the ``101``
     response, then ``frames`` both ways in order (None for anything but a session) and how it
     ended: ``closed``, or ``error`` for a transport failure, or neither with
-    ``response.truncated`` when recording stopped while it was still open."""
+    ``response.truncated`` when recording stopped while it was still open. ``injected`` names
+    the fault that made it, for one a fault made rather than the network (SPEC §18)."""
 
     request: Request
     response: Response | None = None
@@ -177,6 +178,9 @@ class Interaction:
     duration: float | None = None
     frames: list[Frame] | None = None
     closed: Closed | None = None
+    injected: str | None = None
+    """The fault that made this interaction (its ``describe()``), None for one that happened:
+    an injected failure is never mistaken for a real one."""
 
     @property
     def started(self) -> _dt.datetime:
