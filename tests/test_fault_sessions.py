@@ -1,0 +1,198 @@
+"""Faults that are not HTTP answers: a WebSocket session closed by the server with a code after
+N messages, and a gRPC call ended with a status. What each real client library raises must be
+what it raises when a live server does the same."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import grpc
+import pytest
+from websockets.exceptions import ConnectionClosedError
+from websockets.sync.client import connect as connect_sync
+
+try:
+    from websockets.asyncio.client import connect
+except ImportError:  # websockets 12: the asyncio client there is the legacy one
+    from websockets.legacy.client import connect  # type: ignore[assignment]
+
+import agenttape
+from agenttape._core import codec
+from agenttape._core.fault_sessions import injected
+from agenttape._core.files import read, write_atomic
+from tests.grpc_support import GrpcServer, stubs
+from tests.servers import WebSocketServer
+from tests.websocket_support import UPDATE
+
+pb, services = stubs()
+
+
+def inject(path: Path, item: agenttape.Fault) -> None:
+    """Rewrites the cassette with each interaction the fault applies to replaced by the one it
+    injects, as a cassette given the fault serves it."""
+    header, interactions = read(path)
+    changed = [injected(item, i.request, i) or i for i in interactions]
+    write_atomic(path, codec.encode_pieces(header, changed))
+
+
+# -- WebSocket ----------------------------------------------------------------------------------
+
+
+async def until_closed(url: str, say: str) -> tuple[list[Any], str, int | None]:
+    """The messages received until the server closed, the error, and its close code."""
+    async with connect(url) as ws:
+        got = [await ws.recv()]
+        with pytest.raises(ConnectionClosedError) as caught:
+            await ws.send(say)  # or the close is already there
+            while True:
+                got.append(await ws.recv())
+    received = caught.value.rcvd
+    return got, type(caught.value).__name__, received.code if received else None
+
+
+def record(ws_server: WebSocketServer, path: Path) -> list[Any]:
+    """A session of two server messages around one client message, recorded."""
+
+    async def talk() -> list[Any]:
+        async with connect(ws_server.url) as ws:
+            got = [await ws.recv()]
+            await ws.send(json.dumps(UPDATE))
+            got += [await ws.recv(), await ws.recv()]
+        return got
+
+    with agenttape.use_cassette(path, mode="all"):
+        live = asyncio.run(talk())
+    ws_server.stop()
+    return live
+
+
+def test_an_injected_close_is_what_the_client_sees_when_a_live_server_closes(
+    ws_server: WebSocketServer, tmp_path: Path
+) -> None:
+    live_path, path = tmp_path / "live.msgpack", tmp_path / "tape.msgpack"
+    with agenttape.use_cassette(live_path, mode="all"):
+        live = asyncio.run(until_closed(ws_server.url, "bye"))  # the server closes with 4000
+    record(ws_server, path)
+    inject(path, agenttape.fault("close", after_frames=1, code=4000))
+    with agenttape.use_cassette(path, mode="none"):
+        replayed = asyncio.run(until_closed(ws_server.url, json.dumps(UPDATE)))
+    assert live == ([b'{"type": "session.created"}'.decode()], "ConnectionClosedError", 4000)
+    assert replayed == live
+    [interaction] = agenttape.load(path).interactions
+    assert interaction.injected == "close(after_frames=1, code=4000)"
+    assert interaction.closed is not None and interaction.closed.by == "server"
+
+
+@pytest.mark.parametrize("after_frames", [0, 1, 2])
+def test_the_close_comes_after_that_many_server_messages(
+    ws_server: WebSocketServer, tmp_path: Path, after_frames: int
+) -> None:
+    path = tmp_path / "tape.msgpack"
+    live = record(ws_server, path)
+    inject(path, agenttape.fault("close", after_frames=after_frames, code=1011))
+
+    def talk() -> tuple[list[Any], int | None]:
+        got: list[Any] = []
+        with connect_sync(ws_server.url) as ws, pytest.raises(ConnectionClosedError) as caught:
+            got.append(ws.recv())
+            ws.send(json.dumps(UPDATE))
+            while True:
+                got.append(ws.recv())
+        return got, caught.value.rcvd.code if caught.value.rcvd else None
+
+    with agenttape.use_cassette(path, mode="none"):
+        got, code = talk()
+    assert got == live[:after_frames]
+    assert code == 1011
+
+
+def test_aiohttp_sees_the_injected_close_code(ws_server: WebSocketServer, tmp_path: Path) -> None:
+    path = tmp_path / "tape.msgpack"
+    live = record(ws_server, path)
+    inject(path, agenttape.fault("close", after_frames=2, code=1013))
+
+    async def talk() -> tuple[list[Any], aiohttp.WSMsgType, int | None]:
+        async with aiohttp.ClientSession() as http, http.ws_connect(ws_server.url) as ws:
+            got = [await ws.receive_str()]
+            await ws.send_str(json.dumps(UPDATE))
+            got.append(await ws.receive_str())
+            ending = await ws.receive()
+            return got, ending.type, ws.close_code
+
+    with agenttape.use_cassette(path, mode="none"):
+        got, kind, code = asyncio.run(talk())
+    assert got == live[:2]
+    assert (kind, code) == (aiohttp.WSMsgType.CLOSE, 1013)
+
+
+# -- gRPC ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def search_recorded(tmp_path: Path) -> tuple[Path, Any, Any]:
+    """A cassette of one Search call, one failed live with RESOURCE_EXHAUSTED, and one Scroll;
+    the server stopped."""
+    path = tmp_path / "vectors.msgpack"
+    server = GrpcServer()
+    stub = services.VectorsStub(grpc.insecure_channel(server.target))
+    with agenttape.use_cassette(path, mode="all"):
+        stub.Search(pb.SearchRequest(collection="docs", limit=2))
+        with pytest.raises(grpc.RpcError) as live:
+            stub.Search(pb.SearchRequest(collection="full"))
+        list(stub.Scroll(pb.ScrollRequest(collection="k", count=3)))
+    server.stop()
+    return path, stub, live.value
+
+
+@pytest.mark.parametrize("code", ["RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED"])
+def test_an_injected_status_is_the_rpc_error_grpcio_raises(
+    search_recorded: tuple[Path, Any, Any], code: str
+) -> None:
+    path, stub, live = search_recorded
+    inject(path, agenttape.fault("grpc_status", on="*/vectors.v1.Vectors/*", code=code))
+    with agenttape.use_cassette(path, mode="none"):
+        with pytest.raises(grpc.RpcError) as unary:
+            stub.Search(pb.SearchRequest(collection="docs", limit=2))
+        with pytest.raises(grpc.RpcError):
+            stub.Search(pb.SearchRequest(collection="full"))
+        stream = stub.Scroll(pb.ScrollRequest(collection="k", count=3))
+        with pytest.raises(grpc.RpcError) as streamed:
+            next(stream)
+    wanted = getattr(grpc.StatusCode, code)
+    for error in (unary.value, streamed.value):
+        assert isinstance(error, grpc.RpcError) and isinstance(error, grpc.Call)
+        assert error.code() is wanted
+        assert error.details() == f"{code} (injected by agenttape)"
+    if code == "RESOURCE_EXHAUSTED":  # as a live server's: the same type and code
+        assert type(live).__mro__[1:] and live.code() is unary.value.code()
+
+
+def test_grpc_aio_sees_the_injected_status(search_recorded: tuple[Path, Any, Any]) -> None:
+    path, _, _ = search_recorded
+    inject(path, agenttape.fault("grpc_status", code="UNAVAILABLE"))
+    target = agenttape.load(path).interactions[0].request.url.split("/")[2]
+
+    async def call() -> grpc.StatusCode:
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = services.VectorsStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.Search(pb.SearchRequest(collection="docs", limit=2))
+            return caught.value.code()
+
+    with agenttape.use_cassette(path, mode="none"):
+        assert asyncio.run(call()) is grpc.StatusCode.UNAVAILABLE
+
+
+def test_a_code_that_is_no_status_is_named() -> None:
+    from agenttape._core.fault_sessions import check
+
+    with pytest.raises(ValueError, match="not a gRPC status"):
+        check(agenttape.fault("grpc_status", code="EXHAUSTED"))
+    with pytest.raises(ValueError, match="not a close code"):
+        check(agenttape.fault("close", code=1006))
+    check(agenttape.fault("grpc_status", code=14))
+    check(agenttape.fault("close", after_frames=3))
