@@ -23,7 +23,9 @@ except ImportError:  # websockets 12: the asyncio client there is the legacy one
 import agenttape
 from agenttape._core import codec
 from agenttape._core.fault_sessions import injected
+from agenttape._core.faults import FaultPlan
 from agenttape._core.files import read, write_atomic
+from tests.cli_support import cli
 from tests.grpc_support import GrpcServer, stubs
 from tests.servers import WebSocketServer
 from tests.websocket_support import UPDATE
@@ -35,7 +37,11 @@ def inject(path: Path, item: agenttape.Fault) -> None:
     """Rewrites the cassette with each interaction the fault applies to replaced by the one it
     injects, as a cassette given the fault serves it."""
     header, interactions = read(path)
-    changed = [injected(item, i.request, i) or i for i in interactions]
+    plan = FaultPlan([item])
+    changed = [
+        (injected(item, i.request, i) if plan.pick(i.request, n) else None) or i
+        for n, i in enumerate(interactions)
+    ]
     write_atomic(path, codec.encode_pieces(header, changed))
 
 
@@ -196,3 +202,29 @@ def test_a_code_that_is_no_status_is_named() -> None:
         check(agenttape.fault("close", code=1006))
     check(agenttape.fault("grpc_status", code=14))
     check(agenttape.fault("close", after_frames=3))
+
+
+def test_show_view_and_textconv_say_an_interaction_was_injected(
+    search_recorded: tuple[Path, Any, Any], tmp_path: Path
+) -> None:
+    path, _, _ = search_recorded
+    inject(path, agenttape.fault("grpc_status", on="*/vectors.v1.Vectors/Scroll", code=14))
+    description = "grpc_status(code=14) on */vectors.v1.Vectors/Scroll"
+    table = cli("show", path)
+    assert table.returncode == 0, table.stderr
+    rows = table.stdout.splitlines()
+    assert "grpc UNAVAILABLE (injected)" in rows[4]  # the title, the header, two calls
+    assert "(injected)" not in rows[2] + rows[3]
+    assert rows[-1] == f"#2 injected: {description}"
+    detail = cli("show", path, "-i", "2").stdout
+    assert f"injected: {description} (a fault's answer, not the network's)" in detail
+    assert "injected" not in cli("show", path, "-i", "1").stdout
+    assert json.loads(cli("show", path, "--json").stdout)["interactions"][2]["injected"] == (
+        description
+    )
+    assert f"\n    injected: {description}\n" in cli("textconv", path).stdout
+    page = tmp_path / "page.html"
+    assert cli("view", path, "-o", page).returncode == 0
+    html = page.read_text()
+    assert f'"injected": "{description}' in html or f'"injected":"{description}' in html
+    assert "alert injected" in html  # the page's script shows it in the detail panel

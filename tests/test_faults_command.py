@@ -74,8 +74,7 @@ def test_the_text_table_holds_ready_to_paste_lines() -> None:
     assert lines[0] == f"{SHIPPED / 'agent.msgpack'}: 2 interactions"
     assert lines[2].split()[:4] == ["0", "POST", "api.openai.com/v1/chat/completions", "json"]
     assert (
-        "    --fault 'POST api.openai.com/v1/chat/completions#2=cut_stream:after_chunks=7'"
-        in lines
+        "    --fault 'POST api.openai.com/v1/chat/completions#2=cut_stream:after_chunks=7'" in lines
     )
     assert (
         "    agenttape.fault('rate_limit', on='POST api.openai.com/v1/chat/completions', "

@@ -140,8 +140,8 @@ def propose(interactions: list[Interaction]) -> list[Proposal]:
         if not is_grpc(interaction) and interaction.frames is None
     ]
     llm = [i for i in http if interactions[i].llm is not None]
-    first = (llm or http or [None])[0]
-    if first is not None:
+    if llm or http:
+        first = (llm or http)[0]
         proposals.append(
             Proposal(
                 "first call rate-limited",
