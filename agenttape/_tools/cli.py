@@ -232,7 +232,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("give the command after '--', e.g. agenttape run -- python app.py")
     mode = args.mode or _environment_mode() or "none"
     cassette = Path(args.cassette) if args.cassette else run_command.default_cassette(command)
-    options = run_command.RunOptions(routes=_routes(args.route))
+    options = run_command.RunOptions(routes=_routes(args.route), faults=_faults(args.fault))
 
     def report(message: str) -> None:
         sys.stderr.write(f"{PROG} run: {message}\n")
@@ -255,6 +255,15 @@ def _routes(routes: list[str]) -> dict[Any, Any]:
         return parse_routes(routes)
     except ValueError as exc:
         raise UsageError(f"{exc}") from None
+
+
+def _faults(texts: list[str]) -> list[Any]:
+    from .._core.fault_spec import FaultSpecError, parse_fault
+
+    try:
+        return [parse_fault(text) for text in texts]
+    except FaultSpecError as exc:
+        raise UsageError(f"--fault: {exc}") from None
 
 
 # -- proxy -------------------------------------------------------------------------------------
@@ -281,6 +290,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         port=args.port,
         upstream=args.upstream,
         routes=_routes(args.route),
+        faults=_faults(args.fault),
         out=out,
         err=sys.stderr,
     )
@@ -319,7 +329,8 @@ def cmd_view(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
-    """The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
+    """The options ``run`` and ``proxy`` share: the mode, where live traffic goes, and the
+    faults to inject."""
     parser.add_argument(
         "--mode",
         type=mode_argument,
@@ -333,6 +344,14 @@ def _add_mode_and_routes(parser: argparse.ArgumentParser) -> None:
         "while recording, send live traffic for FROM to TO instead (a local stand-in); "
         "the cassette keeps FROM. e.g. https://api.openai.com=http://127.0.0.1:8765 "
         "(repeatable)",
+    )
+    repeatable(
+        parser,
+        "--fault",
+        "SPEC",
+        "inject a failure: [METHOD] PATTERN[#N]=KIND[:NAME=VALUE,...], e.g. "
+        "'POST api.openai.com/v1/chat/completions#2=rate_limit:retry_after=30' "
+        "(repeatable; see agenttape faults CASSETTE)",
     )
 
 
