@@ -20,8 +20,11 @@ from .errors import (
     AgentTapeError,
     AgentTapeWarning,
     CassetteNotFoundError,
+    FaultNotFiredError,
     UnmatchedInteractionError,
 )
+from .exchange import note_fired
+from .faults import HTTP_KINDS, LIVE_KINDS, RESPONSE_KINDS, Fault, FaultPlan, FiredFault, inject
 from .matching import Candidate, Matcher
 from .models import Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
@@ -71,6 +74,10 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         on_expired: what an older one does when replayed: ``"warn"`` (default), ``"fail"``,
             or ``"rerecord"`` (records it again when the hosts answer and the providers'
             keys are set; replays with a warning otherwise).
+        faults: ``agenttape.fault(...)`` values: failures injected on top of replayed (or,
+            in a recording mode, instead of live) exchanges; ``AGENTTAPE_FAULTS`` adds more.
+        strict_faults: a fault that never fired is an error (``FaultNotFiredError``) when the
+            cassette closes, not a warning.
     """
 
     mode_label: str | None = None
@@ -99,6 +106,8 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         on_unused: OnUnused = "ignore",
         max_age: str | float | timedelta | None = None,
         on_expired: OnExpired = "warn",
+        faults: Iterable[Fault] = (),
+        strict_faults: bool = False,
     ) -> None:
         self._setup(
             Path(path),
@@ -121,6 +130,8 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
                 on_unused=on_unused,
                 max_age=max_age,  # type: ignore[arg-type]  # parsed to seconds there
                 on_expired=on_expired,
+                faults=tuple(faults),
+                strict_faults=strict_faults,
             ),
         )
 
@@ -165,6 +176,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         # Mode 'all' over an existing file: what it held, kept beside it when saving.
         self._replaced: list[Interaction] | None = None
         self._left = False  # left (by _close), not yet stored
+        self._faults: FaultPlan | None = None
 
     def _blocks_network(self) -> bool:
         option = self.options.block_network
@@ -202,6 +214,11 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
     @property
     def on_unused(self) -> OnUnused:
         return self.options.on_unused
+
+    @property
+    def faults_fired(self) -> list[FiredFault]:
+        """The faults that fired while this cassette was open, in order (SPEC §18)."""
+        return list(self._faults.fired) if self._faults is not None else []
 
     # -- public state ------------------------------------------------------------------
 
@@ -244,7 +261,14 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
     def _close(self, exc: BaseException | None) -> None:
         if exc is not None:
             tracebacks.trim(exc)  # a miss shows the caller's code and library, then the message
+            self.note_faults(exc)
         self._left = self._leave(exc)
+
+    def note_faults(self, exception: BaseException) -> None:
+        """Adds a note (PEP 678) on ``exception`` for each fault that fired, unless it says
+        so already: the failure the agent met was injected, not the service's."""
+        if self._faults is not None:
+            note_fired(exception, self.path, self._faults.fired)
 
     def _store(self, exc: BaseException | None) -> None:
         if self._left:
@@ -308,6 +332,12 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             loaded = []
         self._frozen_pool, self._derived, self._derived_dirty = None, None, False
         self._replaced = None
+        faults = self.options.effective_faults()
+        self._faults = FaultPlan(faults) if faults else None
+        if self._faults is not None and self.mode != "all" and exists:
+            # Interactions a fault made while recording are made again by the faults given
+            # now, where they fire now: replayed as well, the agent would meet them twice.
+            loaded = [interaction for interaction in loaded if interaction.injected is None]
         if self.mode == "all" or not exists:
             if loaded and self._frozen_scope:
                 # Re-recording keeps serving frozen calls from the previous recording.
@@ -426,6 +456,8 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             self._save_derived()
         if not failed and not self.is_recording and self.on_unused != "ignore":
             self._report_unused()
+        if self._faults is not None:
+            self._report_unfired(failed)
 
     def _nothing_recorded(self) -> str:
         kept = (
@@ -473,6 +505,22 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             raise AgentTapeError(message)
         warnings.warn(message, stacklevel=4)
 
+    def _report_unfired(self, failed: bool) -> None:
+        """A fault that never fired rehearsed nothing: said as a warning, or raised as
+        ``FaultNotFiredError`` with ``strict_faults`` (unless the block raised already)."""
+        assert self._faults is not None
+        unfired = self._faults.unfired()
+        if not unfired:
+            return
+        lines = "\n".join(f"  {item.describe()}" for item in unfired)
+        message = (
+            f"{counted(len(unfired), 'fault')} given to cassette {self.path} never fired (no "
+            f"request it applies to was made, or not as often as its selectors ask):\n{lines}"
+        )
+        if self.options.strict_faults and not failed:
+            raise FaultNotFiredError(message, faults=unfired, cassette_path=str(self.path))
+        warnings.warn(message, AgentTapeWarning, stacklevel=4)
+
     # -- the decision per request (the Tape) -------------------------------------------
 
     def begin(self, request: Request, boundary: str = "http") -> Interaction | Recording:
@@ -486,10 +534,19 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             request = self.redactor.request(request)
             if bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request):
                 return self._serve_frozen(request, boundary)
+            if self._faults is not None and boundary == "http":
+                injected = self._inject_live(self._faults, request)
+                if injected is not None:
+                    return injected
             return Recording(self, request, boundary)
         with self._lock:
             request = self.redactor.request(request, stored=self.queue)
-            found = self.queue.take(self.queue.key(request, boundary))
+            key = self.queue.key(request, boundary)
+            if self._faults is not None and boundary == "http":
+                injected = self._inject(self._faults, request, key)
+                if injected is not None:
+                    return injected
+            found = self.queue.take(key)
             if found is not None and self._derived is not None:
                 self._derived.append(found)
         if found is not None:
@@ -497,10 +554,43 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         if bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request):
             raise self._miss(request, boundary, frozen=True)
         if self.mode == "new_episodes":
+            if self._faults is not None and boundary == "http":
+                injected = self._inject_live(self._faults, request)
+                if injected is not None:
+                    return injected
             return Recording(self, request, boundary)
         if self._derived is not None and self._live_scope.matches(boundary, request):
             return Recording(self, request, boundary, derived=True)
         raise self._miss(request, boundary)
+
+    def _inject(self, plan: FaultPlan, request: Request, key: Any) -> Interaction | None:
+        """While replaying (under the lock): the interaction a fault makes of ``request``,
+        from the recorded one that would serve it; None when no fault fires. A fault that
+        answers in the recorded one's place leaves it for the retry; one that changes it
+        (a cut stream) serves it."""
+        position = self.queue.next_position(key)
+        recorded = None if position is None else self.interactions[position]
+        changeable = (
+            recorded is not None and recorded.response is not None and recorded.frames is None
+        )
+        chosen = plan.pick(request, position, kinds=HTTP_KINDS if changeable else LIVE_KINDS)
+        if chosen is None:
+            return None
+        if chosen.kind in RESPONSE_KINDS:
+            self.queue.take(key)
+        return inject(chosen, request, recorded, self.realtime)
+
+    def _inject_live(self, plan: FaultPlan, request: Request) -> Interaction | None:
+        """While recording: the interaction a fault answers ``request`` with instead of the
+        network, kept in the cassette marked ``injected``; None when no fault fires."""
+        with self._lock:
+            chosen = plan.pick(request, len(self.interactions), kinds=LIVE_KINDS)
+            if chosen is None:
+                return None
+            made = inject(chosen, request, None, self.realtime)
+            self.queue.add(made, played=True)
+            self._dirty = True
+        return made
 
     def precedents(self, interaction: Interaction) -> Precedents | None:
         if not self.queue.overlapping:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from . import runtime
 from .bodies import reached_end_of_stream
@@ -31,6 +31,9 @@ from .options import MODE_ENVIRONMENT_VARIABLE
 from .replay_queue import Precedents
 from .tape import Recording, Tape
 from .tracebacks import NOTE_START, replayed
+
+if TYPE_CHECKING:
+    from .faults import FiredFault
 
 R = TypeVar("R")
 
@@ -93,7 +96,8 @@ def continue_exchange(
     if isinstance(plan, Interaction):
         _replayed.set(True)
         try:
-            return replay(plan, Schedule.of(plan, tape.realtime, tape.precedents(plan), tape))
+            schedule = Schedule.of(plan, _paced(tape, plan), tape.precedents(plan), tape)
+            return replay(plan, schedule)
         except Exception as exc:
             note_replayed(exc, tape, plan)
             raise
@@ -116,7 +120,7 @@ async def exchange_async(
     if isinstance(plan, Interaction):
         _replayed.set(True)
         try:
-            schedule = Schedule.of(plan, tape.realtime, tape.precedents(plan), tape)
+            schedule = Schedule.of(plan, _paced(tape, plan), tape.precedents(plan), tape)
             return await replay(plan, schedule)
         except Exception as exc:
             note_replayed(exc, tape, plan)
@@ -124,6 +128,39 @@ async def exchange_async(
     _replayed.set(False)
     with _LiveExchange(plan, failure_of):
         return await record(plan)
+
+
+def _paced(tape: Tape, interaction: Interaction) -> bool:
+    """Whether the interaction is served at its recorded moments: with ``realtime``, and
+    always for one a fault made (a ``slow`` fault's delays are its own, and the others have
+    none)."""
+    return tape.realtime or interaction.injected is not None
+
+
+FAULT_NOTE = "agenttape: injected fault"
+"""How the note (PEP 678) on an exception a fault caused begins."""
+
+
+def note_fired(exception: BaseException, path: object, fired: list[FiredFault]) -> None:
+    """Adds a note on ``exception`` naming the faults that fired (at most five), unless one
+    of its notes names an injected fault already: the failure the agent met may be one of
+    them, and must never be taken for the service's."""
+    if not fired or isinstance(exception, AgentTapeError):
+        return
+    notes = getattr(exception, "__notes__", ())
+    if any(isinstance(note, str) and "injected fault" in note for note in notes):
+        return
+    shown = "; ".join(
+        f"{item.fault.describe()} on {item.method} {item.url}"
+        + ("" if item.index is None else f" (interaction {item.index})")
+        for item in fired[-5:]
+    )
+    more = f" ({len(fired) - 5} more before)" if len(fired) > 5 else ""
+    _add_note(
+        exception,
+        f"{FAULT_NOTE} while cassette {path} was open{more}: {shown}. These failures were "
+        "injected (faults=), not the service's.",
+    )
 
 
 REPLAYED_FAILURE_HINT = (
@@ -149,6 +186,14 @@ def note_replayed(exception: BaseException, tape: Tape, interaction: Interaction
     kind = interaction.error.kind
     what = "exception" if kind == "raised" else kind.replace("_", " ")
     _moved_from_causes(exception)
+    if interaction.injected is not None:
+        _add_note(
+            exception,
+            f"{NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}): "
+            f"injected fault {interaction.injected}; the service did not fail this way. "
+            "Without the fault the recorded interaction is served.",
+        )
+        return
     _add_note(
         exception,
         f"{NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}), "

@@ -14,13 +14,15 @@ import hashlib
 import math
 import re
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from .models import Request
+from . import fault_shapes
+from .models import Failure, Interaction, Request, Response
 
 FaultKind = Literal[
     "rate_limit",
@@ -40,6 +42,13 @@ FaultKind = Literal[
 status; the others are HTTP faults."""
 
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
+
+RESPONSE_KINDS: frozenset[FaultKind] = frozenset(("malformed", "cut_stream", "slow"))
+"""Kinds that change a recorded response (it is served, changed); the others answer in its
+place, and the recorded interaction stays for the retry."""
+HTTP_KINDS: frozenset[FaultKind] = frozenset(FAULT_KINDS) - {"close", "grpc_status"}
+LIVE_KINDS: frozenset[FaultKind] = HTTP_KINDS - RESPONSE_KINDS
+"""What a fault can answer with from the request alone, in a recording mode."""
 
 FAULTS_ENVIRONMENT_VARIABLE = "AGENTTAPE_FAULTS"
 """A JSON list of faults (``[{"kind": "rate_limit", "on": "POST /v1/chat/completions",
@@ -202,11 +211,10 @@ def _check_options(kind: FaultKind, options: Mapping[str, object]) -> None:
             if not isinstance(value, bool):
                 raise TypeError(f"fault {kind!r}: connect= must be True or False")
         elif name == "provider":
-            from .fault_shapes import PROVIDERS  # the shapes are needed only to inject
-
-            if value not in PROVIDERS:
+            if value not in fault_shapes.PROVIDERS:
                 raise ValueError(
-                    f"fault {kind!r}: provider= must be one of {', '.join(PROVIDERS)}, "
+                    f"fault {kind!r}: provider= must be one of "
+                    f"{', '.join(fault_shapes.PROVIDERS)}, "
                     f"got {value!r}"
                 )
         elif name == "code" and (isinstance(value, bool) or not isinstance(value, (int, str))):
@@ -293,16 +301,24 @@ class FaultPlan:
     def __bool__(self) -> bool:
         return bool(self.faults)
 
-    def pick(self, request: Request, index: int | None) -> Fault | None:
+    def pick(
+        self,
+        request: Request,
+        index: int | None,
+        *,
+        kinds: Collection[FaultKind] = HTTP_KINDS,
+    ) -> Fault | None:
         """The fault that answers ``request`` (served by interaction ``index``, or None),
-        counted as fired; None when no fault fires. Every fault that applies counts the
-        request, whichever fires: ``nth=2`` is the second request it applies to."""
+        counted as fired; None when no fault fires. Only faults of ``kinds`` are considered
+        (a live request cannot be ``cut_stream``: there is no recorded stream to cut).
+        Every fault that applies counts the request, whichever fires: ``nth=2`` is the
+        second request it applies to."""
         with self._lock:
             occurrence = self._seen.get((request.method, request.url), 0) + 1
             self._seen[(request.method, request.url)] = occurrence
             chosen: Fault | None = None
             for position, item in enumerate(self.faults):
-                if not item.matches(request, index):
+                if item.kind not in kinds or not item.matches(request, index):
                     continue
                 self._counts[position] += 1
                 if chosen is not None or not self._due(position, item, request, occurrence):
@@ -385,3 +401,128 @@ def _matches_pattern(pattern: str, method: str, parts: Any) -> bool:
     return bool(
         regex.fullmatch(f"{host}{path}") or regex.fullmatch(f"{parts.netloc.lower()}{path}")
     )
+
+
+SLOW = 3.0
+"""Seconds a ``slow`` fault given no timing holds the first byte back."""
+_CUT = "peer closed connection without sending complete message body (injected by agenttape)"
+
+
+def inject(
+    item: Fault, request: Request, recorded: Interaction | None, realtime: bool
+) -> Interaction:
+    """The interaction ``item`` makes of ``request``: an error answer in the provider's
+    shape, a transport failure, or (``RESPONSE_KINDS``) the ``recorded`` one changed. Its
+    timings are the recorded ones with ``realtime``, else none but the fault's own delays."""
+    made = Interaction(request, started_at=time.time(), injected=item.describe())
+    kind = item.kind
+    if kind in ("rate_limit", "overloaded", "server_error", "status"):
+        provider = item.option("provider") or fault_shapes.provider_of(request)
+        status = fault_shapes.error_status(kind, provider, item.option("status"))
+        retry_after = item.option("retry_after", 1 if kind == "rate_limit" else None)
+        reason, headers, body = fault_shapes.error_answer(kind, provider, status, retry_after)
+        version = recorded.response.http_version if recorded and recorded.response else "HTTP/1.1"
+        made.response = Response(status, reason, version, headers, body, [(len(body), 0.0)])
+        made.ttfb, made.duration = 0.0, 0.0
+    elif kind == "timeout":
+        connect = bool(item.option("connect", False))
+        made.error = (
+            Failure("connect_timeout", "ConnectTimeout", "timed out (injected by agenttape)")
+            if connect
+            else Failure("read_timeout", "ReadTimeout", "timed out (injected by agenttape)")
+        )
+    elif kind == "reset":
+        made.error = Failure(
+            "read_error", "ConnectionResetError", "[Errno 104] Connection reset by peer"
+        )
+    elif kind == "refused":
+        made.error = Failure(
+            "connect_error", "ConnectionRefusedError", "[Errno 111] Connection refused"
+        )
+    else:
+        assert recorded is not None and recorded.response is not None
+        made.started_at = recorded.started_at
+        _change(item, made, recorded, realtime)
+    return made
+
+
+def _change(item: Fault, made: Interaction, recorded: Interaction, realtime: bool) -> None:
+    """``malformed``, ``cut_stream`` and ``slow``: the recorded response, changed."""
+    response = recorded.response
+    assert response is not None
+    pieces = list(response.iter_chunks())
+    offsets = [offset for _size, offset in response.chunks] if realtime else []
+    offsets += [0.0] * (len(pieces) - len(offsets))
+    made.ttfb = (recorded.ttfb or 0.0) if realtime else 0.0
+    made.duration = (recorded.duration or 0.0) if realtime else 0.0
+    made.error = recorded.error
+    headers = list(response.headers)
+    truncated = response.truncated
+    if item.kind == "malformed":
+        pieces, headers = _malformed(response)
+        offsets = [offsets[-1] if offsets else 0.0]
+    elif item.kind == "cut_stream":
+        pieces, offsets = _cut(item, pieces, offsets)
+        truncated = True
+        made.error = Failure("protocol_error", "RemoteProtocolError", _CUT)
+    else:  # slow
+        timed = any(name in item.options for name in ("delay", "first_byte", "between_chunks"))
+        first = float(item.option("first_byte", item.option("delay", 0.0 if timed else SLOW)))
+        between = float(item.option("between_chunks", 0.0))
+        made.ttfb += first
+        offsets = [offset + first + between * n for n, offset in enumerate(offsets, 1)]
+        made.duration = max([made.duration + first, *offsets])
+    body = b"".join(pieces)
+    made.response = Response(
+        response.status,
+        response.reason,
+        response.http_version,
+        headers,
+        body,
+        [(len(piece), offset) for piece, offset in zip(pieces, offsets, strict=True)],
+        truncated,
+        response.trailers,
+    )
+
+
+def _cut(item: Fault, pieces: list[bytes], offsets: list[float]) -> tuple[list[bytes], list[float]]:
+    """The pieces sent before the cut: ``after_chunks`` pieces, or ``after_bytes`` bytes;
+    half the pieces (half the body when it came in one) when neither is given."""
+    after_bytes = item.option("after_bytes")
+    if after_bytes is None and item.option("after_chunks") is None and len(pieces) == 1:
+        after_bytes = len(pieces[0]) // 2
+    if after_bytes is not None:
+        kept: list[bytes] = []
+        left = int(after_bytes)
+        for piece in pieces:
+            if left <= 0:
+                break
+            kept.append(piece[:left])
+            left -= len(piece)
+        return kept, offsets[: len(kept)]
+    count = item.option("after_chunks", len(pieces) // 2)
+    return pieces[:count], offsets[:count]
+
+
+def _malformed(response: Response) -> tuple[list[bytes], list[tuple[str, str]]]:
+    """The body (its content-encoding undone) cut in the middle of its JSON: for an event
+    stream, the first event's JSON is cut and the stream goes on after it."""
+    from .bodies import decode_body, is_sse
+
+    body = decode_body(response.headers, response.body).data
+    headers = [
+        (name, value)
+        for name, value in response.headers
+        if name.lower() not in ("content-encoding", "content-length")
+    ]
+    if is_sse(response.headers):
+        start = body.find(b"data:")
+        end = body.find(b"\n", start)
+        if start != -1 and end != -1:
+            line = body[start:end]
+            cut = body[:start] + line[: max(len(b"data: {"), len(line) // 2)] + body[end:]
+            return [cut], headers
+    cut = body[: len(body) // 2]
+    if response.header("content-length") is not None:
+        headers.append(("content-length", str(len(cut))))
+    return [cut], headers

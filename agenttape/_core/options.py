@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from . import codec
 from .age import ON_EXPIRED, OnExpired, parse_age
+
+if TYPE_CHECKING:
+    from .faults import Fault
 
 Mode = Literal["none", "once", "new_episodes", "all"]
 """What a cassette does per request: ``none`` replays only, ``once`` records a cassette that
@@ -103,8 +106,16 @@ class CassetteOptions:
     on_unused: OnUnused = "ignore"
     max_age: float | None = None
     on_expired: OnExpired = "warn"
+    faults: tuple[Fault, ...] = ()
+    strict_faults: bool = False
 
     def __post_init__(self) -> None:
+        if self.faults:
+            from .faults import Fault  # only a cassette given faults loads them
+
+            for item in self.faults:
+                if not isinstance(item, Fault):
+                    raise TypeError(f"faults= takes agenttape.fault(...) values, got {item!r}")
         object.__setattr__(self, "mode", parse_mode(self.mode))
         object.__setattr__(self, "max_age", parse_age(self.max_age))
         if self.on_expired not in ON_EXPIRED:
@@ -120,6 +131,15 @@ class CassetteOptions:
     def effective_mode(self) -> Mode:
         """The mode, unless ``AGENTTAPE_MODE`` overrides it for the whole process."""
         return environment_mode() or self.mode
+
+    def effective_faults(self) -> tuple[Fault, ...]:
+        """The faults given, then those ``AGENTTAPE_FAULTS`` gives the whole process."""
+        text = os.environ.get("AGENTTAPE_FAULTS")
+        if not text:
+            return self.faults
+        from .faults import faults_from_environment  # only a process given faults loads them
+
+        return self.faults + faults_from_environment(text)
 
 
 def environment_mode() -> Mode | None:

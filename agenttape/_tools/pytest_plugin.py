@@ -370,6 +370,9 @@ def _concise(item: pytest.Item, call: pytest.CallInfo[None], error: AgentTapeErr
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    cassette = item.stash.get(_CASSETTE, None)
+    if cassette is not None and call.excinfo is not None:
+        cassette.note_faults(call.excinfo.value)  # before the report shows the exception
     outcome = yield
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed:
