@@ -21,28 +21,12 @@ except ImportError:  # websockets 12: the asyncio client there is the legacy one
     from websockets.legacy.client import connect  # type: ignore[assignment]
 
 import agenttape
-from agenttape._core import codec
-from agenttape._core.fault_sessions import injected
-from agenttape._core.faults import FaultPlan
-from agenttape._core.files import read, write_atomic
 from tests.cli_support import cli
 from tests.grpc_support import GrpcServer, stubs
 from tests.servers import WebSocketServer
 from tests.websocket_support import UPDATE
 
 pb, services = stubs()
-
-
-def inject(path: Path, item: agenttape.Fault) -> None:
-    """Rewrites the cassette with each interaction the fault applies to replaced by the one it
-    injects, as a cassette given the fault serves it."""
-    header, interactions = read(path)
-    plan = FaultPlan([item])
-    changed = [
-        (injected(item, i.request, i) if plan.pick(i.request, n) else None) or i
-        for n, i in enumerate(interactions)
-    ]
-    write_atomic(path, codec.encode_pieces(header, changed))
 
 
 # -- WebSocket ----------------------------------------------------------------------------------
@@ -83,14 +67,13 @@ def test_an_injected_close_is_what_the_client_sees_when_a_live_server_closes(
     with agenttape.use_cassette(live_path, mode="all"):
         live = asyncio.run(until_closed(ws_server.url, "bye"))  # the server closes with 4000
     record(ws_server, path)
-    inject(path, agenttape.fault("close", after_frames=1, code=4000))
-    with agenttape.use_cassette(path, mode="none"):
+    item = agenttape.fault("close", after_frames=1, code=4000)
+    with agenttape.use_cassette(path, mode="none", faults=[item]) as tape:
         replayed = asyncio.run(until_closed(ws_server.url, json.dumps(UPDATE)))
+        [fired] = tape.faults_fired
     assert live == ([b'{"type": "session.created"}'.decode()], "ConnectionClosedError", 4000)
     assert replayed == live
-    [interaction] = agenttape.load(path).interactions
-    assert interaction.injected == "close(after_frames=1, code=4000)"
-    assert interaction.closed is not None and interaction.closed.by == "server"
+    assert (fired.fault, fired.index) == (item, 0)
 
 
 @pytest.mark.parametrize("after_frames", [0, 1, 2])
@@ -99,7 +82,7 @@ def test_the_close_comes_after_that_many_server_messages(
 ) -> None:
     path = tmp_path / "tape.msgpack"
     live = record(ws_server, path)
-    inject(path, agenttape.fault("close", after_frames=after_frames, code=1011))
+    item = agenttape.fault("close", after_frames=after_frames, code=1011)
 
     def talk() -> tuple[list[Any], int | None]:
         got: list[Any] = []
@@ -110,7 +93,7 @@ def test_the_close_comes_after_that_many_server_messages(
                 got.append(ws.recv())
         return got, caught.value.rcvd.code if caught.value.rcvd else None
 
-    with agenttape.use_cassette(path, mode="none"):
+    with agenttape.use_cassette(path, mode="none", faults=[item]):
         got, code = talk()
     assert got == live[:after_frames]
     assert code == 1011
@@ -119,7 +102,7 @@ def test_the_close_comes_after_that_many_server_messages(
 def test_aiohttp_sees_the_injected_close_code(ws_server: WebSocketServer, tmp_path: Path) -> None:
     path = tmp_path / "tape.msgpack"
     live = record(ws_server, path)
-    inject(path, agenttape.fault("close", after_frames=2, code=1013))
+    item = agenttape.fault("close", on="GET 127.0.0.1:*/v1/realtime", after_frames=2, code=1013)
 
     async def talk() -> tuple[list[Any], aiohttp.WSMsgType, int | None]:
         async with aiohttp.ClientSession() as http, http.ws_connect(ws_server.url) as ws:
@@ -129,7 +112,7 @@ def test_aiohttp_sees_the_injected_close_code(ws_server: WebSocketServer, tmp_pa
             ending = await ws.receive()
             return got, ending.type, ws.close_code
 
-    with agenttape.use_cassette(path, mode="none"):
+    with agenttape.use_cassette(path, mode="none", faults=[item]):
         got, kind, code = asyncio.run(talk())
     assert got == live[:2]
     assert (kind, code) == (aiohttp.WSMsgType.CLOSE, 1013)
@@ -159,8 +142,8 @@ def test_an_injected_status_is_the_rpc_error_grpcio_raises(
     search_recorded: tuple[Path, Any, Any], code: str
 ) -> None:
     path, stub, live = search_recorded
-    inject(path, agenttape.fault("grpc_status", on="*/vectors.v1.Vectors/*", code=code))
-    with agenttape.use_cassette(path, mode="none"):
+    item = agenttape.fault("grpc_status", on="*/vectors.v1.Vectors/*", code=code)
+    with agenttape.use_cassette(path, mode="none", faults=[item]) as tape:
         with pytest.raises(grpc.RpcError) as unary:
             stub.Search(pb.SearchRequest(collection="docs", limit=2))
         with pytest.raises(grpc.RpcError):
@@ -168,6 +151,7 @@ def test_an_injected_status_is_the_rpc_error_grpcio_raises(
         stream = stub.Scroll(pb.ScrollRequest(collection="k", count=3))
         with pytest.raises(grpc.RpcError) as streamed:
             next(stream)
+        assert [fired.index for fired in tape.faults_fired] == [0, 1, 2]
     wanted = getattr(grpc.StatusCode, code)
     for error in (unary.value, streamed.value):
         assert isinstance(error, grpc.RpcError) and isinstance(error, grpc.Call)
@@ -179,7 +163,7 @@ def test_an_injected_status_is_the_rpc_error_grpcio_raises(
 
 def test_grpc_aio_sees_the_injected_status(search_recorded: tuple[Path, Any, Any]) -> None:
     path, _, _ = search_recorded
-    inject(path, agenttape.fault("grpc_status", code="UNAVAILABLE"))
+    item = agenttape.fault("grpc_status", code="UNAVAILABLE", times=1)
     target = agenttape.load(path).interactions[0].request.url.split("/")[2]
 
     async def call() -> grpc.StatusCode:
@@ -189,7 +173,7 @@ def test_grpc_aio_sees_the_injected_status(search_recorded: tuple[Path, Any, Any
                 await stub.Search(pb.SearchRequest(collection="docs", limit=2))
             return caught.value.code()
 
-    with agenttape.use_cassette(path, mode="none"):
+    with agenttape.use_cassette(path, mode="none", faults=[item]):
         assert asyncio.run(call()) is grpc.StatusCode.UNAVAILABLE
 
 
@@ -204,11 +188,20 @@ def test_a_code_that_is_no_status_is_named() -> None:
     check(agenttape.fault("close", after_frames=3))
 
 
-def test_show_view_and_textconv_say_an_interaction_was_injected(
-    search_recorded: tuple[Path, Any, Any], tmp_path: Path
+def test_a_status_injected_while_recording_is_stored_and_shown_as_injected(
+    tmp_path: Path,
 ) -> None:
-    path, _, _ = search_recorded
-    inject(path, agenttape.fault("grpc_status", on="*/vectors.v1.Vectors/Scroll", code=14))
+    path = tmp_path / "vectors.msgpack"
+    item = agenttape.fault("grpc_status", on="*/vectors.v1.Vectors/Scroll", code=14)
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with agenttape.use_cassette(path, mode="all", faults=[item]):
+            stub.Search(pb.SearchRequest(collection="docs", limit=2))
+            stub.Search(pb.SearchRequest(collection="docs", limit=3))
+            with pytest.raises(grpc.RpcError) as caught:
+                list(stub.Scroll(pb.ScrollRequest(collection="k", count=3)))
+        assert [name for name, _, _ in server.servicer.seen] == ["Search", "Search"]
+    assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
     description = "grpc_status(code=14) on */vectors.v1.Vectors/Scroll"
     table = cli("show", path)
     assert table.returncode == 0, table.stderr

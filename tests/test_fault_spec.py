@@ -104,6 +104,8 @@ def test_a_parsed_nth_fires_on_that_request_only() -> None:
         ("grpc_status", ["needs code="]),
         ("rate_limit:probability=2", ["between 0 and 1"]),
         ("a b c=reset", ["is not a request pattern"]),
+        ("grpc_status:code=EXHAUSTED", ["not a gRPC status", "RESOURCE_EXHAUSTED"]),
+        ("close:code=1006", ["not a close code a server sends"]),
     ],
 )
 def test_a_mistake_is_one_error_that_says_what_is_wrong(text: str, words: list[str]) -> None:

@@ -6,12 +6,15 @@ with that code, grpcio's ``RpcError`` with that ``code()``."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 from . import grpc_wire
-from .faults import Fault
+from .faults import LIVE_KINDS, Fault, FaultKind
 from .models import Interaction, Request
 from .websocket import closed_early
 
-KINDS = ("close", "grpc_status")
+KINDS: frozenset[FaultKind] = frozenset(("close", "grpc_status"))
 """The kinds built here; the others are HTTP answers."""
 
 CLOSE_CODE = 1011
@@ -43,24 +46,45 @@ def check(item: Fault) -> None:
         grpc_wire.status_number(item.option("code"))
 
 
-def injected(item: Fault, request: Request, recorded: Interaction | None) -> Interaction | None:
-    """The interaction ``item`` answers ``request`` with, marked injected; None when it does
-    not apply: a ``close`` on a request that did not open a recorded session (a live one is
-    not cut), or a kind that is an HTTP answer."""
-    description = item.describe()
-    if item.kind == "grpc_status":
-        number = grpc_wire.status_number(item.option("code"))
-        details = f"{grpc_wire.status_name(number)} (injected by agenttape)"
-        return Interaction(
-            request,
-            grpc_wire.status_response(number, details),
-            boundary=recorded.boundary if recorded is not None else "http",
-            started_at=recorded.started_at if recorded is not None else 0.0,
-            ttfb=0.0,
-            duration=0.0,
-            injected=description,
-        )
-    if item.kind == "close" and recorded is not None and recorded.frames is not None:
-        code = close_code(item.option("code", CLOSE_CODE))
-        return closed_early(recorded, int(item.option("after_frames", 0)), code, "", description)
+def kinds_for(request: Request, recorded: Interaction | None) -> frozenset[FaultKind] | None:
+    """The kinds that apply to a gRPC call (a status only: an HTTP answer is no gRPC
+    failure), or to a recorded WebSocket session (a close besides what answers the upgrade);
+    None for any other request, which takes the HTTP kinds."""
+    if grpc_wire.is_grpc(request):
+        return GRPC_KINDS
+    if recorded is not None and recorded.frames is not None:
+        return SESSION_KINDS
     return None
+
+
+GRPC_KINDS: frozenset[FaultKind] = frozenset(("grpc_status",))
+SESSION_KINDS: frozenset[FaultKind] = LIVE_KINDS | {"close"}
+
+
+def injected(
+    item: Fault, request: Request, recorded: Interaction | None, realtime: bool
+) -> Interaction:
+    """The interaction ``item`` (a kind of ``KINDS``, chosen by ``kinds_for``) answers
+    ``request`` with, marked injected. Its timings are the recorded ones with ``realtime``,
+    else none."""
+    description = item.describe()
+    if item.kind == "close":
+        assert recorded is not None and recorded.frames is not None
+        code = close_code(item.option("code", CLOSE_CODE))
+        after = int(item.option("after_frames", 0))
+        made = closed_early(recorded, after, code, "", description)
+        if not realtime:
+            made.frames = [replace(frame, offset=0.0) for frame in made.frames or []]
+            made.ttfb, made.duration = 0.0, 0.0
+        return made
+    number = grpc_wire.status_number(item.option("code"))
+    details = f"{grpc_wire.status_name(number)} (injected by agenttape)"
+    return Interaction(
+        request,
+        grpc_wire.status_response(number, details),
+        boundary=recorded.boundary if recorded is not None else "http",
+        started_at=recorded.started_at if recorded is not None else time.time(),
+        ttfb=0.0,
+        duration=0.0,
+        injected=description,
+    )

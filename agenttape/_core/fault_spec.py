@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .fault_sessions import check
 from .faults import FAULT_KINDS as KINDS
 from .faults import Fault, fault
 
@@ -122,7 +123,9 @@ def _positive(text: str, spec: str, what: str) -> int:
 
 def _build(kind: str, arguments: Mapping[str, Any], source: object) -> Fault:
     try:
-        return fault(kind, **arguments)  # type: ignore[arg-type]
+        item = fault(kind, **arguments)  # type: ignore[arg-type]
+        check(item)
+        return item
     except (TypeError, ValueError) as exc:
         raise FaultSpecError(f"fault {source!r}: {exc}") from None
 
