@@ -33,15 +33,12 @@ EXPECTED = (
     "(11 streamed pieces)\n"
 )
 
-# The Node agent's first request, made by the Python SDK with its retries off.
+# The Node agent's first request (its body in argv[1]), made by the Python SDK, retries off.
 FIRST_CALL = """
-import json, openai
+import json, sys, openai
 client = openai.OpenAI(max_retries=0)
 try:
-    client.chat.completions.create(
-        model="gpt-4o-mini", temperature=0, seed=7,
-        messages=[{"role": "user", "content": "Where is my order A-1042?"}],
-    )
+    client.chat.completions.create(**json.loads(open(sys.argv[1]).read()))
     print("answered")
 except openai.APIStatusError as e:
     print(json.dumps([type(e).__name__, e.status_code, e.code, e.response.headers.get("retry-after")]))
@@ -74,6 +71,8 @@ def test_run_gives_a_python_process_the_fault_in_the_providers_shape(
 ) -> None:
     script = tmp_path / "first_call.py"
     script.write_text(FIRST_CALL)
+    body = tmp_path / "body.json"
+    body.write_bytes(agenttape.load(cassette).interactions[0].request.body)
     fault = f"{CHAT}#1=rate_limit:retry_after=30"
     status, out, err = agenttape_run(
         "--cassette",
@@ -83,6 +82,7 @@ def test_run_gives_a_python_process_the_fault_in_the_providers_shape(
         "--",
         "python",
         script,
+        body,
         env=offline(),
         cwd=tmp_path,
     )
@@ -90,7 +90,7 @@ def test_run_gives_a_python_process_the_fault_in_the_providers_shape(
     assert json.loads(out) == ["RateLimitError", 429, "rate_limit_exceeded", "30"]
     # Without the fault the same call is answered from the cassette.
     status, out, err = agenttape_run(
-        "--cassette", cassette, "--", "python", script, env=offline(), cwd=tmp_path
+        "--cassette", cassette, "--", "python", script, body, env=offline(), cwd=tmp_path
     )
     assert (status, out) == (0, "answered\n"), err
 
@@ -132,7 +132,9 @@ def test_proxy_gives_curl_the_openai_rate_limit(
     first = curl(*arguments, proxy=proxy.url, ca=agenttape_ca())
     second = curl(*arguments, proxy=proxy.url, ca=agenttape_ca())
     assert proxy.stop() == 0, proxy.stderr
-    head, _, body = first.stdout.partition(b"\r\n\r\n")
+    tunnel, _, answer = first.stdout.partition(b"\r\n\r\n")
+    assert tunnel.startswith(b"HTTP/1.1 200 Connection established"), first
+    head, _, body = answer.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     assert lines[0].split()[1] == "429", first
     headers = {
@@ -143,7 +145,7 @@ def test_proxy_gives_curl_the_openai_rate_limit(
     assert error["code"] == "rate_limit_exceeded"
     assert error["type"] and error["message"]
     # The fault answered in the recorded one's place: the retry gets the recorded answer.
-    assert second.stdout.split(b"\r\n")[0].split()[1] == b"200"
+    assert second.stdout.partition(b"\r\n\r\n")[2].split()[1] == b"200"
     assert recorded.response is not None
     assert second.stdout.endswith(recorded.response.body)
 
@@ -155,3 +157,34 @@ def test_a_fault_that_cannot_be_read_is_one_line_exit_2(command: str, tmp_path: 
     assert_one_line_error(result, f"agenttape {command}: error: --fault:", "'ratelimit'")
     result = cli(command, "--fault", "POST /v1/x#2=rate_limit:after_chunks=1", *extra, cwd=tmp_path)
     assert_one_line_error(result, "has no option 'after_chunks'")
+
+
+@needs_node
+def test_proxy_gives_grpc_js_the_injected_status_in_trailers(
+    tmp_path: Path, start_proxy: type[ProxyProcess]
+) -> None:
+    grpc = pytest.importorskip("grpc")
+    from tests.grpc_support import GrpcServer, stubs
+    from tests.test_proxy_grpc import grpc_js, run_node, written_proto
+
+    modules, proto = grpc_js(), written_proto(tmp_path)
+    cassette = tmp_path / "vectors.msgpack"
+    pb, services = stubs()
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with agenttape.use_cassette(cassette, mode="all"):
+            stub.Search(pb.SearchRequest(collection="docs", vector=[0.25], limit=2))
+            with pytest.raises(grpc.RpcError):
+                stub.Search(pb.SearchRequest(collection="full"))
+            list(stub.Scroll(pb.ScrollRequest(collection="k", count=3)))
+    fault = "*/vectors.v1.Vectors/Search#1=grpc_status:code=UNAVAILABLE"
+    replaying = start_proxy("--cassette", cassette, "--fault", fault)
+    replayed = run_node(modules, server.target, replaying, proto)
+    assert replaying.stop() == 0, replaying.stderr
+    assert replayed["search"] == {
+        "code": 14,
+        "details": "UNAVAILABLE (injected by agenttape)",
+        "trailing": {},
+    }
+    assert replayed["exhausted"]["code"] == 8  # type: ignore[index]  # the recorded one
+    assert [p["id"] for p in replayed["scroll"]["points"]] == ["k-0", "k-1", "k-2"]  # type: ignore[index]
