@@ -320,6 +320,7 @@ def test_the_sdk_retry_honours_retry_after_and_fast_retries_skips_it(
         (Request("POST", "https://x.openai.azure.com/openai/deployments/d"), "openai"),
         (Request("POST", "https://api.anthropic.com/v1/messages"), "anthropic"),
         (Request("POST", "https://generativelanguage.googleapis.com/v1beta/m"), "google"),
+        (Request("POST", "https://us-central1-aiplatform.googleapis.com/v1/m"), "google"),
         (Request("POST", "https://bedrock-runtime.us-east-1.amazonaws.com/m"), "bedrock"),
         (Request("POST", "https://api.mistral.ai/v1/chat/completions"), "mistral"),
         (Request("POST", "https://api.cohere.com/v2/chat"), "cohere"),

@@ -175,6 +175,7 @@ FIELDS = [
     ("error", "kind"),
     ("error", "type"),
     ("error", "message"),
+    ("injected",),
 ]
 
 

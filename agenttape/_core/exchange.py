@@ -151,7 +151,7 @@ def note_fired(exception: BaseException, path: object, fired: list[FiredFault]) 
     if any(isinstance(note, str) and "injected fault" in note for note in notes):
         return
     shown = "; ".join(
-        f"{item.fault.describe()} on {item.method} {item.url}"
+        f"{item.fault.describe()}, fired on {item.method} {item.url}"
         + ("" if item.index is None else f" (interaction {item.index})")
         for item in fired[-5:]
     )

@@ -1,0 +1,1 @@
+"""A retry bug only a long retry-after shows, found with one injected fault."""
