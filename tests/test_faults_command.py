@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from agenttape._core.fault_spec import parse_fault
-from agenttape._core.faults import FaultPlan, fault_from_json
+from agenttape._core.fault_sessions import kinds_for
+from agenttape._core.faults import HTTP_KINDS, FaultPlan, fault_from_json
 from agenttape._core.files import read
 from tests.cli_support import assert_one_line_error, cli
 
@@ -25,13 +26,16 @@ def faults_json(path: Path) -> dict[str, Any]:
 
 def fired_at(path: Path, proposal: dict[str, Any]) -> list[int]:
     """The interactions the proposed fault fires on when the cassette's requests are made
-    again in recorded order."""
+    again in recorded order, each offered the kinds a cassette offers it."""
     _, interactions = read(path)
     plan = FaultPlan([fault_from_json(proposal["fault"])])
     return [
         i
         for i, interaction in enumerate(interactions)
-        if plan.pick(interaction.request, i) is not None
+        if plan.pick(
+            interaction.request, i, kinds=kinds_for(interaction.request, interaction) or HTTP_KINDS
+        )
+        is not None
     ]
 
 
