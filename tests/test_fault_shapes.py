@@ -18,7 +18,6 @@ import anthropic
 import boto3
 import botocore.config
 import botocore.exceptions
-import httpx
 import httpx2
 import openai
 import pytest
@@ -31,6 +30,7 @@ from llm_standin import StandIn
 import agenttape
 from agenttape import fault
 from agenttape._core.fault_shapes import provider_of
+from agenttape._core.faults import inject
 from agenttape._core.models import Request
 from tests.servers import Seen, Server, json_reply
 
@@ -189,6 +189,33 @@ def test_bedrock_errors_are_botocore_client_errors(
     assert error.response["ResponseMetadata"]["HTTPStatusCode"] == status
 
 
+def test_bedrock_invoke_model_throttled(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    server = serve(lambda seen: json_reply({"content": [{"type": "text", "text": "hi"}]}))
+    bedrock = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=server.url,
+        region_name="us-east-1",
+        aws_access_key_id="AKIDTEST",
+        aws_secret_access_key="secret",
+        config=botocore.config.Config(retries={"total_max_attempts": 1}),
+    )
+
+    def invoke() -> Any:
+        body = '{"messages": [], "max_tokens": 8}'
+        return bedrock.invoke_model(modelId="anthropic.claude-3-haiku", body=body)
+
+    with agenttape.use_cassette(tmp_path / "invoke.msgpack", mode="once"):
+        invoke()
+    server.stop()
+    with (
+        agenttape.use_cassette(tmp_path / "invoke.msgpack", faults=[fault("rate_limit")]),
+        pytest.raises(botocore.exceptions.ClientError) as caught,
+    ):
+        invoke()
+    assert caught.value.response["Error"]["Code"] == "ThrottlingException"
+    assert type(caught.value).__name__ == "ThrottlingException"  # the modelled class
+
+
 def test_a_plain_api_status_is_requests_http_error(recorded: dict[str, Any]) -> None:
     error = raised(recorded, "requests", fault("status", status=502))
     assert isinstance(error, requests.HTTPError)
@@ -279,38 +306,50 @@ def test_anthropic_stream_cut_mid_iteration(tmp_path: Path, standin: StandIn) ->
     assert any("injected fault cut_stream" in note for note in caught.value.__notes__)
 
 
-def _waits(caplog: pytest.LogCaptureFixture) -> list[float]:
+def _waits(caplog: pytest.LogCaptureFixture, logger: str) -> list[float]:
+    """The retry waits the SDK computed and passed to its sleep (as it logs them)."""
+    pattern = re.compile(r"Retrying request (?:to \S+ )?in ([0-9.]+) seconds")
     return [
         float(found.group(1))
         for record in caplog.records
-        if record.name.startswith("openai")
-        and (
-            found := re.match(
-                r"Retrying request (?:to \S+ )?in ([0-9.]+) seconds", record.getMessage()
-            )
-        )
+        if record.name.startswith(logger) and (found := pattern.match(record.getMessage()))
     ]
 
 
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
 def test_the_sdk_retry_honours_retry_after_and_fast_retries_skips_it(
-    recorded: dict[str, Any], caplog: pytest.LogCaptureFixture, standin: StandIn
+    recorded: dict[str, Any], caplog: pytest.LogCaptureFixture, sdk: str
 ) -> None:
     """The SDK reads the injected 30-second retry-after and retries; the wait it computed is
     replaced by zero (fast_retries), so the retry is served from the cassette at once."""
     caplog.set_level(logging.INFO)
-    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-test", max_retries=2)
-    path = recorded["paths"]["openai"]
-    base = agenttape.load(path).interactions[0].request.url.rsplit("/chat/", 1)[0]
-    client = client.with_options(base_url=base)
+    path = recorded["paths"][sdk]
+    url = agenttape.load(path).interactions[0].request.url
     item = fault("rate_limit", nth=1, retry_after=30)
+    client: Any
+    if sdk == "openai":
+        client = openai.OpenAI(
+            base_url=url.rsplit("/chat/", 1)[0], api_key="sk-test", max_retries=2
+        )
+        call = lambda: client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # noqa: E731
+    else:
+        client = anthropic.Anthropic(
+            base_url=url.rsplit("/v1/", 1)[0], api_key="sk-ant-test", max_retries=2
+        )
+        call = lambda: client.messages.create(  # noqa: E731
+            model="claude-test",
+            max_tokens=64,
+            messages=MESSAGES,
+        )
     with agenttape.use_cassette(path, faults=[item]) as tape:
-        reply = client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
-    assert reply.choices[0].message.content
+        call()
     assert len(tape.faults_fired) == 1 and tape.all_played
-    assert _waits(caplog) == [0.0]
-    # What the SDK computed before fast_retries replaced it: the injected retry-after.
-    headers = httpx.Headers({"retry-after": "30"})
-    assert client._parse_retry_after_header(headers) == 30.0  # type: ignore[arg-type]
+    assert _waits(caplog, sdk) == [0.0]
+    # What the SDK reads from the injected answer, before fast_retries replaces the wait.
+    request = agenttape.load(path).interactions[0].request
+    injected = inject(item, request, None, realtime=False).response
+    assert injected is not None and injected.status == 429
+    assert client._parse_retry_after_header(httpx2.Headers(list(injected.headers))) == 30.0
 
 
 @pytest.mark.parametrize(

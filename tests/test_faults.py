@@ -343,6 +343,10 @@ def test_the_marker_takes_faults(pytester: pytest.Pytester, serve: Callable[...,
         @pytest.mark.agenttape(faults=[agenttape.fault("reset", on="GET /b")], strict_faults=True)
         def test_strict():
             httpx.get("{server.url}/a")
+
+        @pytest.mark.agenttape(faults=[agenttape.fault("server_error")])
+        def test_fails():
+            httpx.get("{server.url}/a").raise_for_status()
         """
     )
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
@@ -352,8 +356,9 @@ def test_the_marker_takes_faults(pytester: pytest.Pytester, serve: Callable[...,
         pytester.runpytest_subprocess("-p", "agenttape", "--agenttape-mode=once")
         server.stop()
         result = pytester.runpytest_subprocess("-p", "agenttape")
-    result.assert_outcomes(passed=2, errors=1)
+    result.assert_outcomes(passed=2, errors=1, failed=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_strict*", "  reset on GET /b"])
+    result.stdout.fnmatch_lines(["*agenttape: injected fault while cassette*server_error*"])
 
 
 def json_app(seen: Seen) -> Any:
