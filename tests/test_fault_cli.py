@@ -22,6 +22,8 @@ from tests.proxy_support import (
     needs_node,
     node_env,
 )
+from tests.servers import WebSocketServer
+from tests.websocket_support import UPDATE
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "cassettes" / "agent.msgpack"
@@ -188,3 +190,28 @@ def test_proxy_gives_grpc_js_the_injected_status_in_trailers(
     }
     assert replayed["exhausted"]["code"] == 8  # type: ignore[index]  # the recorded one
     assert [p["id"] for p in replayed["scroll"]["points"]] == ["k-0", "k-1", "k-2"]  # type: ignore[index]
+
+
+def test_proxy_closes_a_replayed_websocket_session_with_the_code(
+    tmp_path: Path, ws_server: WebSocketServer, start_proxy: type[ProxyProcess]
+) -> None:
+    from websockets.exceptions import ConnectionClosedError
+    from websockets.sync.client import connect
+
+    cassette = tmp_path / "session.msgpack"
+    with agenttape.use_cassette(cassette, mode="all"), connect(ws_server.url) as ws:
+        first = ws.recv()
+        ws.send(json.dumps(UPDATE))
+        ws.recv()
+    ws_server.stop()
+    proxy = start_proxy("--cassette", cassette, "--fault", "close:after_frames=1,code=1011")
+    with (
+        connect(ws_server.url, proxy=proxy.url, open_timeout=10) as ws,
+        pytest.raises(ConnectionClosedError) as caught,
+    ):
+        got = [ws.recv(timeout=10)]
+        ws.send(json.dumps(UPDATE))
+        got.append(ws.recv(timeout=10))
+    assert proxy.stop() == 0, proxy.stderr
+    assert got == [first]
+    assert caught.value.rcvd is not None and caught.value.rcvd.code == 1011
