@@ -371,3 +371,33 @@ STATUS_NAMES: Sequence[str] = (
 
 def status_name(code: int) -> str:
     return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else str(code)
+
+
+def status_number(code: int | str) -> int:
+    """A gRPC status given as its number or its name (``UNAVAILABLE``, ``unavailable``).
+    Raises ValueError for anything else."""
+    if isinstance(code, int) and not isinstance(code, bool):
+        if 0 <= code < len(STATUS_NAMES):
+            return code
+    elif isinstance(code, str):
+        name = code.strip().upper()
+        if name in STATUS_NAMES:
+            return STATUS_NAMES.index(name)
+        if name.isdigit():
+            return status_number(int(name))
+    raise ValueError(
+        f"{code!r} is not a gRPC status; use a name such as RESOURCE_EXHAUSTED, UNAVAILABLE "
+        "or DEADLINE_EXCEEDED"
+    )
+
+
+def status_response(code: int | str, details: str) -> Response:
+    """A call that ends at once with status ``code``, no message, as a server that refuses
+    it answers: the head, then the status in the trailers."""
+    return Response(
+        200,
+        "",
+        "HTTP/2",
+        [("content-type", CONTENT_TYPE)],
+        trailers=status_trailers(status_number(code), details, None),
+    )

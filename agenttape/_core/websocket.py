@@ -23,18 +23,18 @@ import base64
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .errors import UnmatchedInteractionError
 from .exchange import FailureOf, Schedule, exchange, exchange_async
 from .matching import Matcher
-from .models import OPCODE_NUMBERS, Closed, Frame, Opcode, Request
+from .models import OPCODE_NUMBERS, Closed, Frame, Interaction, Opcode, Request
 from .replay_queue import RERECORD_HINT
 from .tape import Recording, Tape
 
 if TYPE_CHECKING:
-    from .models import Direction, Failure, Headers, Interaction, Response
+    from .models import Direction, Failure, Headers, Response
 
 R = TypeVar("R")
 
@@ -120,6 +120,40 @@ class Step:
 
     frames: list[Frame] = field(default_factory=list)
     end: End | None = None
+
+
+def closed_early(
+    interaction: Interaction, after_frames: int, code: int, reason: str, injected: str
+) -> Interaction:
+    """A recorded session cut by an injected close (SPEC §18): the frames both ways up to the
+    ``after_frames``-th message the server sent, then the server's close frame with ``code``
+    and ``reason``, and the connection closed, as a server that gives up mid-session does.
+    Replay lets the client answer the close however it does; a session with fewer messages is
+    closed at its end."""
+    frames = interaction.frames or []
+    kept: list[Frame] = []
+    served = 0
+    for frame in frames:
+        if served >= after_frames or frame.opcode == "close":
+            break
+        kept.append(frame)
+        if frame.direction == "server" and frame.fin and frame.opcode in _MESSAGES:
+            served += 1
+    offset = kept[-1].offset if kept else (interaction.ttfb or 0.0)
+    kept.append(Frame("server", "close", close_payload(code, reason), offset))
+    return replace(
+        interaction,
+        frames=kept,
+        closed=Closed(code, reason, "server"),
+        error=None,
+        duration=offset,
+        injected=injected,
+    )
+
+
+_MESSAGES = frozenset(("text", "binary", "continuation"))
+"""The server frames ``closed_early`` counts when they end a message (``fin``): messages, not
+control frames or the fragments of one message."""
 
 
 def open_session(
@@ -280,6 +314,10 @@ class SessionReplay:
             return Step()
         payload = self._tape.client_frame(payload)  # as recorded: redacted, also in a miss
         position = self._next_client()
+        if position is None and self._closed_by_fault():
+            # The server closed: the client's answering close ends the session; frames it
+            # sent before it saw the close are dropped, as by a server that closed.
+            return Step([], self._end()) if opcode == "close" else Step()
         if opcode == "close" and (self._broken or (position is None and not self._closed())):
             # After a miss the client closes on its way out; a recording that stopped with
             # the session open lets the client end it now.
@@ -339,6 +377,12 @@ class SessionReplay:
     def _closed(self) -> bool:
         return self.interaction.closed is not None
 
+    def _closed_by_fault(self) -> bool:
+        closed = self.interaction.closed
+        return (
+            self.interaction.injected is not None and closed is not None and closed.by == "server"
+        )
+
     def _step(self) -> Step:
         """Server frames from the cursor up to the next client frame replay checks; the end
         when none is left."""
@@ -354,8 +398,10 @@ class SessionReplay:
                 out.append(frame)
             position += 1
         self._next = position
-        end = self._end() if position >= len(frames) else None
-        return Step(out, end)
+        # A session an injected close ends waits for the client's answering close, as a live
+        # server does: closing first would reset the client, losing what it had not read.
+        ended = position >= len(frames) and not self._closed_by_fault()
+        return Step(out, self._end() if ended else None)
 
     def _end(self) -> End:
         interaction = self.interaction

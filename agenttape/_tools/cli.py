@@ -24,7 +24,16 @@ from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
 from .._version import __version__
-from . import doctor, git_setup, review, runs_actions, store_commands, textconv, verdict
+from . import (
+    doctor,
+    faults_command,
+    git_setup,
+    review,
+    runs_actions,
+    store_commands,
+    textconv,
+    verdict,
+)
 from .cli_usage import (
     JSON,
     PROG,
@@ -242,7 +251,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("give the command after '--', e.g. agenttape run -- python app.py")
     mode = args.mode or _environment_mode() or "none"
     cassette = Path(args.cassette) if args.cassette else run_command.default_cassette(command)
-    options = run_command.RunOptions(routes=_routes(args.route))
+    options = run_command.RunOptions(routes=_routes(args.route), faults=_faults(args.fault))
 
     def report(message: str) -> None:
         sys.stderr.write(f"{PROG} run: {message}\n")
@@ -265,6 +274,15 @@ def _routes(routes: list[str]) -> dict[Any, Any]:
         return parse_routes(routes)
     except ValueError as exc:
         raise UsageError(f"{exc}") from None
+
+
+def _faults(texts: list[str]) -> list[Any]:
+    from .._core.fault_spec import FaultSpecError, parse_fault
+
+    try:
+        return [parse_fault(text) for text in texts]
+    except FaultSpecError as exc:
+        raise UsageError(f"--fault: {exc}") from None
 
 
 # -- proxy -------------------------------------------------------------------------------------
@@ -291,6 +309,7 @@ def cmd_proxy(args: argparse.Namespace, out: TextIO) -> int:
         port=args.port,
         upstream=args.upstream,
         routes=_routes(args.route),
+        faults=_faults(args.fault),
         out=out,
         err=sys.stderr,
     )
@@ -342,8 +361,16 @@ MODE_AND_ROUTES = (
         "the cassette keeps FROM. e.g. https://api.openai.com=http://127.0.0.1:8765 "
         "(repeatable)",
     ),
+    repeated(
+        "--fault",
+        "SPEC",
+        "inject a failure: [METHOD] PATTERN[#N]=KIND[:NAME=VALUE,...], e.g. "
+        "'POST api.openai.com/v1/chat/completions#2=rate_limit:retry_after=30' "
+        "(repeatable; see agenttape faults CASSETTE)",
+    ),
 )
-"""The options ``run`` and ``proxy`` share: the mode, and where live traffic goes."""
+"""The options ``run`` and ``proxy`` share: the mode, where live traffic goes, and the faults
+to inject."""
 
 (CASSETTE,) = operands("cassette")
 
@@ -510,6 +537,7 @@ COMMANDS = (
     *textconv.COMMANDS,
     *git_setup.COMMANDS,
     *review.COMMANDS,
+    *faults_command.COMMANDS,
 )
 
 
@@ -542,7 +570,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if handler is None:
             raise UsageError(
                 "give a command: show, view, diff, export, import-vcr, redact, audit, run, "
-                "proxy, runs, index, fetch, doctor, textconv, init-git or rerecord "
+                "proxy, faults, runs, index, fetch, doctor, textconv, init-git or rerecord "
                 f"(see '{PROG} --help')"
             )
         return handler(args, stream)

@@ -16,12 +16,13 @@ import shlex
 import signal
 import threading
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError, UnmatchedInteractionError
+from .._core.faults import Fault
 from .._core.text import counted
 
 if TYPE_CHECKING:
@@ -197,9 +198,11 @@ def serve(
     routes: dict[Origin, Origin],
     out: TextIO,
     err: TextIO,
+    faults: Sequence[Fault] = (),
 ) -> int:
-    """``agenttape proxy``: serve until interrupted (Ctrl-C or SIGTERM), then save."""
-    cassette = Cassette(cassette_path, mode=mode)
+    """``agenttape proxy``: serve until interrupted (Ctrl-C or SIGTERM), then save;
+    ``faults`` are injected into what it serves (``--fault``)."""
+    cassette = Cassette(cassette_path, mode=mode, faults=faults)
     cassette.mode_label = f"{mode!r}, through agenttape proxy"
     cassette.rerecord_hint = (
         "To re-record: agenttape proxy --mode all, or --mode new_episodes to add only the "
@@ -219,7 +222,7 @@ def serve(
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        _banner(proxy, cassette, upstream, out)
+        _banner(proxy, cassette, upstream, out, faults)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
@@ -242,7 +245,9 @@ def serve(
     return 0
 
 
-def _banner(proxy: Proxy, cassette: Cassette, upstream: str | None, out: TextIO) -> None:
+def _banner(
+    proxy: Proxy, cassette: Cassette, upstream: str | None, out: TextIO, faults: Sequence[Fault]
+) -> None:
     what = "recording" if cassette.is_recording else "replaying, offline"
     user_bundle = os.environ.get("SSL_CERT_FILE")
     bundle = proxy.ca.bundle(Path(user_bundle) if user_bundle else None)
@@ -259,6 +264,7 @@ def _banner(proxy: Proxy, cassette: Cassette, upstream: str | None, out: TextIO)
     ]
     if upstream:
         lines.append(f"base URL: {proxy.url} forwards to {upstream}")
+    lines += [f"injecting the fault {item.describe()}" for item in faults]
     lines.append("stop with Ctrl-C: what was recorded is saved then")
     out.write("\n".join(lines) + "\n")
     out.flush()

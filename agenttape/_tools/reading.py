@@ -244,7 +244,13 @@ def where(request: Request) -> str:
 
 
 def status_text(interaction: Interaction) -> str:
-    """The status ``show`` lists: the code, how a body ended short, or the transport error."""
+    """The status ``show`` lists: the code, how a body ended short, or the transport error;
+    marked ``(injected)`` when a fault made it, never the network (SPEC §18)."""
+    text = _status_text(interaction)
+    return f"{text} (injected)" if interaction.injected is not None else text
+
+
+def _status_text(interaction: Interaction) -> str:
     response, error = interaction.response, interaction.error
     if response is None:
         return error.kind if error is not None else "?"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import heapq
+import json
 import os
 import shutil
 import signal
@@ -41,6 +42,12 @@ from .._adapters import sdk_keys
 from .._core import codec, meta, tracebacks
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError
+from .._core.faults import (
+    FAULTS_ENVIRONMENT_VARIABLE,
+    Fault,
+    fault_to_json,
+    faults_from_environment,
+)
 from .._core.files import read, write_atomic
 from .._core.matching import Matcher
 from .._core.models import Interaction
@@ -67,8 +74,15 @@ PROCESS_MODES = ("replay", "record", "new_episodes")
 class _FragmentCassette(Cassette):
     """A cassette that saves only what this process recorded, to its own fragment file."""
 
-    def __init__(self, path: Path, fragments: Path, mode: Mode, label: str = "") -> None:
-        super().__init__(path, mode=mode)
+    def __init__(
+        self,
+        path: Path,
+        fragments: Path,
+        mode: Mode,
+        label: str = "",
+        faults: tuple[Fault, ...] = (),
+    ) -> None:
+        super().__init__(path, mode=mode, faults=faults)
         self.fragments = fragments
         self.label = label
         self.first_new = 0
@@ -111,8 +125,10 @@ class _SharedReplayCassette(Cassette):
         "only the missing requests."
     )
 
-    def __init__(self, path: Path, ledger: Path, requested_mode: str) -> None:
-        super().__init__(path, mode="none")
+    def __init__(
+        self, path: Path, ledger: Path, requested_mode: str, faults: tuple[Fault, ...] = ()
+    ) -> None:
+        super().__init__(path, mode="none", faults=faults)
         self.ledger = ledger
         self.mode_label = f"{requested_mode!r}, through agenttape run"
 
@@ -159,20 +175,26 @@ class _LedgerQueue(ReplayQueue):
 
 
 def open_cassette(
-    path: Path, process_mode: str, fragments: Path, requested: str, label: str = ""
+    path: Path,
+    process_mode: str,
+    fragments: Path,
+    requested: str,
+    label: str = "",
+    faults: tuple[Fault, ...] = (),
 ) -> Cassette:
     """The cassette one process of the run serves, started: it records to a fragment of its
-    own, or replays sharing the run's ledger of what was played."""
+    own, or replays sharing the run's ledger of what was played. ``faults`` are the proxy's
+    (a Python process reads its own from ``AGENTTAPE_FAULTS``)."""
     if process_mode in ("record", "new_episodes"):
         if process_mode == "record":
             # Opened on a fresh fragment name: nothing on disk is read or overwritten.
-            recorder = _FragmentCassette(fragments / "recording", fragments, "all", label)
+            recorder = _FragmentCassette(fragments / "recording", fragments, "all", label, faults)
             recorder.path = recorder.fragment
         else:
-            recorder = _FragmentCassette(path, fragments, "new_episodes", label)
+            recorder = _FragmentCassette(path, fragments, "new_episodes", label, faults)
         recorder.open()
         return recorder
-    cassette = _SharedReplayCassette(path, fragments / "played", requested)
+    cassette = _SharedReplayCassette(path, fragments / "played", requested, faults)
     cassette.start()
     return cassette
 
@@ -224,7 +246,6 @@ def _keep_user_proxies(saved: str) -> None:
     the run's recording proxy: nothing is recorded twice. The environment itself is left as
     the run set it, so a program this process starts (Node, curl) still goes through the
     proxy."""
-    import json
     import urllib.request
 
     try:
@@ -340,10 +361,13 @@ def _sources(processes: int, proxied: int) -> str:
 
 @dataclass
 class RunOptions:
-    """What ``agenttape run`` may add for the proxy: where live traffic for an origin goes
-    instead while recording (a local stand-in)."""
+    """What ``agenttape run`` may add: where live traffic for an origin goes instead while
+    recording (a local stand-in), and the faults to inject (``--fault``): Python processes
+    get them in ``AGENTTAPE_FAULTS``, the proxy for every other program directly. Each
+    process counts ``nth`` and ``times`` over the requests it makes itself."""
 
     routes: dict[Origin, Origin] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
 
 
 def run(
@@ -382,7 +406,7 @@ def run(
         try:
             if proxy_command.available():
                 try:
-                    proxy = _start_proxy(cassette, each, fragments, mode, options, report)
+                    proxy = _start_proxy(command, cassette, each, fragments, mode, options, report)
                 except AgentTapeError as exc:
                     if needs_proxy:
                         raise
@@ -391,7 +415,9 @@ def run(
                         f"note: the recording proxy did not start ({exc}); only Python "
                         "processes are recorded"
                     )
-            status, signalled = _run_child(command, cassette, mode, each, fragments, proxy)
+            status, signalled = _run_child(
+                command, cassette, mode, each, fragments, proxy, options.faults
+            )
         finally:
             if proxy is not None:
                 proxy.close()
@@ -415,11 +441,20 @@ def run(
 
 
 def _start_proxy(
-    cassette: Path, each: str, fragments: Path, mode: str, options: RunOptions, report: Any
+    command: list[str],
+    cassette: Path,
+    each: str,
+    fragments: Path,
+    mode: str,
+    options: RunOptions,
+    report: Any,
 ) -> Proxy:
     from .proxy_command import Proxy
 
-    proxy_cassette = open_cassette(cassette, each, fragments, mode, PROXY_LABEL)
+    # A Python command's requests never pass the proxy: given the faults too, it would
+    # report each of them as never fired.
+    faults = () if is_python(command) else tuple(options.faults)
+    proxy_cassette = open_cassette(cassette, each, fragments, mode, PROXY_LABEL, faults)
     try:
         return Proxy(
             proxy_cassette, routes=options.routes, log=lambda line: report(f"proxy: {line}")
@@ -481,6 +516,16 @@ def _mark(header: dict[str, Any], signalled: str | None, after: int) -> None:
         header["interrupted"] = {"after": after, "by": signalled}
 
 
+def faults_environment(existing: str | None, faults: list[Fault]) -> str:
+    """``AGENTTAPE_FAULTS`` for the command: the faults the user's environment gave, then
+    ``faults``."""
+    try:
+        given = faults_from_environment(existing)
+    except ValueError as exc:
+        raise AgentTapeError(str(exc)) from None
+    return json.dumps([fault_to_json(item) for item in (*given, *faults)])
+
+
 def _run_child(
     command: list[str],
     cassette: Path,
@@ -488,6 +533,7 @@ def _run_child(
     each: str,
     fragments: Path,
     proxy: Proxy | None,
+    faults: list[Fault],
 ) -> tuple[int, str | None]:
     """Runs the command; returns its exit status and the signal that interrupted the run,
     if any."""
@@ -501,6 +547,10 @@ def _run_child(
     environment[MODE_VARIABLE] = each
     environment[REQUESTED_MODE_VARIABLE] = mode
     environment[FRAGMENTS_VARIABLE] = str(fragments)
+    if faults:
+        environment[FAULTS_ENVIRONMENT_VARIABLE] = faults_environment(
+            environment.get(FAULTS_ENVIRONMENT_VARIABLE), faults
+        )
     if proxy is not None:
         from .proxy_command import NO_PROXY_VARIABLES
 

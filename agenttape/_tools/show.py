@@ -77,6 +77,9 @@ def _show(
     else:
         out.write(title + "\n")
         render_plain(rows, out)
+    for r in rows:
+        if "injected" in r:
+            out.write(f"#{r['n']} injected: {r['injected']}\n")
 
 
 COLUMNS = ("n", "boundary", "method", "host+path", "status", "model", "bytes", "ms", "chunks")
@@ -103,6 +106,7 @@ def row(index: int, interaction: Interaction) -> dict[str, Any]:
         "bytes": len(response.body) if response is not None else 0,
         "ms": round(interaction.duration * 1000, 1) if interaction.duration is not None else None,
         "chunks": pieces,
+        **({"injected": interaction.injected} if interaction.injected is not None else {}),
     }
 
 
@@ -243,6 +247,8 @@ def detail(index: int, interaction: Interaction) -> str:
         f"boundary {interaction.boundary}, started {started}, first byte {_ms(interaction.ttfb)}, "
         f"total {_ms(interaction.duration)}",
     ]
+    if interaction.injected is not None:
+        lines.append(f"injected: {interaction.injected} (a fault's answer, not the network's)")
     fields = llm_fields(interaction)
     if fields:
         lines.append(

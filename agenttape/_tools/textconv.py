@@ -53,6 +53,8 @@ def block(index: int, interaction: Interaction) -> list[str]:
         f"=== #{index} {interaction.boundary} {request.method} {request.url}",
         f"    status {status_text(interaction)}",
     ]
+    if interaction.injected is not None:
+        lines.append(f"    injected: {interaction.injected}")
     lines += [f"> {name}: {value}" for name, value in request.headers]
     lines += _body(">", "request body", request.headers, request.body)
     response = interaction.response

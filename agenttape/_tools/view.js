@@ -342,6 +342,7 @@
     fact("total", ms(item.duration));
     if (item.response) fact("chunks", item.response.chunk_count);
     add(box, facts);
+    if (item.injected) add(box, el("div", "alert injected", "injected: " + item.injected + " (a fault's answer, not the network's)"));
 
     if (item.llm) {
       var llm = el("div", "llm");

@@ -325,6 +325,7 @@ def _interaction(
         "url": request.url,
         "where": where(request),
         "status": status_text(interaction),
+        "injected": interaction.injected,
         "class": status_class(interaction),
         "end": end,
         "end_text": BODY_END_TEXT.get(end or "", ""),
