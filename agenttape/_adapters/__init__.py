@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._core import runtime
 from .._core.errors import AgentTapeWarning
-from . import children, ledger
+from . import children, ledger, native_guard
 
 if TYPE_CHECKING:
     import importlib.abc
@@ -44,6 +44,10 @@ ADAPTERS: dict[str, str] = {
     "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
     "grpc._channel": "agenttape._adapters.grpcio.sync",
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
+    "curl_cffi.curl": "agenttape._adapters.curl_cffi",
+    "curl_cffi.aio": "agenttape._adapters.curl_cffi",
+    "pycurl": "agenttape._adapters.pycurl",
+    "primp": "agenttape._adapters.primp",
     "http.client": "agenttape._adapters.http_client",
     "socket": "agenttape._adapters.network_guard",
 }
@@ -68,6 +72,10 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "httpx_ws._api": ("httpx-ws", "its sessions"),
     "grpc._channel": ("grpcio", "calls on its sync channels"),
     "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
+    "curl_cffi.curl": ("curl_cffi", "its sync requests and Curl handles"),
+    "curl_cffi.aio": ("curl_cffi", "its AsyncSession requests"),
+    "pycurl": ("pycurl", "its Curl handles' performs"),
+    "primp": ("primp", "its Client and AsyncClient requests"),
     "http.client": ("Python", "requests through http.client and urllib.request"),
     "socket": ("Python", "nothing, but no connection is blocked"),
 }
@@ -77,6 +85,10 @@ _off: dict[str, str] = {}
 """Libraries whose adapter could not patch them (a version whose internals it does not
 know), with why: left as they are, said once; the network guard still stands in front of
 them."""
+_native: set[str] = set()
+"""Clients of ``native_guard.NATIVE`` looked at since the adapters were installed."""
+_named: set[str] = set()
+"""Those named once in this process as not intercepted."""
 _lock = threading.RLock()
 _hook: _ImportHook | None = None
 
@@ -111,7 +123,8 @@ def _install(library: str, module: ModuleType) -> None:
         if library in _off:
             return
         _off[library] = f"{type(failure).__name__}: {failure}"
-    _warn_off(library, failure)
+    if library.partition(".")[0] not in native_guard.NATIVE:
+        _warn_off(library, failure)  # a native client is named with its guard (_guard_native)
 
 
 def _warn_off(library: str, failure: Exception) -> None:
@@ -144,9 +157,13 @@ def install_adapters() -> None:
     global _hook
     # Every cassette and run calls this; once the import hook is in place there is seldom
     # anything to do, and threads opening runs at once should not queue on the lock for it.
-    if _hook is not None and all(
-        library in _installed or library in _off or library not in sys.modules
-        for library in ADAPTERS
+    if (
+        _hook is not None
+        and all(
+            library in _installed or library in _off or library not in sys.modules
+            for library in ADAPTERS
+        )
+        and all(top in _native or top not in sys.modules for top in native_guard.NATIVE)
     ):
         return
     with _lock:
@@ -164,6 +181,51 @@ def install_adapters() -> None:
             # no lock of ours held), as a plain ``import`` would, then patch the whole module.
             module = importlib.import_module(library)
         _install(library, module)
+    _guard_native()
+
+
+def _guard_native() -> None:
+    """Names each client of ``native_guard.NATIVE`` that is imported with no adapter in
+    place (once), and guards its request methods; one whose adapters are in place is left to
+    them."""
+    for top, distribution in native_guard.NATIVE.items():
+        module = sys.modules.get(top)
+        if module is None or top in _native:
+            continue
+        mine = [library for library in ADAPTERS if library.partition(".")[0] == top]
+        imported = [library for library in mine if library in sys.modules]
+        if imported and all(library in _installed for library in imported):
+            with _lock:
+                _native.add(top)
+            continue
+        why = "; ".join(f"{library}: {_off[library]}" for library in imported if library in _off)
+        try:
+            guards = native_guard.patches(module)
+            ledger.apply(f"{top} (guard)", guards)
+        except Exception as exc:
+            guards, problem = [], f" ({type(exc).__name__}: {exc})"
+        else:
+            problem = ""
+        if guards:
+            guarded = "its calls raise NetworkBlockedError"
+        else:
+            guarded = f"its calls cannot be guarded either{problem} and reach the network"
+        with _lock:
+            _native.add(top)
+            if top in _named:
+                continue
+            _named.add(top)
+        version = version_of(distribution, top)
+        reason = why or "agenttape has no adapter for it"
+        warnings.warn(
+            f"agenttape cannot intercept {distribution} {version}: {reason}. It opens its "
+            "connections in native code, out of sight of agenttape's network guard: its "
+            "requests are not recorded or replayed, and while a cassette that blocks the "
+            f"network is active {guarded}. See the supported versions in agenttape's "
+            "docs/libraries.md.",
+            AgentTapeWarning,
+            stacklevel=3,
+        )
 
 
 def uninstall() -> list[ledger.Entry]:
@@ -179,6 +241,7 @@ def uninstall() -> list[ledger.Entry]:
         left = ledger.remove()
         _installed.clear()
         _off.clear()
+        _native.clear()
     return left
 
 
