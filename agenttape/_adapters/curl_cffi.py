@@ -13,8 +13,9 @@ code, which curl_cffi turns into its own exception as live (``ConnectionError``,
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from .._core import runtime
@@ -36,6 +37,11 @@ _CLEARED_BY_PERFORM = (
 )
 """What curl_cffi's ``perform`` lets go of afterwards (``clean_handles_and_buffers``)."""
 _WRITEFUNC_ERROR = 0xFFFFFFFF
+_SET_BY = "_agenttape_set_by"
+"""The thread that set the handle's URL (the caller's; a streamed perform runs in another)."""
+_ASKED = "_agenttape_asked"
+"""Set when ``getinfo`` is asked about the handle's response."""
+_READ_GRACE = 5.0
 
 
 def install(module: ModuleType) -> list[ledger.Patch]:
@@ -77,6 +83,9 @@ def _make_setopt(original: Callable[..., Any]) -> Callable[..., Any]:
         result = original(self, option, value)
         options = _easy(self).options
         number = int(option)
+        if number == libcurl.URL:
+            vars(self)[_SET_BY] = threading.get_ident()
+            vars(self)[_ASKED] = threading.Event()
         if number == libcurl.HTTPHEADER:  # curl_cffi appends to the list until perform
             options[number] = [*options.get(number, ()), *value]
         else:
@@ -105,6 +114,9 @@ def _make_reset(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _make_getinfo(original: Callable[..., Any]) -> Callable[..., Any]:
     def getinfo(self: Any, option: Any) -> Any:
+        asked = vars(self).get(_ASKED)
+        if asked is not None:
+            asked.set()
         easy: libcurl.Easy | None = vars(self).get(_EASY)
         if easy is None or easy.replayed is None:
             return original(self, option)
@@ -122,7 +134,9 @@ def failure_of(exc: BaseException) -> Failure | None:
 
 def _tee(curl: Any, setopt: Callable[..., Any], easy: libcurl.Easy, recording: Recording) -> Any:
     tee = libcurl.Tee(easy, recording)
-    setopt(curl, libcurl.HEADERFUNCTION, tee.header)
+    # A sink with ``write``, not a function: curl_cffi before 0.9 sets a HEADERFUNCTION up as
+    # the body's write callback.
+    setopt(curl, libcurl.HEADERDATA, SimpleNamespace(write=tee.header))
     setopt(curl, libcurl.WRITEFUNCTION, tee.write)
     reader = easy.options.get(libcurl.READFUNCTION)
     if reader is not None:
@@ -149,11 +163,18 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
         request = easy.request(flavour.library)
 
         def replay(interaction: Interaction, schedule: Schedule) -> None:
+            asked = vars(self).get(_ASKED)
             try:
                 schedule.wait(schedule.head)
                 libcurl.replay(easy, interaction, flavour)
             finally:
                 _forget(easy)
+            if asked is not None and vars(self).get(_SET_BY) != threading.get_ident():
+                # A streamed request performs in curl_cffi's worker thread; before 0.9 the
+                # caller reads the head only after it is handed the first piece and has
+                # hooked its cleanup on the perform's end, which waits for that read: a
+                # perform that ended first would hold the caller for ever.
+                asked.wait(_READ_GRACE)
 
         def record(recording: Recording) -> Any:
             tee = _tee(self, raw_setopt, easy, recording)

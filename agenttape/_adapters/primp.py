@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import json as _json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlencode
 
 from .._core import runtime
 from .._core.exchange import Schedule, continue_exchange, exchange_async
-from .._core.models import Failure, Headers, Interaction, Request
+from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.tape import Recording
 from . import ledger
 
 _METHODS = ("get", "head", "options", "delete", "post", "put", "patch")
-_KINDS: dict[str, Any] = {
+_KINDS: dict[str, FailureKind] = {
     "ConnectError": "connect_error",
     "DNSError": "connect_error",
     "DNSTimeoutError": "connect_timeout",
@@ -47,15 +48,17 @@ _module: ModuleType | None = None
 
 def install(module: ModuleType) -> list[ledger.Patch]:
     global _module
-    for name in ("Client", "AsyncClient", "PrimpError", "StatusError", "JSONDecodeError"):
+    for name in ("Client", "AsyncClient"):
         getattr(module, name)
     _module = module
     patches = [ledger.wrap(module.Client, "request", _make_request)]
     patches += [ledger.wrap(module.Client, name, _make_method(name)) for name in _METHODS]
-    patches.append(ledger.wrap(module.AsyncClient, "request", _make_async_request))
-    patches += [
-        ledger.wrap(module.AsyncClient, name, _make_async_method(name)) for name in _METHODS
-    ]
+    if not issubclass(module.AsyncClient, module.Client):
+        patches.append(ledger.wrap(module.AsyncClient, "request", _make_async_request))
+        patches += [
+            ledger.wrap(module.AsyncClient, name, _make_async_method(name)) for name in _METHODS
+        ]
+    # else primp before 1.0, whose AsyncClient runs Client.request in a worker thread.
     patches.append(ledger.wrap(module, "request", _make_function_request))
     patches += [ledger.wrap(module, name, _make_function(name)) for name in _METHODS]
     return patches
@@ -141,7 +144,8 @@ class ReplayedResponse:
         self._chunks = [piece for piece in response.iter_chunks() if piece]
         self._body = response.body
         self._position = 0
-        self.encoding = "UTF-8"
+        # As measured: primp 1 and 2 say "UTF-8" (whatever the charset), 0.x "utf-8".
+        self.encoding = "UTF-8" if hasattr(_module, "StatusError") else "utf-8"
 
     @property
     def content(self) -> bytes:
@@ -161,11 +165,13 @@ class ReplayedResponse:
         return self._body.decode(self.encoding or "utf-8", errors="replace")
 
     def json(self) -> Any:
-        assert _module is not None
         try:
             return _json.loads(self._body)
         except ValueError as exc:
-            raise _module.JSONDecodeError(str(exc)) from None
+            own = getattr(_module, "JSONDecodeError", None)  # primp 2; before: json's own
+            if own is None:
+                raise
+            raise own(str(exc)) from None
 
     def raise_for_status(self) -> None:
         assert _module is not None
@@ -177,7 +183,7 @@ class ReplayedResponse:
             except ValueError:
                 phrase = ""
             message = f"HTTP {self.status_code} {phrase} for URL: {self.url}".replace("  ", " ")
-            raise _module.StatusError(self.status_code, message, self.url)
+            raise getattr(_module, "StatusError", RuntimeError)(self.status_code, message, self.url)
 
     def _pieces(self, chunk_size: int | None) -> Iterator[bytes]:
         while self._position < len(self._chunks):
@@ -191,6 +197,10 @@ class ReplayedResponse:
 
     def read(self) -> bytes:
         return b"".join(self._pieces(None))
+
+    def stream(self) -> Iterator[bytes]:
+        """primp before 1.0: the body piece by piece."""
+        return self._pieces(None)
 
     def iter_bytes(self, chunk_size: int | None = None) -> Iterator[bytes]:
         return self._pieces(chunk_size)
@@ -261,20 +271,28 @@ def _replayed(interaction: Interaction, response_class: type[ReplayedResponse]) 
 
 
 def _exception_for(failure: Failure | None) -> BaseException:
-    assert failure is not None and _module is not None
-    own = getattr(_module, failure.type, None)
-    if isinstance(own, type) and issubclass(own, _module.PrimpError):
-        return own(failure.message)  # type: ignore[no-any-return]
-    return _module.RequestError(failure.message)  # type: ignore[no-any-return]
+    """primp's own exception of the recorded class (before 1.0 primp raised RuntimeError)."""
+    assert failure is not None
+    own: Any = getattr(_module, failure.type, None)
+    if not (isinstance(own, type) and issubclass(own, Exception)):
+        own = getattr(_module, "RequestError", RuntimeError)
+    exception: BaseException = own(failure.message)
+    return exception
 
 
 def failure_of(exc: BaseException) -> Failure | None:
-    if _module is None or not isinstance(exc, _module.PrimpError):
-        return None
-    if isinstance(exc, _module.StatusError):
+    own = getattr(_module, "PrimpError", RuntimeError)
+    if not isinstance(exc, own) or type(exc).__name__ == "StatusError":
         return None
     name = type(exc).__name__
-    return Failure(_KINDS.get(name, "transport_error"), name, str(exc))
+    message = str(exc)
+    kind: FailureKind | None = _KINDS.get(name)
+    if kind is None:  # primp before 1.0: a RuntimeError saying what failed
+        first = message.partition("\n")[0]
+        kind = "connect_error" if "(Connect)" in first else "transport_error"
+        if "timed out" in first.lower():
+            kind = "read_timeout"
+    return Failure(kind, name, message)
 
 
 def _respond(recording: Recording, response: Any) -> None:
@@ -301,9 +319,27 @@ class _Teed:
     @property
     def content(self) -> bytes:
         body: bytes = self._response.content
-        self._recording.chunk(body)
-        self._recording.finish()
+        if not self._recording.finished:
+            self._recording.chunk(body)
+            self._recording.finish()
         return body
+
+    @property
+    def text(self) -> str:
+        self.content  # noqa: B018 - recorded as it is read
+        text: str = self._response.text
+        return text
+
+    def json(self) -> Any:
+        self.content  # noqa: B018
+        return self._response.json()
+
+    def stream(self) -> Iterator[bytes]:
+        """primp before 1.0: the body piece by piece."""
+        for piece in self._response.stream():
+            self._recording.chunk(piece)
+            yield piece
+        self._recording.finish()
 
     def read(self) -> bytes:
         body: bytes = self._response.read()
@@ -358,7 +394,9 @@ class _Teed:
 
 def _recorded(response: Any, recording: Recording, stream: bool) -> Any:
     _respond(recording, response)
-    if stream:
+    if stream or not hasattr(_module, "StatusError"):
+        # Streamed; or primp before 1.0, whose ``stream()`` yields nothing once ``content``
+        # was read: the body is recorded as the caller reads it.
         return _Teed(response, recording)
     recording.chunk(response.content)
     recording.finish()
@@ -368,22 +406,31 @@ def _recorded(response: Any, recording: Recording, stream: bool) -> Any:
 # -- the doors ------------------------------------------------------------------------------
 
 
+_inside: ContextVar[bool] = ContextVar("agenttape_primp_inside", default=False)
+"""Set while a request is served: primp before 2 makes ``get`` call ``request``, both
+patched; the inner call is the outer one's own."""
+
+
 def _serve(request: Request, call: Callable[[], Any], stream: bool) -> Any:
     tape = runtime.active()
-    if tape is None:
+    if tape is None or _inside.get():
         return call()
-    return continue_exchange(
-        tape,
-        tape.begin(request),
-        replay=lambda interaction, schedule: _replayed(interaction, ReplayedResponse),
-        record=lambda recording: _recorded(call(), recording, stream),
-        failure_of=failure_of,
-    )
+    token = _inside.set(True)
+    try:
+        return continue_exchange(
+            tape,
+            tape.begin(request),
+            replay=lambda interaction, schedule: _replayed(interaction, ReplayedResponse),
+            record=lambda recording: _recorded(call(), recording, stream),
+            failure_of=failure_of,
+        )
+    finally:
+        _inside.reset(token)
 
 
 async def _serve_async(request: Request, call: Callable[[], Any], stream: bool) -> Any:
     tape = runtime.active()
-    if tape is None:
+    if tape is None or _inside.get():
         return await call()
 
     async def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -392,7 +439,13 @@ async def _serve_async(request: Request, call: Callable[[], Any], stream: bool) 
     async def record(recording: Recording) -> Any:
         return _recorded(await call(), recording, stream)
 
-    return await exchange_async(tape, request, replay=replay, record=record, failure_of=failure_of)
+    token = _inside.set(True)
+    try:
+        return await exchange_async(
+            tape, request, replay=replay, record=record, failure_of=failure_of
+        )
+    finally:
+        _inside.reset(token)
 
 
 def _make_request(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -56,7 +56,8 @@ def _real(module: Any) -> ModuleType:
     it (pytest-recording puts one there for a whole test session): the module that stand-in
     was made by holds the real one."""
     if getattr(getattr(module, "Curl", None), "__module__", None) == "pycurl":
-        return module  # its Curl is pycurl's own (pytest-recording's is a ModuleType too)
+        real: ModuleType = module
+        return real  # its Curl is pycurl's own (pytest-recording's is a ModuleType too)
     maker = sys.modules.get(type(module).__module__)
     for value in vars(maker).values() if maker is not None else ():
         if isinstance(value, ModuleType) and value.__name__ == "pycurl":
