@@ -127,3 +127,20 @@ def test_a_miss_is_unmatched_and_mode_none_never_reaches_the_server(
     ):
         _perform(pycurl.Curl(), f"{server.url}/unknown")
     assert len(server.seen) == asked
+
+
+def test_a_curl_multi_is_blocked_while_the_network_is(serve: Serve, cassette_path: Path) -> None:
+    """A CurlMulti drives transfers in libcurl, outside ``perform``: not recorded, and never
+    let through to the network unseen."""
+    server = serve(_app)
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        _perform(pycurl.Curl(), f"{server.url}/known")
+    asked = len(server.seen)
+    curl = pycurl.Curl()
+    curl.setopt(pycurl.URL, f"{server.url}/multi")
+    with (
+        agenttape.use_cassette(cassette_path, mode="none"),
+        pytest.raises(agenttape.NetworkBlockedError, match="CurlMulti"),
+    ):
+        pycurl.CurlMulti().add_handle(curl)
+    assert len(server.seen) == asked

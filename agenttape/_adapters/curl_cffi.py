@@ -22,7 +22,7 @@ from .._core import runtime
 from .._core.exchange import Schedule, continue_exchange
 from .._core.models import Failure, Interaction
 from .._core.tape import Recording
-from . import ledger, libcurl
+from . import ledger, libcurl, native_guard
 
 _EASY = "_agenttape_easy"
 _CLEARED_BY_PERFORM = (
@@ -155,6 +155,9 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
         easy = _easy(self)
         easy.replayed = None
         if tape is None:
+            return original(self, *args, **kwargs)
+        if easy.options.get(libcurl.CONNECT_ONLY):
+            native_guard.check("curl_cffi's Curl.perform of a raw connection (ws_connect)")
             return original(self, *args, **kwargs)
         flavour = _flavour
         setopt = type(self).setopt

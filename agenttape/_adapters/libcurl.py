@@ -35,6 +35,9 @@ HEADERFUNCTION = 20079
 HEADERDATA = 10029
 READFUNCTION = 20012
 READDATA = 10009
+CONNECT_ONLY = 141
+"""Set for a WebSocket or raw connection (curl_cffi's ``ws_connect``): not an HTTP exchange;
+it is not recorded, and blocked while the network is."""
 
 # getinfo codes (CURLINFO_*): the type is in the high bits.
 _STRING, _LONG, _DOUBLE, _SLIST, _OFF_T = 0x100000, 0x200000, 0x300000, 0x400000, 0x600000

@@ -73,20 +73,22 @@ def _guarded(original: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(original)
         async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-            _check(library)
+            check(library)
             return await original(*args, **kwargs)
 
         return guarded_async
 
     @functools.wraps(original)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        _check(library)
+        check(library)
         return original(*args, **kwargs)
 
     return guarded
 
 
-def _check(call: str) -> None:
+def check(call: str) -> None:
+    """Raises ``NetworkBlockedError`` for ``call`` while a cassette that blocks the network
+    is active: it would reach the network unseen."""
     tape = runtime.active()
     if tape is None or not tape.block_network or "*" in tape.allowed_hosts:
         return

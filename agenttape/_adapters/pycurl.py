@@ -19,7 +19,7 @@ from .._core import runtime
 from .._core.exchange import Schedule, continue_exchange
 from .._core.models import Failure, Interaction
 from .._core.tape import Recording
-from . import ledger, libcurl
+from . import ledger, libcurl, native_guard
 
 _CALLBACKS = (
     libcurl.WRITEFUNCTION,
@@ -40,7 +40,10 @@ def install(module: ModuleType) -> list[ledger.Patch]:
     )
     for name in ("setopt", "unsetopt", "reset", "perform", "getinfo", "getinfo_raw"):
         getattr(real.Curl, name)
-    patches = [ledger.subclass(real, "Curl", lambda base: _namespace(base, flavour))]
+    patches = [
+        ledger.subclass(real, "Curl", lambda base: _namespace(base, flavour)),
+        ledger.subclass(real, "CurlMulti", _multi),
+    ]
     if module is not real:
         # pytest-recording's stand-in: its Curl holds a handle of the real class, made by a
         # default it took before our patch; it is given one of ours.
@@ -49,6 +52,18 @@ def install(module: ModuleType) -> list[ledger.Patch]:
             raise ledger.PatchError(f"{stand_in!r} stands in for pycurl.Curl in a way not known")
         patches.append(ledger.wrap(stand_in, "__init__", lambda found: _handing(found, real)))
     return patches
+
+
+def _multi(base: type) -> dict[str, Any]:
+    """``CurlMulti`` drives its handles' transfers in libcurl, outside ``perform``: they are
+    not recorded, and blocked while the network is."""
+    base_add_handle: Callable[..., Any] = base.add_handle  # type: ignore[attr-defined]
+
+    def add_handle(self: Any, handle: Any) -> Any:
+        native_guard.check("pycurl's CurlMulti.add_handle (a CurlMulti's transfers)")
+        return base_add_handle(self, handle)
+
+    return {"add_handle": add_handle, "__module__": base.__module__, "__doc__": base.__doc__}
 
 
 def _real(module: Any) -> ModuleType:
@@ -124,6 +139,10 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
         kept.replayed = None
         tape = runtime.active()
         if tape is None:
+            base_perform(self)
+            return
+        if kept.options.get(libcurl.CONNECT_ONLY):
+            native_guard.check("pycurl's Curl.perform of a raw connection (CONNECT_ONLY)")
             base_perform(self)
             return
         request = kept.request(flavour.library)
