@@ -167,6 +167,14 @@ NOT_INTERCEPTED = """
                         print("reached")
                     except agenttape.NetworkBlockedError:
                         print("blocked")
+        with agenttape.use_cassette(sys.argv[1], mode="none"):
+            import tls_client  # imported while a cassette is active
+
+            try:
+                tls_client.Session().get(url)
+                print("reached")
+            except agenttape.NetworkBlockedError:
+                print("blocked")
     said = [str(w.message) for w in caught if issubclass(w.category, agenttape.AgentTapeWarning)]
     print(len(said))
     for message in said:
@@ -188,6 +196,7 @@ def test_a_native_client_not_intercepted_is_named_once_and_blocked(
 ) -> None:
     server = serve(_app)
     (tmp_path / "rnet.py").write_text(FAKE_RNET)
+    (tmp_path / "tls_client.py").write_text(FAKE_RNET.replace("class Client", "class Session"))
     script = tmp_path / "native.py"
     script.write_text(textwrap.dedent(NOT_INTERCEPTED))
     result = subprocess.run(
@@ -199,11 +208,12 @@ def test_a_native_client_not_intercepted_is_named_once_and_blocked(
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[:4] == ["blocked"] * 4
-    assert lines[4] == "2"
-    named = "\n".join(lines[5:])
+    assert lines[:5] == ["blocked"] * 5
+    assert lines[5] == "3"
+    named = "\n".join(lines[6:])
     assert f"primp {VERSION}" in named and "AsyncClient" in named
     assert "rnet (version unknown)" in named or "rnet 0.1" in named
-    assert named.count("NetworkBlockedError") == 2
+    assert "tls-client" in named
+    assert named.count("NetworkBlockedError") == 3
     assert server.seen and all(seen.path == "/" for seen in server.seen[:1])
     assert len(server.seen) == 1  # only the recording reached it

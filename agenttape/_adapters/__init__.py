@@ -273,18 +273,24 @@ class _ImportHook:
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in ADAPTERS or fullname in _installed or fullname in _off:
+        adapted = fullname in ADAPTERS and fullname not in _installed and fullname not in _off
+        native = fullname in native_guard.NATIVE and fullname not in _native
+        if not (adapted or native):
             return None
+
+        def after(module: ModuleType) -> None:
+            if adapted:
+                _install(fullname, module)
+            if native and runtime.active() is not None:
+                _guard_native()  # imported under a cassette: named and guarded now
+
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec: importlib.machinery.ModuleSpec | None = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = cast(
-                        "importlib.abc.Loader",
-                        _PatchingLoader(spec.loader, lambda module: _install(fullname, module)),
-                    )
+                    spec.loader = cast("importlib.abc.Loader", _PatchingLoader(spec.loader, after))
                 return spec
         return None
 
