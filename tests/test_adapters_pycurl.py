@@ -59,6 +59,7 @@ def test_performs_with_the_options_people_set(serve: Serve, cassette_path: Path)
         curl = pycurl.Curl()
         seen = [_perform(curl, f"{server.url}/get?q=1", HTTPHEADER=["X-Token: t", "Accept: */*"])]
         seen.append(_perform(curl, f"{server.url}/post", POSTFIELDS="name=lamp"))
+        seen.append(_perform(curl, f"{server.url}/again", HTTPGET=1))  # a GET again
         curl.reset()
         pieces: list[bytes] = []
         curl.setopt(pycurl.WRITEFUNCTION, pieces.append)
@@ -78,12 +79,14 @@ def test_performs_with_the_options_people_set(serve: Serve, cassette_path: Path)
     assert live[0][:4] == (200, "text/plain", f"{server.url}/get?q=1", b"GET /get  end")
     assert live[0][4][0].startswith(b"HTTP/1.1 200")
     assert live[1][3] == b"POST /post name=lamp end"
-    assert live[2] == (200, b"PUT /put uploaded bytes end")
-    assert live[3][0] == 404 and live[3][3].startswith(b"DELETE /missing")
+    assert live[2][3] == b"GET /again  end"
+    assert live[3] == (200, b"PUT /put uploaded bytes end")
+    assert live[4][0] == 404 and live[4][3].startswith(b"DELETE /missing")
     requests = [i.request for i in agenttape.load(cassette_path).interactions]
     assert [(r.method, r.body) for r in requests] == [
         ("GET", b""),
         ("POST", b"name=lamp"),
+        ("GET", b""),
         ("PUT", b"uploaded bytes"),
         ("DELETE", b""),
     ]

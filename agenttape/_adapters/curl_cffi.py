@@ -89,7 +89,7 @@ def _make_setopt(original: Callable[..., Any]) -> Callable[..., Any]:
         if number == libcurl.HTTPHEADER:  # curl_cffi appends to the list until perform
             options[number] = [*options.get(number, ()), *value]
         else:
-            options[number] = value
+            _easy(self).set(number, value)
         return result
 
     return setopt

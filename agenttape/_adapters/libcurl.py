@@ -39,6 +39,13 @@ CONNECT_ONLY = 141
 """Set for a WebSocket or raw connection (curl_cffi's ``ws_connect``): not an HTTP exchange;
 it is not recorded, and blocked while the network is."""
 
+_WAYS: dict[int, tuple[int, ...]] = {
+    HTTPGET: (POST, POSTFIELDS, COPYPOSTFIELDS, UPLOAD, NOBODY),
+    POST: (HTTPGET, UPLOAD, NOBODY),
+    UPLOAD: (HTTPGET, POST, NOBODY),
+    NOBODY: (HTTPGET, POST, UPLOAD),
+}
+
 # getinfo codes (CURLINFO_*): the type is in the high bits.
 _STRING, _LONG, _DOUBLE, _SLIST, _OFF_T = 0x100000, 0x200000, 0x300000, 0x400000, 0x600000
 EFFECTIVE_URL = _STRING + 1
@@ -105,6 +112,14 @@ class Easy:
     options: dict[int, Any] = field(default_factory=dict)
     impersonate: str | None = None
     replayed: Interaction | None = None
+
+    def set(self, option: int, value: Any) -> None:
+        """Keeps what ``setopt(option, value)`` told the handle. Setting one way of sending
+        (``HTTPGET``, ``POST``, ``UPLOAD``, ``NOBODY``) turns the others off, as in libcurl."""
+        if value and option in _WAYS:
+            for other in _WAYS[option]:
+                self.options.pop(other, None)
+        self.options[option] = value
 
     def request(self, library: str) -> Request:
         """The request the handle would make, as its options say."""

@@ -111,7 +111,7 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
 
     def setopt(self: Any, option: int, value: Any) -> None:
         base_setopt(self, option, value)
-        easy(self).options[int(option)] = value
+        easy(self).set(int(option), value)
 
     def unsetopt(self: Any, option: int) -> None:
         base_unsetopt(self, option)
