@@ -4,6 +4,7 @@ response: a real ``curl_cffi.requests.Response``, byte for byte, piece for piece
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from tests.servers import (
     Reply,
     Seen,
     Server,
+    gzip_reply,
     loaded,
     record_then_replay,
     record_then_replay_async,
@@ -176,3 +178,23 @@ def test_a_curl_handle_used_directly_answers_getinfo_from_the_recording(
     live, replayed = record_then_replay(cassette_path, server, run)
     assert replayed == live
     assert live[0] == 200 and live[2] == b"GET /direct "
+
+
+def test_a_compressed_body_is_stored_as_sent_and_handed_over_decoded(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """libcurl decompresses for the callback; the cassette keeps the bytes the server sent."""
+    document = b'{"quote": 101.25}' * 30
+    server = serve(lambda seen: gzip_reply(document))
+
+    def run() -> list[Any]:
+        with curl_requests.Session() as session:
+            got = session.get(f"{server.url}/gz", accept_encoding="gzip, deflate")
+            streamed = session.get(f"{server.url}/gz", accept_encoding="gzip", stream=True)
+            pieces = b"".join(streamed.iter_content())
+        return [got.content, got.headers.get("content-encoding"), pieces]
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live == [document, "gzip", document]
+    stored = agenttape.load(cassette_path).interactions[0].response
+    assert stored is not None and stored.body == gzip.compress(document, mtime=0)

@@ -7,6 +7,7 @@ there for the whole session): the adapter works through it, as a user's suite wo
 
 from __future__ import annotations
 
+import gzip
 import io
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,15 @@ from typing import Any
 import pytest
 
 import agenttape
-from tests.servers import App, Reply, Seen, Server, record_then_replay, refused_port
+from tests.servers import (
+    App,
+    Reply,
+    Seen,
+    Server,
+    gzip_reply,
+    record_then_replay,
+    refused_port,
+)
 
 pycurl = pytest.importorskip("pycurl")
 
@@ -147,3 +156,19 @@ def test_a_curl_multi_is_blocked_while_the_network_is(serve: Serve, cassette_pat
     ):
         pycurl.CurlMulti().add_handle(curl)
     assert len(server.seen) == asked
+
+
+def test_a_compressed_body_is_stored_as_sent_and_handed_over_decoded(
+    serve: Serve, cassette_path: Path
+) -> None:
+    document = b"ticker,close\nACME,101.25\n" * 40
+    server = serve(lambda seen: gzip_reply(document, "text/csv"))
+
+    def run() -> tuple[Any, ...]:
+        return _perform(pycurl.Curl(), f"{server.url}/gz", ENCODING="gzip")
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live
+    assert live[3] == document
+    stored = agenttape.load(cassette_path).interactions[0].response
+    assert stored is not None and stored.body == gzip.compress(document, mtime=0)

@@ -141,6 +141,8 @@ def _tee(curl: Any, setopt: Callable[..., Any], easy: libcurl.Easy, recording: R
     reader = easy.options.get(libcurl.READFUNCTION)
     if reader is not None:
         setopt(curl, libcurl.READFUNCTION, reader)
+    if tee.decoding:  # the body is recorded as it came; the tee decodes it for the callback
+        setopt(curl, libcurl.HTTP_CONTENT_DECODING, 0)
     return tee
 
 
@@ -188,6 +190,8 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             finally:
                 _forget(easy)
+                if tee.decoding:
+                    raw_setopt(self, libcurl.HTTP_CONTENT_DECODING, 1)
             tee.ended(None)
             return result
 

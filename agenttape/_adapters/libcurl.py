@@ -11,8 +11,10 @@ A failure is the binding's own error with libcurl's code (7 couldn't connect, 28
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,8 @@ HEADERDATA = 10029
 READFUNCTION = 20012
 READDATA = 10009
 CONNECT_ONLY = 141
+ACCEPT_ENCODING = 10102
+HTTP_CONTENT_DECODING = 158
 """Set for a WebSocket or raw connection (curl_cffi's ``ws_connect``): not an HTTP exchange;
 it is not recorded, and blocked while the network is."""
 
@@ -230,7 +234,10 @@ def replay(easy: Easy, interaction: Interaction, flavour: Flavour) -> None:
     write = easy.writer()
     if write is None:
         write = sys.stdout.buffer.write  # libcurl's default: the body goes to stdout
+    decoder = Decoder(response.headers) if decoding(easy) else None
     for piece in response.iter_chunks():
+        if decoder is not None:
+            piece = decoder.feed(piece)
         if piece and flavour.aborts(write(piece), len(piece)):
             raise flavour.error(WRITE_ERROR, "Failure writing output to destination")
     if interaction.error is not None:
@@ -301,12 +308,85 @@ def info(easy: Easy, option: int, flavour: Flavour) -> Any:
     return 0
 
 
+def _layer(coding: str) -> Callable[[bytes], bytes] | None:
+    """A streaming decoder of one content coding, or None when none can be had here."""
+    if coding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress
+    if coding == "deflate":
+        return _Deflate().feed
+    if coding == "identity":
+        return bytes
+    module = {"br": ("brotli", "brotlicffi"), "zstd": ("zstandard",)}.get(coding, ())
+    for name in module:
+        try:
+            found = importlib.import_module(name)
+        except ImportError:
+            continue
+        if coding == "br":
+            decompressor = found.Decompressor()
+            process: Callable[[bytes], bytes] = (
+                getattr(decompressor, "process", None) or decompressor.decompress
+            )
+            return process
+        return found.ZstdDecompressor().decompressobj().decompress  # type: ignore[no-any-return]
+    return None
+
+
+class _Deflate:
+    """``deflate`` as servers send it: zlib-wrapped, or (some) raw."""
+
+    __slots__ = ("_decompress",)
+
+    def __init__(self) -> None:
+        self._decompress: Callable[[bytes], bytes] | None = None
+
+    def feed(self, data: bytes) -> bytes:
+        if self._decompress is None:
+            wrapped = data[:1] and (data[0] & 0x0F) == 8
+            bits = zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS
+            self._decompress = zlib.decompressobj(bits).decompress
+        return self._decompress(data)
+
+
+_LIBCURL_CODINGS = ("gzip", "deflate", "br", "zstd")
+"""What libcurl decodes when told ``ACCEPT_ENCODING`` "" (all it knows)."""
+
+
+def decoding(easy: Easy) -> bool:
+    """Whether libcurl would decode the body for this handle, and agenttape can do it in its
+    place: then the body is recorded as it came and decoded for the callback, as libcurl
+    would have."""
+    accept = easy.options.get(ACCEPT_ENCODING)
+    if accept is None or easy.options.get(HTTP_CONTENT_DECODING, 1) == 0:
+        return False
+    codings = [part.strip().lower() for part in _text(accept).split(",") if part.strip()]
+    return all(_layer(coding) is not None for coding in codings or _LIBCURL_CODINGS)
+
+
+class Decoder:
+    """The body's Content-Encoding undone piece by piece, as libcurl undoes it for the write
+    callback; a coding it cannot undo passes the bytes as they are."""
+
+    __slots__ = ("_layers",)
+
+    def __init__(self, headers: list[tuple[str, str]] | Any) -> None:
+        value = ", ".join(v for k, v in headers if k.lower() == "content-encoding")
+        codings = [part.strip().lower() for part in value.split(",") if part.strip()]
+        layers = [_layer(coding) for coding in reversed(codings)]
+        self._layers = [layer for layer in layers if layer is not None]
+
+    def feed(self, data: bytes) -> bytes:
+        for layer in self._layers:
+            data = layer(data)
+        return data
+
+
 class Tee:
     """The recording side of one live perform: header lines and body pieces pass on to the
     user's callbacks, and the recording gets the last response head (a redirect libcurl
     followed is not the answer) and the body as it arrives."""
 
-    __slots__ = ("_header", "_headers", "_status", "_write", "recording")
+    __slots__ = ("_decoder", "_header", "_headers", "_status", "_write", "decoding", "recording")
 
     def __init__(self, easy: Easy, recording: Recording) -> None:
         self.recording = recording
@@ -314,6 +394,10 @@ class Tee:
         self._write = easy.writer()
         self._status: tuple[str, int, str] | None = None
         self._headers: list[tuple[str, str]] = []
+        self.decoding = decoding(easy)
+        """Whether libcurl is told not to decode (``HTTP_CONTENT_DECODING`` 0) and the tee
+        decodes for the callback: the body is recorded as it came."""
+        self._decoder: Decoder | None = None
 
     def header(self, line: bytes) -> Any:
         text = line.decode("latin-1").rstrip("\r\n")
@@ -333,9 +417,17 @@ class Tee:
     def write(self, data: bytes) -> Any:
         self.responded()
         self.recording.chunk(data)
-        if self._write is None:
-            return sys.stdout.buffer.write(data)
-        return self._write(data)
+        write = self._write or sys.stdout.buffer.write
+        if not self.decoding:
+            return write(data)
+        if self._decoder is None:
+            self._decoder = Decoder(self._headers)
+        decoded = self._decoder.feed(data)
+        if not decoded:
+            return len(data)
+        returned = write(decoded)
+        # libcurl counts the bytes it handed over, not those the callback was given.
+        return len(data) if returned in (None, len(decoded)) else returned
 
     def responded(self) -> None:
         """Hands the recording the response head, once, when the body starts or the

@@ -158,6 +158,8 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
             reader = kept.options.get(libcurl.READFUNCTION)
             if reader is not None:
                 base_setopt(self, libcurl.READFUNCTION, reader)
+            if tee.decoding:  # the body is recorded as it came; the tee decodes it
+                base_setopt(self, libcurl.HTTP_CONTENT_DECODING, 0)
             try:
                 base_perform(self)
             except BaseException as exc:
@@ -165,6 +167,8 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
                 raise
             finally:
                 _put_back(self, kept)
+                if tee.decoding:
+                    base_setopt(self, libcurl.HTTP_CONTENT_DECODING, 1)
             tee.ended(None)
 
         continue_exchange(
