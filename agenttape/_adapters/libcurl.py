@@ -376,8 +376,15 @@ class Decoder:
         self._layers = [layer for layer in layers if layer is not None]
 
     def feed(self, data: bytes) -> bytes:
-        for layer in self._layers:
-            data = layer(data)
+        given = data
+        try:
+            for layer in self._layers:
+                data = layer(data)
+        except Exception:
+            # Not encoded as its head says: recorded where libcurl decoded it (no decoder
+            # for one of the codings asked for was at hand then): handed over as stored.
+            self._layers = []
+            return given
         return data
 
 
