@@ -11,6 +11,7 @@ A failure is the binding's own error with libcurl's code (7 couldn't connect, 28
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import sys
@@ -360,7 +361,14 @@ def decoding(easy: Easy) -> bool:
     if accept is None or easy.options.get(HTTP_CONTENT_DECODING, 1) == 0:
         return False
     codings = [part.strip().lower() for part in _text(accept).split(",") if part.strip()]
-    return all(_layer(coding) is not None for coding in codings or _LIBCURL_CODINGS)
+    return all(_decodable(coding) for coding in codings or _LIBCURL_CODINGS)
+
+
+@functools.cache
+def _decodable(coding: str) -> bool:
+    """Whether a decoder of ``coding`` can be had here (asked once per coding: a failed
+    import is not cached by Python)."""
+    return _layer(coding) is not None
 
 
 class Decoder:
