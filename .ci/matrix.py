@@ -129,6 +129,21 @@ LIBRARIES = (
         },
     ),
     Library(
+        "curl_cffi",
+        ("0.7.4", "0.11.4", "0.17.0"),
+        ("tests/test_adapters_curl_cffi.py",),
+    ),
+    Library(
+        "pycurl",
+        ("7.45.7", "7.47.0", "7.49.0"),
+        ("tests/test_adapters_pycurl.py",),
+    ),
+    Library(
+        "primp",
+        ("0.15.0", "1.2.3", "2.0.1"),
+        ("tests/test_adapters_primp.py",),
+    ),
+    Library(
         "anthropic",
         ("0.30.1", "0.75.0", "2.14.0"),
         ("tests/test_sdks.py", "tests/test_sdk_retries.py"),

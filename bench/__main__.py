@@ -39,6 +39,7 @@ SCENARIOS = {
     11: "bench.s11_botocore",
     12: "bench.s12_memory",
     13: "bench.s13_grpc",
+    14: "bench.s14_curl_cffi",
 }
 PEERS = ("agenttape", "cassetter", "vcrpy")
 TIMEOUT = 900

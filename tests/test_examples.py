@@ -160,3 +160,20 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert separator and tests == ".venv/bin/python -m pytest -n 2"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert setup in ci and tests in ci
+
+
+def test_market_data_tool_replays_offline_through_curl_cffi() -> None:
+    pytest.importorskip("curl_cffi")
+    cassette = ROOT / "examples" / "market_data" / "cassettes" / "quotes.msgpack"
+    before = cassette.read_bytes()
+    result = run_example("examples/market_data/run.py")
+    assert result.returncode == 0, result.stderr
+    assert "ACME: 103.40 USD (+3.61% on the day)" in result.stdout
+    assert "INITECH: No data found for INITECH" in result.stdout
+    assert "Replayed 3 of 3 recorded interactions" in result.stdout
+    assert cassette.read_bytes() == before
+    # Recorded through the real client: the browser it impersonated is on each request.
+    import agenttape
+
+    requests = [i.request for i in agenttape.load(cassette).interactions]
+    assert all(r.header("curl_cffi-impersonate") for r in requests)

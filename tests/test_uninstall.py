@@ -20,6 +20,7 @@ import botocore.endpoint, botocore.httpsession
 import openai, anthropic
 import websockets.asyncio.client, websockets.sync.client, websockets.legacy.client
 import httplib2, tornado.simple_httpclient
+import curl_cffi.requests, curl_cffi.aio, pycurl, primp
 
 import agenttape
 from agenttape import _adapters
@@ -106,5 +107,8 @@ def test_uninstall_restores_every_original_of_every_library(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-3000:]
     count, late, libraries = done.stdout.split(" ", 2)
     assert int(count) >= 55 and int(late) >= 9
-    for library in ("httpx2", "grpc.aio._channel", "websocket._core", "socket", "http.client"):
+    for library in (
+        *("httpx2", "grpc.aio._channel", "websocket._core", "socket", "http.client"),
+        *("curl_cffi.curl", "curl_cffi.aio", "pycurl", "primp"),
+    ):
         assert repr(library) in libraries

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._core import runtime
 from .._core.errors import AgentTapeWarning
-from . import children, ledger
+from . import children, ledger, native_guard
 
 if TYPE_CHECKING:
     import importlib.abc
@@ -46,6 +46,10 @@ ADAPTERS: dict[str, str] = {
     "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
     "grpc._channel": "agenttape._adapters.grpcio.sync",
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
+    "curl_cffi.curl": "agenttape._adapters.curl_cffi",
+    "curl_cffi.aio": "agenttape._adapters.curl_cffi",
+    "pycurl": "agenttape._adapters.pycurl",
+    "primp": "agenttape._adapters.primp",
     "http.client": "agenttape._adapters.http_client",
     "httplib2": "agenttape._adapters.httplib2",
     "tornado.simple_httpclient": "agenttape._adapters.tornado",
@@ -74,6 +78,10 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "httpx_ws._api": ("httpx-ws", "its sessions"),
     "grpc._channel": ("grpcio", "calls on its sync channels"),
     "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
+    "curl_cffi.curl": ("curl_cffi", "its sync requests and Curl handles"),
+    "curl_cffi.aio": ("curl_cffi", "its AsyncSession requests"),
+    "pycurl": ("pycurl", "its Curl handles' performs"),
+    "primp": ("primp", "its Client and AsyncClient requests"),
     "http.client": ("Python", "requests through http.client and urllib.request"),
     "httplib2": ("httplib2", "its requests (the Google API clients' included)"),
     "tornado.simple_httpclient": ("tornado", "AsyncHTTPClient's requests"),
@@ -85,6 +93,10 @@ _off: dict[str, str] = {}
 """Libraries whose adapter could not patch them (a version whose internals it does not
 know), with why: left as they are, said once; the network guard still stands in front of
 them."""
+_native: set[str] = set()
+"""Clients of ``native_guard.NATIVE`` looked at since the adapters were installed."""
+_named: set[str] = set()
+"""Those named once in this process as not intercepted."""
 _lock = threading.RLock()
 _hook: _ImportHook | None = None
 
@@ -119,7 +131,8 @@ def _install(library: str, module: ModuleType) -> None:
         if library in _off:
             return
         _off[library] = f"{type(failure).__name__}: {failure}"
-    _warn_off(library, failure)
+    if library.partition(".")[0] not in native_guard.NATIVE:
+        _warn_off(library, failure)  # a native client is named with its guard (_guard_native)
 
 
 def _warn_off(library: str, failure: Exception) -> None:
@@ -153,9 +166,13 @@ def install_adapters() -> None:
     ledger.reinstate()  # a patch another tool took away since (blockbuster, stopping)
     # Every cassette and run calls this; once the import hook is in place there is seldom
     # anything to do, and threads opening runs at once should not queue on the lock for it.
-    if _hook is not None and all(
-        library in _installed or library in _off or library not in sys.modules
-        for library in ADAPTERS
+    if (
+        _hook is not None
+        and all(
+            library in _installed or library in _off or library not in sys.modules
+            for library in ADAPTERS
+        )
+        and all(top in _native or top not in sys.modules for top in native_guard.NATIVE)
     ):
         return
     with _lock:
@@ -173,6 +190,51 @@ def install_adapters() -> None:
             # no lock of ours held), as a plain ``import`` would, then patch the whole module.
             module = importlib.import_module(library)
         _install(library, module)
+    _guard_native()
+
+
+def _guard_native() -> None:
+    """Names each client of ``native_guard.NATIVE`` that is imported with no adapter in
+    place (once), and guards its request methods; one whose adapters are in place is left to
+    them."""
+    for top, distribution in native_guard.NATIVE.items():
+        module = sys.modules.get(top)
+        if module is None or top in _native:
+            continue
+        mine = [library for library in ADAPTERS if library.partition(".")[0] == top]
+        imported = [library for library in mine if library in sys.modules]
+        if imported and all(library in _installed for library in imported):
+            with _lock:
+                _native.add(top)
+            continue
+        why = "; ".join(f"{library}: {_off[library]}" for library in imported if library in _off)
+        try:
+            guards = native_guard.patches(module)
+            ledger.apply(f"{top} (guard)", guards)
+        except Exception as exc:
+            guards, problem = [], f" ({type(exc).__name__}: {exc})"
+        else:
+            problem = ""
+        if guards:
+            guarded = "its calls raise NetworkBlockedError"
+        else:
+            guarded = f"its calls cannot be guarded either{problem} and reach the network"
+        with _lock:
+            _native.add(top)
+            if top in _named:
+                continue
+            _named.add(top)
+        version = version_of(distribution, top)
+        reason = why or "agenttape has no adapter for it"
+        warnings.warn(
+            f"agenttape cannot intercept {distribution} {version}: {reason}. It opens its "
+            "connections in native code, out of sight of agenttape's network guard: its "
+            "requests are not recorded or replayed, and while a cassette that blocks the "
+            f"network is active {guarded}. See the supported versions in agenttape's "
+            "docs/libraries.md.",
+            AgentTapeWarning,
+            stacklevel=3,
+        )
 
 
 def uninstall() -> list[ledger.Entry]:
@@ -188,6 +250,7 @@ def uninstall() -> list[ledger.Entry]:
         left = ledger.remove()
         _installed.clear()
         _off.clear()
+        _native.clear()
     return left
 
 
@@ -219,18 +282,24 @@ class _ImportHook:
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in ADAPTERS or fullname in _installed or fullname in _off:
+        adapted = fullname in ADAPTERS and fullname not in _installed and fullname not in _off
+        native = fullname in native_guard.NATIVE and fullname not in _native
+        if not (adapted or native):
             return None
+
+        def after(module: ModuleType) -> None:
+            if adapted:
+                _install(fullname, module)
+            if native and runtime.active() is not None:
+                _guard_native()  # imported under a cassette: named and guarded now
+
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec: importlib.machinery.ModuleSpec | None = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = cast(
-                        "importlib.abc.Loader",
-                        _PatchingLoader(spec.loader, lambda module: _install(fullname, module)),
-                    )
+                    spec.loader = cast("importlib.abc.Loader", _PatchingLoader(spec.loader, after))
                 return spec
         return None
 
