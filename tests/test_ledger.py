@@ -195,6 +195,32 @@ def test_a_patch_put_back_by_another_hand_is_installed_again_on_activation(
     assert vars(client)["send"] is put_there  # what stood there when ours was put back
 
 
+def test_ours_put_back_by_the_hand_that_took_it_is_not_wrapped_again(
+    library: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test's monkeypatch sets its own function, a cassette inside it installs ours over
+    that, and the monkeypatch's undo puts back the replacement it found (ours, the first):
+    the next cassette takes that as ours again, so a call passes through ours once."""
+    client = library.Client
+    send = vars(client)["send"]
+    ledger.apply("fakelib", [ledger.wrap(client, "send", _tagging("ours"))])
+    first = vars(client)["send"]
+    cassette = agenttape.Cassette(tmp_path / "empty.msgpack", mode="all")
+    cassette.save()
+    with monkeypatch.context() as patched:
+        patched.setattr(client, "send", _tagging("theirs")(send))
+        with agenttape.use_cassette(cassette.path):
+            assert vars(client)["send"] is not first
+    assert vars(client)["send"] is first
+    with agenttape.use_cassette(cassette.path):
+        calls.clear()
+        assert client().send(6) == "sent 6"
+    assert calls == ["ours"]
+    assert vars(client)["send"] is first
+    assert ledger.installed(client, "send") is ledger.owned(first)
+    ledger.remove("fakelib")
+
+
 def _async_tagging(original: Any) -> Any:
     async def fetch(self: Any, value: int) -> str:
         calls.append("ours")

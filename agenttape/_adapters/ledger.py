@@ -57,6 +57,9 @@ class Entry:
     original: Any
     replacement: Any
     state: str = field(default="installed")
+    # (own, original, replacement) of each earlier installation, newest last: what was put
+    # back by the tool that took ours away is one of them, and is in place again as it was
+    former: list[tuple[Any, Any, Any]] = field(default_factory=list)
 
 
 class PatchError(Exception):
@@ -156,11 +159,14 @@ def reinstate() -> list[Entry]:
     with _lock:
         for entry in lost:
             patch = entry.patch
-            if _in_place(entry) or not _fits(patch, original := _found(patch)):
+            if _in_place(entry) or _back_in_place(entry):
+                continue
+            if not _fits(patch, original := _found(patch)):
                 continue
             own = _own(patch.target, patch.name)
             replacement = patch.make(original)
             setattr(patch.target, patch.name, replacement)
+            entry.former.append((entry.own, entry.original, entry.replacement))
             entry.own, entry.original, entry.replacement = own, original, replacement
             done.append(entry)
     return done
@@ -171,6 +177,20 @@ def _in_place(entry: Entry) -> bool:
         return True
     value = _own(entry.patch.target, entry.patch.name)
     return value is entry.replacement or any(link is entry.replacement for link in chain(value))
+
+
+def _back_in_place(entry: Entry) -> bool:
+    """Whether an earlier replacement of ``entry`` stands there again (the tool that took the
+    newer one away put the one it found back): it becomes the entry's replacement once more,
+    rather than be wrapped by another of ours."""
+    value = _own(entry.patch.target, entry.patch.name)
+    links = [value, *chain(value)]
+    for index, (own, original, replacement) in enumerate(entry.former):
+        if any(link is replacement for link in links):
+            entry.own, entry.original, entry.replacement = own, original, replacement
+            del entry.former[index:]
+            return True
+    return False
 
 
 def _found(patch: Patch) -> Any:
