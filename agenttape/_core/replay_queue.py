@@ -197,8 +197,9 @@ class ReplayQueue:
         if position is None:
             return None
         self.play_counts[position] += 1
-        for wake in tuple(self.wakers):
-            wake()
+        if self.wakers:  # a response waiting for its turn (rare): wake it
+            for wake in tuple(self.wakers):
+                wake()
         return self.interactions[position]
 
     def next_position(self, key: Key) -> int | None:
