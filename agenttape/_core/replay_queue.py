@@ -204,7 +204,8 @@ class ReplayQueue:
 
     def next_position(self, key: Key) -> int | None:
         """Where the interaction ``take`` would serve stands, without playing it."""
-        positions = self.build_index().get(key)
+        index = self._index
+        positions = (index if index is not None else self.build_index()).get(key)
         if not positions:
             return None
         cursor = self._cursors.get(key, 0)
