@@ -8,6 +8,7 @@ still-encoded body stream, chunk by chunk.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
@@ -64,6 +65,35 @@ class _Library:
         self.replay = type(
             "ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
         )
+
+    def stream(self, interaction: Interaction, request: Any, schedule: Schedule) -> Any:
+        """The replayed body's stream, once the head is due."""
+        stream = self._whole(interaction, schedule)
+        if stream is None:
+            stream = self.replay(self.hx, interaction, request, schedule)
+            stream.walk.arrives(schedule.head)
+        return stream
+
+    async def stream_async(self, interaction: Interaction, request: Any, schedule: Schedule) -> Any:
+        stream = self._whole(interaction, schedule)
+        if stream is None:
+            stream = self.replay(self.hx, interaction, request, schedule)
+            await stream.walk.arrives_async(schedule.head)
+        return stream
+
+    def _whole(self, interaction: Interaction, schedule: Schedule) -> Any:
+        """For a response with nothing to pace, hold, fail or wait for (nearly every one)
+        whose body is one piece: the library's own in-memory stream of it, read as any
+        response from memory is. None for any other: the replay walk hands it over."""
+        response = interaction.response
+        if response is None or interaction.error is not None or not schedule.at_once:
+            return None
+        if schedule.held:
+            return None
+        pieces = response.pieces()
+        if len(pieces) > 1:
+            return None
+        return self.hx.ByteStream(pieces[0] if pieces else b"")
 
     def failure_of(self, exc: BaseException) -> Failure | None:
         """The failure an httpx transport error (or the httpcore error it maps, met at the
@@ -145,8 +175,24 @@ def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Ex
 
 def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, stream: Any) -> Any:
     response = _recorded_response(hx, interaction, request)
-    headers, extensions = _head(response)
-    return hx.Response(response.status, headers=headers, stream=stream, extensions=extensions)
+    return hx.Response(
+        response.status,
+        headers=_headers(hx, response),
+        stream=stream,
+        extensions=_extensions(response),
+    )
+
+
+def _headers(hx: ModuleType, response: Any) -> Any:
+    """The recorded pairs as the library's ``Headers`` (which the response copies as it is),
+    filled in one pass: each name and value encoded as Latin-1, the name also lowered, as
+    ``Headers`` keeps them. Its own constructor checks and encodes each item in two calls."""
+    headers = hx.Headers()
+    headers._list = [
+        (name := key.encode("latin-1"), name.lower(), value.encode("latin-1"))
+        for key, value in response.headers
+    ]
+    return headers
 
 
 def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -> Any:
@@ -161,7 +207,12 @@ def _head(response: Any) -> tuple[list[tuple[bytes, bytes]], dict[str, bytes]]:
     """A recorded response's raw headers and the extensions that carry its version and
     reason phrase as sent."""
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
-    return headers, {
+    return headers, _extensions(response)
+
+
+def _extensions(response: Any) -> dict[str, bytes]:
+    """The extensions that carry a recorded response's version and reason phrase as sent."""
+    return {
         "http_version": response.http_version.encode("ascii"),
         "reason_phrase": response.reason.encode("latin-1"),
     }
@@ -235,8 +286,7 @@ class _TapeTransport(Forwarding):
             )
 
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            stream = library.replay(library.hx, interaction, request, schedule)
-            stream.walk.arrives(schedule.head)
+            stream = library.stream(interaction, request, schedule)
             return _replay_response(library.hx, interaction, request, stream)
 
         def record(recording: Recording) -> Any:
@@ -252,8 +302,7 @@ class _TapeTransport(Forwarding):
 
         def innermost(core: ModuleType, live: Any) -> Any:
             def replay(interaction: Interaction, schedule: Schedule) -> Any:
-                stream = library.replay(library.hx, interaction, request, schedule)
-                stream.walk.arrives(schedule.head)
+                stream = library.stream(interaction, request, schedule)
                 return _replay_core_response(library.hx, core, interaction, request, stream)
 
             def record(recording: Recording) -> Any:
@@ -357,8 +406,7 @@ class _AsyncTapeTransport(_TapeTransport):
             )
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            stream = library.replay(library.hx, interaction, request, schedule)
-            await stream.walk.arrives_async(schedule.head)
+            stream = await library.stream_async(interaction, request, schedule)
             return _replay_response(library.hx, interaction, request, stream)
 
         async def record(recording: Recording) -> Any:
@@ -374,8 +422,7 @@ class _AsyncTapeTransport(_TapeTransport):
 
         async def innermost(core: ModuleType, live: Any) -> Any:
             async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-                stream = library.replay(library.hx, interaction, request, schedule)
-                await stream.walk.arrives_async(schedule.head)
+                stream = await library.stream_async(interaction, request, schedule)
                 return _replay_core_response(library.hx, core, interaction, request, stream)
 
             async def record(recording: Recording) -> Any:
@@ -486,6 +533,18 @@ class _AsyncTeeStream(_TeeStream):
                 self._recording = None
 
 
+def _read_timeout(request: Any) -> float | None:
+    """The seconds the client waits for data (its read timeout), None for no limit."""
+    timeout = request.extensions.get("timeout")
+    read = timeout.get("read") if isinstance(timeout, dict) else None
+    return read if isinstance(read, (int, float)) else None
+
+
+def _read_timed_out(hx: ModuleType, request: Any) -> Exception:
+    exception: Exception = hx.ReadTimeout("timed out", request=request)
+    return exception
+
+
 class _ReplayStream:
     """Hands the client the recorded chunks as the replay walk delivers them, then the
     recorded ending; closing the stream releases a body held open."""
@@ -497,19 +556,14 @@ class _ReplayStream:
         self._interaction = interaction
         self._request = request
         self._schedule = schedule
+        # The exception made without the stream: a walk that refers back to its stream would
+        # leave both (and the request) to the garbage collector after every replay.
         self.walk = Walk.of(
-            interaction, schedule, timeout=self._read_timeout(), timed_out=self._timed_out
+            interaction,
+            schedule,
+            timeout=_read_timeout(request),
+            timed_out=functools.partial(_read_timed_out, hx, request),
         )
-
-    def _read_timeout(self) -> float | None:
-        """The seconds the client waits for data (its read timeout), None for no limit."""
-        timeout = self._request.extensions.get("timeout")
-        read = timeout.get("read") if isinstance(timeout, dict) else None
-        return read if isinstance(read, (int, float)) else None
-
-    def _timed_out(self) -> Exception:
-        exception: Exception = self._hx.ReadTimeout("timed out", request=self._request)
-        return exception
 
     def __iter__(self) -> Iterator[bytes]:
         walk = self.walk

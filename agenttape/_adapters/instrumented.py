@@ -104,9 +104,10 @@ def wrapped(transport: Any, name: str, library_class: type) -> bool:
         if not _own(handler, library_class, name):
             return True
         _plain[(cls, name)] = handler
-    return any(
-        pool_class.__dict__[name] is not ours for pool_class, ours in _patched.get(name, {}).items()
-    )
+    for pool_class, ours in _patched.get(name, {}).items():  # a loop: no generator per request
+        if pool_class.__dict__[name] is not ours:
+            return True
+    return False
 
 
 def _own(handler: Any, library_class: type, name: str) -> bool:

@@ -207,7 +207,7 @@ def render_body(response: Response, complete: bool, end_apart: bool = False) -> 
     and, when the recording ended cleanly, the terminating chunk: with the last piece, as
     servers write it, or as a piece of its own with ``end_apart`` (an end that waits for its
     turn, see ``Schedule``)."""
-    pieces = list(response.iter_chunks())
+    pieces = response.pieces()
     if not is_chunked(response.headers):
         return pieces
     framed = [b"%x\r\n%b\r\n" % (len(piece), piece) for piece in pieces]

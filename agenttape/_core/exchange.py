@@ -400,6 +400,11 @@ class Schedule:
         chunks = tuple(offset for _size, offset in response.chunks)
         return cls(True, interaction.ttfb or 0.0, chunks, end, held, started)
 
+    @property
+    def at_once(self) -> bool:
+        """Whether every part is due now: nothing paced, no request to wait for."""
+        return not self.paced and self.precedents is None
+
     def note(self, exception: BaseException) -> None:
         """Adds the note that says ``exception``, a library's own for the recorded failure,
         was replayed (``note_replayed``); nothing for a schedule made without its tape."""
@@ -546,8 +551,9 @@ class Schedule:
             released = self._released
         if released is not None:
             released.set()
-        for wake in tuple(self._wakers):
-            wake()
+        if self._wakers:
+            for wake in tuple(self._wakers):
+                wake()
 
     def hold(self, timeout: float | None) -> bool:
         """Keeps a ``held`` body open: True once the client closed it, False when ``timeout``

@@ -120,6 +120,14 @@ class Matcher:
         self._header_fields = tuple(f[8:].lower() for f in self.fields if f.startswith("headers:"))
         self._match_body = "body" in self.fields
         self._match_method = "method" in self.fields
+        # The default key's fields (method, URL parts, body; no header), in their order: made
+        # in one expression, as most requests' keys are.
+        self._default_shape = (
+            self._match_method
+            and len(self._url_fields) > 1
+            and not self._header_fields
+            and self._match_body
+        )
         self._body_keys: dict[bytes, Hashable] = {}
         self._urls: set[str] = set()
 
@@ -162,6 +170,13 @@ class Matcher:
     def key(self, request: Request, remember: bool = False) -> Hashable:
         if remember:
             self._urls.add(request.url)
+        if self._default_shape:
+            body = request.body
+            return (
+                request.method.upper(),
+                *self._url_parts(parse_url(request.url)),
+                self.body_key(body, remember) if body else b"",
+            )
         parts: list[Hashable] = []
         if self._match_method:
             parts.append(request.method.upper())

@@ -82,6 +82,16 @@ class Response:
     def header(self, name: str) -> str | None:
         return first_header(self.headers, name)
 
+    def pieces(self) -> list[bytes]:
+        """``iter_chunks`` as a list, without a generator for the common body of one piece
+        (every replayed response is cut so)."""
+        chunks, body = self.chunks, self.body
+        if not chunks:
+            return [body] if body else []
+        if len(chunks) == 1 and chunks[0][0] == len(body):
+            return [body]
+        return list(self.iter_chunks())
+
     def iter_chunks(self) -> Iterator[bytes]:
         """The body cut at the recorded boundaries; one chunk when none were recorded."""
         if not self.chunks:

@@ -197,13 +197,15 @@ class ReplayQueue:
         if position is None:
             return None
         self.play_counts[position] += 1
-        for wake in tuple(self.wakers):
-            wake()
+        if self.wakers:  # a response waiting for its turn (rare): wake it
+            for wake in tuple(self.wakers):
+                wake()
         return self.interactions[position]
 
     def next_position(self, key: Key) -> int | None:
         """Where the interaction ``take`` would serve stands, without playing it."""
-        positions = self.build_index().get(key)
+        index = self._index
+        positions = (index if index is not None else self.build_index()).get(key)
         if not positions:
             return None
         cursor = self._cursors.get(key, 0)

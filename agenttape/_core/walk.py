@@ -102,7 +102,7 @@ class Walk:
     ) -> Walk:
         """The walk of a recorded response's chunks as they arrived."""
         response = interaction.response
-        pieces = list(response.iter_chunks()) if response is not None else []
+        pieces = response.pieces() if response is not None else []
         return cls(
             schedule,
             pieces,
@@ -156,17 +156,24 @@ class Walk:
 
     def __iter__(self) -> Iterator[bytes]:
         schedule = self.schedule
+        # Nothing paced and no request to wait for: every step is due now, and the replay of
+        # nearly every response skips asking.
+        asks = not schedule.at_once
         if self.head is not None and self._index < 0:
-            self.arrives(schedule.head)
+            if asks:
+                self.arrives(schedule.head)
             self._index = 0
             yield self.head
-        for index in range(self._index, len(self.pieces)):
+        pieces = self.pieces
+        for index in range(self._index, len(pieces)):
             self._index = index + 1
-            self.arrives(schedule.chunk(index))
-            self._turn(index)
-            yield self.pieces[index]
-        self.arrives(schedule.end)
-        self._turn(None)
+            if asks:
+                self.arrives(schedule.chunk(index))
+                self._turn(index)
+            yield pieces[index]
+        if asks:
+            self.arrives(schedule.end)
+            self._turn(None)
         ending = self._ended()
         if ending == "held" and self.hold and not schedule.hold(self.timeout):
             raise self.timed_out()
@@ -174,17 +181,22 @@ class Walk:
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         schedule = self.schedule
+        asks = not schedule.at_once  # as ``__iter__``
         if self.head is not None and self._index < 0:
-            await self.arrives_async(schedule.head)
+            if asks:
+                await self.arrives_async(schedule.head)
             self._index = 0
             yield self.head
-        for index in range(self._index, len(self.pieces)):
+        pieces = self.pieces
+        for index in range(self._index, len(pieces)):
             self._index = index + 1
-            await self.arrives_async(schedule.chunk(index))
-            await schedule.turn_async(index)
-            yield self.pieces[index]
-        await self.arrives_async(schedule.end)
-        await schedule.turn_async(None)
+            if asks:
+                await self.arrives_async(schedule.chunk(index))
+                await schedule.turn_async(index)
+            yield pieces[index]
+        if asks:
+            await self.arrives_async(schedule.end)
+            await schedule.turn_async(None)
         ending = self._ended()
         if ending == "held" and self.hold and not await schedule.hold_async(self.timeout):
             raise self.timed_out()

@@ -198,6 +198,20 @@ class Given:
     @staticmethod
     def of(headers: Any) -> Given:
         pairs = tuple(headers.items())
+        for name, value in pairs:
+            if type(name) is not str or type(value) is not str:
+                return Given._read(pairs)
+        known = _PLAIN_GIVEN.get(pairs)
+        if known is None:
+            known = Given._read(pairs)
+            if known.plain:
+                if len(_PLAIN_GIVEN) >= _PLAIN_GIVEN_LIMIT:
+                    _PLAIN_GIVEN.clear()
+                _PLAIN_GIVEN[pairs] = known
+        return known
+
+    @staticmethod
+    def _read(pairs: tuple[Any, ...]) -> Given:
         names = []
         sent = []
         plain = True
@@ -230,6 +244,12 @@ class Given:
 
 
 _NO_HEADERS = Given((), (), True, False)
+
+# A client gives the same headers on nearly every request: what they are read as is kept, by
+# the pairs (bounded: a full table starts again empty). Only pairs of ``str`` alone, looked up
+# and kept, whose equality is exact (``b"1" == memoryview(b"1")``, and the heads differ).
+_PLAIN_GIVEN: dict[tuple[Any, ...], Given] = {}
+_PLAIN_GIVEN_LIMIT = 1024
 
 
 _SHAPED_BY_VALUE = frozenset(("transfer-encoding", "expect"))

@@ -304,7 +304,10 @@ def _urllib3_items(recorded: Response) -> tuple[tuple[str, str], ...] | None:
     """The header pairs urllib3's ``getresponse()`` gives its response for this head; None
     when it would log a defect or rewrite the message."""
     headers = recorded.headers
-    if not any("\n" in value or "\r" in value for _, value in headers):
+    for _, value in headers:  # a loop: no generator per replayed response
+        if "\n" in value or "\r" in value:
+            break
+    else:
         # A message made from pairs has no defects, and with no line break in a value there
         # is no folded line to normalise: urllib3 takes the pairs as they are.
         return tuple(headers)

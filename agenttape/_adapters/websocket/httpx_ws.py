@@ -48,8 +48,10 @@ def install(api: ModuleType) -> list[ledger.Patch]:
 
 def upgrades(request: Request) -> bool:
     """Whether a request asks for a WebSocket."""
-    upgrade = request.header("upgrade")
-    return upgrade is not None and upgrade.lower() == "websocket"
+    for name, value in request.headers:  # as ``request.header``, asked of every request
+        if len(name) == 7 and name.lower() == "upgrade":
+            return value.lower() == "websocket"
+    return False
 
 
 def _make_init(original: Callable[..., None]) -> Callable[..., None]:
