@@ -46,6 +46,21 @@ ADAPTERS: dict[str, str] = {
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
     "http.client": "agenttape._adapters.http_client",
     "socket": "agenttape._adapters.network_guard",
+    **dict.fromkeys(
+        (
+            "openai._exceptions",
+            "anthropic._exceptions",
+            "google.genai.errors",
+            "botocore.exceptions",
+            "requests.exceptions",
+            "httpx._exceptions",
+            "httpx2._exceptions",
+            "aiohttp.client_exceptions",
+            "mistralai.client.errors.mistralerror",
+            "cohere.core.api_error",
+        ),
+        "agenttape._adapters.fault_notes",
+    ),
 }
 
 # library module -> (its distribution, what is not recorded while its adapter is off)
@@ -70,6 +85,21 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
     "http.client": ("Python", "requests through http.client and urllib.request"),
     "socket": ("Python", "nothing, but no connection is blocked"),
+    **{
+        library: (distribution, "nothing, but its status errors from faults carry no note")
+        for library, distribution in (
+            ("openai._exceptions", "openai"),
+            ("anthropic._exceptions", "anthropic"),
+            ("google.genai.errors", "google-genai"),
+            ("botocore.exceptions", "botocore"),
+            ("requests.exceptions", "requests"),
+            ("httpx._exceptions", "httpx"),
+            ("httpx2._exceptions", "httpx2"),
+            ("aiohttp.client_exceptions", "aiohttp"),
+            ("mistralai.client.errors.mistralerror", "mistralai"),
+            ("cohere.core.api_error", "cohere"),
+        )
+    },
 }
 
 _installed: set[str] = set()
