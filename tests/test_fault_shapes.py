@@ -303,6 +303,23 @@ def test_a_status_error_the_sdk_builds_carries_the_fault_note(
     assert getattr(error, "__notes__", []) == [injected_note(recorded["paths"][client], item)]
 
 
+def test_aiohttp_retries_a_get_once_on_a_reset_as_it_does_live(recorded: dict[str, Any]) -> None:
+    """aiohttp (3.9 on) sends an idempotent request again, once, when the connection is reset
+    or dropped before the answer (live too): one ``reset`` is answered by its retry, from the
+    cassette; a reset on the retry as well is raised."""
+    with agenttape.use_cassette(
+        recorded["paths"]["aiohttp"], faults=[fault("reset", times=1)]
+    ) as tape:
+        assert recorded["calls"]["aiohttp"]() == {"items": [1, 2, 3]}
+    assert len(tape.faults_fired) == 1
+    with (
+        agenttape.use_cassette(recorded["paths"]["aiohttp"], faults=[fault("reset")]) as tape,
+        pytest.raises(aiohttp.ClientOSError),
+    ):
+        recorded["calls"]["aiohttp"]()
+    assert len(tape.faults_fired) == 2
+
+
 def test_malformed_json_fails_where_the_client_parses(recorded: dict[str, Any]) -> None:
     error = raised(recorded, "requests", fault("malformed"))
     assert isinstance(error, requests.exceptions.JSONDecodeError)
