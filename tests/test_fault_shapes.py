@@ -18,6 +18,7 @@ import anthropic
 import boto3
 import botocore.config
 import botocore.exceptions
+import httpx
 import httpx2
 import openai
 import pytest
@@ -97,6 +98,11 @@ def clients(llm: str, other: str) -> dict[str, Callable[[], Any]]:
         answer.raise_for_status()
         return answer.json()
 
+    def plain_httpx(module: Any = httpx) -> Any:
+        answer = module.get(f"{other}/api/items", timeout=5)
+        answer.raise_for_status()
+        return answer.json()
+
     async def fetch() -> Any:
         async with aiohttp.ClientSession() as session, session.get(f"{other}/api/items") as got:
             got.raise_for_status()
@@ -115,6 +121,8 @@ def clients(llm: str, other: str) -> dict[str, Callable[[], Any]]:
             messages=[{"role": "user", "content": [{"text": "Where is my order?"}]}],
         ),
         "requests": plain,
+        "httpx": plain_httpx,
+        "httpx2": lambda: plain_httpx(httpx2),
         "aiohttp": lambda: asyncio.run(fetch()),
     }
 
@@ -259,6 +267,57 @@ def test_the_note_says_the_failure_was_injected(recorded: dict[str, Any]) -> Non
         notes += getattr(inner, "__notes__", [])
         inner = inner.__cause__ or inner.__context__
     assert any("injected fault reset" in note for note in notes), notes
+
+
+def injected_note(path: Path, item: agenttape.Fault) -> str:
+    """The note the exception built from ``item``'s answer to the cassette's request carries."""
+    request = agenttape.load(path).interactions[0].request
+    url = request.url.partition("?")[0]
+    return (
+        f"agenttape: injected fault: {item.describe()}, fired on {request.method} {url}; "
+        "the service did not fail this way."
+    )
+
+
+@pytest.mark.parametrize(
+    ("client", "item", "expected"),
+    [
+        ("openai", fault("rate_limit", retry_after=3), openai.RateLimitError),
+        ("anthropic", fault("overloaded"), anthropic.OverloadedError),
+        ("google", fault("rate_limit"), genai_errors.ClientError),
+        ("google", fault("server_error"), genai_errors.ServerError),
+        ("bedrock", fault("rate_limit"), botocore.exceptions.ClientError),
+        ("requests", fault("status", status=503), requests.HTTPError),
+        ("httpx", fault("server_error"), httpx.HTTPStatusError),
+        ("httpx2", fault("status", status=404), httpx2.HTTPStatusError),
+        ("aiohttp", fault("rate_limit", on="GET /api/*"), aiohttp.ClientResponseError),
+    ],
+)
+def test_a_status_error_the_sdk_builds_carries_the_fault_note(
+    recorded: dict[str, Any], client: str, item: agenttape.Fault, expected: type
+) -> None:
+    """The exception is made by the SDK from the injected answer, after the exchange; the
+    one the agent catches inside the cassette already says the failure was injected."""
+    error = raised(recorded, client, item)
+    assert isinstance(error, expected), repr(error)
+    assert getattr(error, "__notes__", []) == [injected_note(recorded["paths"][client], item)]
+
+
+def test_aiohttp_retries_a_get_once_on_a_reset_as_it_does_live(recorded: dict[str, Any]) -> None:
+    """aiohttp (3.9 on) sends an idempotent request again, once, when the connection is reset
+    or dropped before the answer (live too): one ``reset`` is answered by its retry, from the
+    cassette; a reset on the retry as well is raised."""
+    with agenttape.use_cassette(
+        recorded["paths"]["aiohttp"], faults=[fault("reset", times=1)]
+    ) as tape:
+        assert recorded["calls"]["aiohttp"]() == {"items": [1, 2, 3]}
+    assert len(tape.faults_fired) == 1
+    with (
+        agenttape.use_cassette(recorded["paths"]["aiohttp"], faults=[fault("reset")]) as tape,
+        pytest.raises(aiohttp.ClientOSError),
+    ):
+        recorded["calls"]["aiohttp"]()
+    assert len(tape.faults_fired) == 2
 
 
 def test_malformed_json_fails_where_the_client_parses(recorded: dict[str, Any]) -> None:
@@ -443,3 +502,6 @@ def test_mistral_and_cohere_errors(tmp_path: Path, serve: Callable[..., Server])
     assert caught["mistral overloaded"].status_code == 503  # type: ignore[attr-defined]
     assert isinstance(caught["cohere rate_limit"], cohere.errors.TooManyRequestsError)
     assert isinstance(caught["cohere overloaded"], cohere.errors.ServiceUnavailableError)
+    for name, kind in (("mistral", "rate_limit"), ("cohere", "overloaded")):
+        expected = injected_note(tmp_path / f"{name}.msgpack", fault(kind))  # type: ignore[arg-type]
+        assert caught[f"{name} {kind}"].__notes__ == [expected]

@@ -18,6 +18,7 @@ import http.client, socket
 import httpx, httpx2, httpcore, httpcore2, urllib3, requests, aiohttp, grpc, grpc._channel, grpc.aio
 import botocore.endpoint, botocore.httpsession
 import openai, anthropic
+import google.genai.errors, mistralai.client.errors.mistralerror, cohere.core.api_error
 import websockets.asyncio.client, websockets.sync.client, websockets.legacy.client
 import httplib2, tornado.simple_httpclient
 import curl_cffi.requests, curl_cffi.aio, pycurl, primp

@@ -54,6 +54,21 @@ ADAPTERS: dict[str, str] = {
     "httplib2": "agenttape._adapters.httplib2",
     "tornado.simple_httpclient": "agenttape._adapters.tornado",
     "socket": "agenttape._adapters.network_guard",
+    **dict.fromkeys(
+        (
+            "openai._exceptions",
+            "anthropic._exceptions",
+            "google.genai.errors",
+            "botocore.exceptions",
+            "requests.exceptions",
+            "httpx._exceptions",
+            "httpx2._exceptions",
+            "aiohttp.client_exceptions",
+            "mistralai.client.errors.mistralerror",
+            "cohere.core.api_error",
+        ),
+        "agenttape._adapters.fault_notes",
+    ),
 }
 
 # library module -> (its distribution, what is not recorded while its adapter is off)
@@ -86,6 +101,21 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "httplib2": ("httplib2", "its requests (the Google API clients' included)"),
     "tornado.simple_httpclient": ("tornado", "AsyncHTTPClient's requests"),
     "socket": ("Python", "nothing, but no connection is blocked"),
+    **{
+        library: (distribution, "nothing, but its status errors from faults carry no note")
+        for library, distribution in (
+            ("openai._exceptions", "openai"),
+            ("anthropic._exceptions", "anthropic"),
+            ("google.genai.errors", "google-genai"),
+            ("botocore.exceptions", "botocore"),
+            ("requests.exceptions", "requests"),
+            ("httpx._exceptions", "httpx"),
+            ("httpx2._exceptions", "httpx2"),
+            ("aiohttp.client_exceptions", "aiohttp"),
+            ("mistralai.client.errors.mistralerror", "mistralai"),
+            ("cohere.core.api_error", "cohere"),
+        )
+    },
 }
 
 _installed: set[str] = set()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import runtime
 from .bodies import reached_end_of_stream
 from .errors import AgentTapeError, CassetteFormatError
+from .faults import FAULT_HEADER
 from .models import Failure, Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE
 from .replay_queue import Precedents
@@ -140,6 +141,23 @@ def _paced(tape: Tape, interaction: Interaction) -> bool:
 
 FAULT_NOTE = "agenttape: injected fault"
 """How the note (PEP 678) on an exception a fault caused begins."""
+
+
+def note_injected(exception: BaseException, headers: object) -> None:
+    """Adds the note naming the fault whose error answer ``exception`` was built from (its
+    ``headers`` carry ``FAULT_HEADER``), so the exception the agent catches says the failure
+    was injected. Anything that is not a response's headers, or has no such header, is left
+    alone: this runs inside another library's exception constructor and must never fail."""
+    try:
+        value = headers.get(FAULT_HEADER) if headers is not None else None  # type: ignore[attr-defined]
+    except Exception:
+        return
+    if not isinstance(value, str):
+        return
+    notes = getattr(exception, "__notes__", ())
+    if any(isinstance(note, str) and "injected fault" in note for note in notes):
+        return
+    _add_note(exception, f"{FAULT_NOTE}: {value}; the service did not fail this way.")
 
 
 def note_fired(exception: BaseException, path: object, fired: list[FiredFault]) -> None:

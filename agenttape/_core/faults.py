@@ -50,6 +50,11 @@ HTTP_KINDS: frozenset[FaultKind] = frozenset(FAULT_KINDS) - {"close", "grpc_stat
 LIVE_KINDS: frozenset[FaultKind] = HTTP_KINDS - RESPONSE_KINDS
 """What a fault can answer with from the request alone, in a recording mode."""
 
+FAULT_HEADER = "agenttape-fault"
+"""The header on an error answer a fault made: which fault, on which request. The SDK builds
+its exception from the answer after the exchange, so the patch on that exception reads it
+there to add the note (PEP 678) the agent sees on the exception it catches."""
+
 FAULTS_ENVIRONMENT_VARIABLE = "AGENTTAPE_FAULTS"
 """A JSON list of faults (``[{"kind": "rate_limit", "on": "POST /v1/chat/completions",
 "nth": 2}]``) every cassette of the process injects, besides its own."""
@@ -421,6 +426,7 @@ def inject(
         status = fault_shapes.error_status(kind, provider, item.option("status"))
         retry_after = item.option("retry_after", 1 if kind == "rate_limit" else None)
         reason, headers, body = fault_shapes.error_answer(kind, provider, status, retry_after)
+        headers = [*headers, (FAULT_HEADER, fault_header(item, request))]
         version = recorded.response.http_version if recorded and recorded.response else "HTTP/1.1"
         made.response = Response(status, reason, version, headers, body, [(len(body), 0.0)])
         made.ttfb, made.duration = 0.0, 0.0
@@ -444,6 +450,19 @@ def inject(
         made.started_at = recorded.started_at
         _change(item, made, recorded, realtime)
     return made
+
+
+def fault_header(item: Fault, request: Request) -> str:
+    """``FAULT_HEADER``'s value: the fault and the request (its URL without the query, which
+    may hold a key), in ASCII, as every client takes header values."""
+    url = request.url.partition("?")[0].partition("#")[0]
+    text = f"{item.describe()}, fired on {request.method} {url}"
+    return (
+        text.encode("ascii", "backslashreplace")
+        .decode("ascii")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
 
 
 def _change(item: Fault, made: Interaction, recorded: Interaction, realtime: bool) -> None:

@@ -1,0 +1,69 @@
+"""The note (PEP 678) on a status error an injected fault caused, where the SDK builds it.
+
+A fault that answers with an error status (``rate_limit``, ``overloaded``, ``server_error``,
+``status``) hands the client a response; the exception comes later, made by the SDK (or by
+``raise_for_status``) from that response, out of agenttape's sight. The injected answer
+carries ``FAULT_HEADER``, so each library's status exception, once its own constructor has
+run, looks at the response headers it was given and, when they hold the header, adds the
+note. Only exceptions are touched: nothing runs for a call that does not fail.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .._core.exchange import note_injected
+from . import ledger
+
+HeadersOf = Callable[[Any], object]
+
+
+def _response_headers(error: Any) -> object:
+    return getattr(getattr(error, "response", None), "headers", None)
+
+
+def _own_headers(error: Any) -> object:
+    return getattr(error, "headers", None)
+
+
+def _botocore_headers(error: Any) -> object:
+    response = getattr(error, "response", None)
+    metadata = response.get("ResponseMetadata") if isinstance(response, dict) else None
+    return metadata.get("HTTPHeaders") if isinstance(metadata, dict) else None
+
+
+STATUS_ERRORS: dict[str, tuple[str, HeadersOf]] = {
+    "openai._exceptions": ("APIStatusError", _response_headers),
+    "anthropic._exceptions": ("APIStatusError", _response_headers),
+    "google.genai.errors": ("APIError", _response_headers),
+    "botocore.exceptions": ("ClientError", _botocore_headers),
+    "requests.exceptions": ("HTTPError", _response_headers),
+    "httpx._exceptions": ("HTTPStatusError", _response_headers),
+    "httpx2._exceptions": ("HTTPStatusError", _response_headers),
+    "aiohttp.client_exceptions": ("ClientResponseError", _own_headers),
+    "mistralai.client.errors.mistralerror": ("MistralError", _own_headers),
+    "cohere.core.api_error": ("ApiError", _own_headers),
+}
+"""Library module -> (the class every status exception of the library is or derives from,
+where its instance keeps the response headers)."""
+
+
+def install(module: ModuleType) -> list[ledger.Patch]:
+    """Patches the status exception's ``__init__`` in one of ``STATUS_ERRORS``' modules."""
+    name, headers_of = STATUS_ERRORS[module.__name__]
+    return [ledger.wrap(getattr(module, name), "__init__", _noting(headers_of))]
+
+
+def _noting(headers_of: HeadersOf) -> Callable[[Any], Any]:
+    def make(original: Any) -> Any:
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            note_injected(self, headers_of(self))
+
+        return __init__
+
+    return make
