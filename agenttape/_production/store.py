@@ -58,6 +58,17 @@ class Store(ABC):
                 found.append(exc)
         return found
 
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | Exception]:
+        """Byte ranges ``(name, start, end)`` of files (end excluded); an error in place of a
+        range that cannot be read. An object store answers them in parallel."""
+        found: list[bytes | Exception] = []
+        for name, start, end in ranges:
+            try:
+                found.append(self.read_prefix(name, end)[start:end])
+            except OSError as exc:
+                found.append(exc)
+        return found
+
     @abstractmethod
     def files(self) -> list[StoredFile]:
         """Cassettes at the top level and one folder down."""
@@ -264,6 +275,20 @@ class FsspecStore(Store):
         return [
             FileNotFoundError(name) if isinstance(data, KeyError) else data
             for name, data in zip(names, found, strict=True)
+        ]
+
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | Exception]:
+        if not ranges:
+            return []
+        found: list[bytes | Exception] = self.fs.cat_ranges(
+            [self._path(name) for name, _start, _end in ranges],
+            [start for _name, start, _end in ranges],
+            [end for _name, _start, end in ranges],
+            on_error="return",
+        )
+        return [
+            FileNotFoundError(name) if isinstance(data, KeyError) else data
+            for (name, _start, _end), data in zip(ranges, found, strict=True)
         ]
 
     def files(self) -> list[StoredFile]:
