@@ -47,6 +47,9 @@ BATCH_ROWS = 10_000
 # Rows a writer keeps for another try while the index cannot be written; older ones are
 # dropped (the runs stay listed from their files; ``agenttape index rebuild`` indexes them).
 MAX_WAITING_ROWS = 100_000
+# Nor does it keep a row longer than this: a batch landing later could hold a row of a run
+# deleted meanwhile whose tombstone is retired (``deletions.RETIRE_AFTER``, longer).
+MAX_ROW_WAIT = 86_400.0
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 INDEX_FILE = re.compile(r"_index/date=(\d{4}-\d{2}-\d{2})/([^/.][^/]*)\.parquet")
 EXTRA = "pip install 'agenttape-recorder[index]'"
@@ -400,6 +403,8 @@ class Batch:
 
     def __init__(self) -> None:
         self.rows: list[IndexRow] = []
+        # When each row was added (time.monotonic()), by the row's id.
+        self.added: dict[int, float] = {}
         self.started = 0.0
         self.retry_at = 0.0
 
@@ -407,9 +412,11 @@ class Batch:
         return len(self.rows)
 
     def add(self, row: IndexRow) -> None:
+        now = time.monotonic()
         if not self.rows:
-            self.started = time.monotonic()
+            self.started = now
         self.rows.append(row)
+        self.added[id(row)] = now
 
     def due(self) -> bool:
         now = time.monotonic()
@@ -429,18 +436,22 @@ class Batch:
 
     def take(self) -> list[IndexRow]:
         rows, self.rows = self.rows, []
+        self.added = {id(row): self.added[id(row)] for row in rows}
         return rows
 
     def keep(self, rows: list[IndexRow]) -> int:
         """Put back rows that failed, for the next batch (not before BATCH_SECONDS, however
-        many wait); the number dropped past the limit."""
-        self.rows = rows + self.rows
+        many wait); the number dropped past the limit or for having waited ``MAX_ROW_WAIT``."""
         self.started = time.monotonic()
         self.retry_at = self.started + BATCH_SECONDS
+        fresh = [row for row in rows if self.started - self.added[id(row)] < MAX_ROW_WAIT]
+        self.rows = fresh + self.rows
         dropped = max(0, len(self.rows) - MAX_WAITING_ROWS)
         if dropped:
             del self.rows[:dropped]
-        return dropped
+        waiting = {id(row) for row in self.rows}
+        self.added = {key: at for key, at in self.added.items() if key in waiting}
+        return dropped + len(rows) - len(fresh)
 
 
 def waiting_rows_message(store: Store, count: int, cause: object) -> str:

@@ -592,7 +592,9 @@ def compact_index(
         )
     opened = open_store(store, storage_options)
     erasure.complete(opened)
-    return run_index.compact(opened, deletions.erased(opened))
+    done = run_index.compact(opened, deletions.erased(opened))
+    erasure.retire(opened)
+    return done
 
 
 # Run files read at once by a rebuild: object stores answer many reads in parallel.
