@@ -389,8 +389,9 @@ def index_case(
         url = f"s3://{bucket}/prod"
         began = time.perf_counter()
         uploads = Uploads(FsspecStore(url, s3["storage_options"]))
-        for stored in open_store(local).walk(""):
-            uploads(stored.name, (local / stored.name).read_bytes())
+        for path in sorted(local.rglob("*")):
+            if path.is_file():
+                uploads(path.relative_to(local).as_posix(), path.read_bytes())
         uploads.send()
         case["upload_s3_s"] = round(time.perf_counter() - began, 1)
         case["index_s3"] = time_runs(url, store["user"], s3["env"], listed(store["user_runs"]))
