@@ -320,6 +320,7 @@ def test_a_retirement_killed_at_each_step_is_finished_by_the_next_compaction(
     delete_runs(template, tags={"user_id": "u_9"})
     run_index.write_rows(open_store(template), [_late_row("r_c")])
     _age_done_markers(open_store(template), 3)
+    report: list[str] = []
     after = 1
     while True:
         target = tmp_path / f"kill{after}"
@@ -331,12 +332,18 @@ def test_a_retirement_killed_at_each_step_is_finished_by_the_next_compaction(
             assert _deleted_files(store) == []
             break
         assert listed(str(target)) == KEPT, after
+        rows_before, left = index_rows(store), _deleted_files(store)
         assert cli("index", "compact", target).returncode == 0
         assert listed(str(target)) == KEPT == run_files(store), after
         assert index_rows(store) == sorted(KEPT), after
         assert _deleted_files(store) == [], (after, _deleted_files(store))
+        report.append(
+            f"killed before change {after}: rows {rows_before}, {len(left)} files in _deleted/ "
+            f"-> 'index compact' -> rows {index_rows(store)}, 0 files"
+        )
         after += 1
     assert after > 4
+    print("\n".join(report))
 
 
 def test_a_writer_drops_a_row_that_waited_too_long_rather_than_write_it_late(
