@@ -20,6 +20,14 @@ from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.files import replacing
 
 SUFFIX = ".msgpack"
+# Set to "off", a store is used as one without conditional creates: compactions publish
+# manifests rather than claim days (``manifests``). For tests, and for a folder on a network
+# filesystem whose link(2) cannot be trusted.
+CONDITIONAL_WRITES = "AGENTTAPE_CONDITIONAL_WRITES"
+
+
+def conditional_writes_allowed() -> bool:
+    return os.environ.get(CONDITIONAL_WRITES, "").strip().lower() not in ("off", "0", "no")
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,6 +45,12 @@ class Store(ABC):
     # Listing a folder of thousands of files takes milliseconds (a local disk), not a request
     # per thousand (an object store): the run listing may list the newest days' folders.
     lists_cheaply: bool = False
+
+    @property
+    def conditional_creates(self) -> bool:
+        """``create`` is atomic here (exactly one of two creators wins): compactions claim
+        days. Otherwise they publish manifests."""
+        return False
 
     @abstractmethod
     def write(self, name: str, data: bytes) -> None: ...
@@ -150,6 +164,10 @@ class LocalStore(Store):
         os.makedirs(directory, exist_ok=True)
         self._folders.add(directory)
         return os.open(temporary, flags, 0o666)
+
+    @property
+    def conditional_creates(self) -> bool:
+        return conditional_writes_allowed()
 
     def create(self, name: str, data: bytes) -> bool:
         # Written whole under a name of its own, then linked: link(2) fails if the name is
@@ -351,6 +369,10 @@ class FsspecStore(Store):
             chunk = [self._path(name) for name in names[start : start + 1000]]
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(chunk)
+
+    @property
+    def conditional_creates(self) -> bool:
+        return "s3" in self.fs.protocol and conditional_writes_allowed()
 
     def create(self, name: str, data: bytes) -> bool:
         path = self._path(name)
