@@ -170,6 +170,7 @@ def _kill_compaction_at_each_step(
         assert {info.run_id for info in list_runs(target, storage_options=options)} == expected
         assert set(index_rows(store)) == expected
         rows_killed = len(index_rows(store))
+        files_killed = len(raw_index(store)[0])
         following = subprocess.run(
             [str(AGENTTAPE), "index", "compact", target],
             env={**os.environ, **env},
@@ -186,8 +187,8 @@ def _kill_compaction_at_each_step(
         # the killed one folded or wrote unpublished.
         assert len(parquet) == 1 and len(published) <= 1
         report.append(
-            f"killed before change {after}: {before} files -> {rows_killed} rows "
-            f"(each run at least once) -> next compaction -> "
+            f"killed before change {after}: {before} files -> {rows_killed} rows read "
+            f"(each run at least once; {files_killed} files) -> next compaction -> "
             f"{len(index_rows(store))} rows in 1 file, each once"
             + (f" ({len(published)} manifest)" if published else "")
         )
