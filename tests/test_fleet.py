@@ -153,7 +153,7 @@ def raw_index(store: Store) -> tuple[list[str], list[str]]:
 
 
 def _kill_compaction_at_each_step(
-    url: str, options: dict[str, Any] | None, env: dict[str, str], fresh: Any
+    url: str, options: dict[str, Any] | None, env: dict[str, str], fresh: Any, steps: int = 5
 ) -> list[str]:
     report = []
     after = 1
@@ -193,7 +193,7 @@ def _kill_compaction_at_each_step(
             + (f" ({len(published)} manifest)" if published else "")
         )
         after += 1
-    assert after > 4
+    assert after > steps
     return report
 
 
@@ -346,3 +346,35 @@ def test_a_compaction_killed_at_each_step_without_conditional_writes(tmp_path: P
 
     env = {**NO_CONDITIONAL_WRITES, manifests.GRACE: "0"}
     print("\n".join(_kill_compaction_at_each_step("", None, env, fresh)))
+
+
+def test_a_compaction_killed_at_each_step_on_fsspec_without_conditional_writes(
+    tmp_path: Path,
+) -> None:
+    """``local://``: fsspec's own local filesystem, with no conditional create and one
+    request for many deletions: merged file, manifest, deletions."""
+    template = tmp_path / "template"
+    for writer in start_writers(str(template), None):
+        assert writer.wait(timeout=300) == 0
+
+    def fresh(after: int) -> str:
+        import shutil
+
+        target = tmp_path / f"kill{after}"
+        shutil.copytree(template, target)
+        return f"local://{target}"
+
+    report = _kill_compaction_at_each_step("", None, {manifests.GRACE: "0"}, fresh, steps=3)
+    print("\n".join(report))
+
+
+def test_many_writer_processes_and_two_compactions_on_s3_without_conditional_writes(
+    s3: dict[str, Any],
+) -> None:
+    """An S3-compatible server used as if it had no ``If-None-Match``: manifests there too."""
+    url = "s3://agent-runs/fleet-manifests"
+    env = {**s3_environment(s3), **NO_CONDITIONAL_WRITES}
+    report = _many_writers_then_two_compactions(url, s3, env)
+    _parquet, published = raw_index(open_store(url, s3))
+    assert published
+    print(f"{report}; manifests of versions {sorted(map(manifests.version_of, published))}")

@@ -908,5 +908,6 @@ def _collect(store: Store, listed: _Day) -> int:
     gone = manifests.garbage(
         [found.name for found in listed.files], listed.manifest_names, believed, cutoff
     )
-    store.delete_many(gone)
+    if gone:
+        store.delete_many(gone)
     return len(gone)
