@@ -16,7 +16,7 @@ import pytest
 
 import agenttape
 from agenttape._production import deletions, run_index
-from agenttape._production.erasure import apply_retention
+from agenttape._production.erasure import apply_retention, retire
 from agenttape._production.run_deletion import delete_runs
 from agenttape._production.store import Store, open_store
 from agenttape._production.stored_runs import list_runs, rebuild_index
@@ -248,3 +248,116 @@ def test_a_recorder_with_retention_deletes_whole_old_days_a_share_at_a_time(
         recorder.flush()
     assert len(listed(str(tmp_path))) == 2
     assert not {name for name in run_files(store) if name.startswith("r_old")}
+
+
+def _deleted_files(store: Store) -> list[str]:
+    return sorted(stored.name for stored in store.listing(deletions.DELETED)[1])
+
+
+def _late_row(run_id: str) -> run_index.IndexRow:
+    """The row of a deleted run, as a writer's batch that lands after the deletion holds it."""
+    return run_index.describe(
+        {"run_id": run_id, "created_at": NOW, "tags": {"user_id": "u_9"}},
+        f"{NOW:%Y-%m-%d}/{run_id}.msgpack",
+        10,
+    )
+
+
+def _age_done_markers(store: Store, days: int) -> None:
+    """Make every done marker say it was written ``days`` ago (as if that long had passed)."""
+    old = run_index.stamp(_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(days=days))
+    for name in _deleted_files(store):
+        if name.endswith(deletions.DONE_SUFFIX):
+            base = name.partition("@")[0].removesuffix(deletions.DONE_SUFFIX)
+            store.delete(name)
+            store.write(f"{base}@{old}{deletions.DONE_SUFFIX}", b"")
+
+
+def test_done_tombstones_are_retired_by_a_compaction_and_a_late_row_stays_gone(
+    tmp_path: Path,
+) -> None:
+    """A done tombstone is kept while a writer's batch may still land (``RETIRE_AFTER``),
+    then a compaction rewrites its days without its runs (the row a late batch brought goes)
+    and removes its files: a listing no longer reads one file per deletion."""
+    seed(tmp_path)
+    store = open_store(tmp_path)
+    delete_runs(tmp_path, tags={"user_id": "u_9"})
+    delete_runs(tmp_path, run_ids=["r_b"])
+    assert len(_deleted_files(store)) == 4  # two tombstones, each marked done
+    run_index.write_rows(store, [_late_row("r_c")])  # lands after the deletion
+    assert cli("index", "compact", tmp_path).returncode == 0
+    assert len(_deleted_files(store)) == 4  # too recent to retire
+    assert listed(str(tmp_path)) == {"r_d"}
+    later = _dt.datetime.now(_dt.timezone.utc) + deletions.RETIRE_AFTER
+    assert retire(store, now=later - _dt.timedelta(hours=1)) == 0
+    run_index.write_rows(store, [_late_row("r_e")])  # still within the window
+    assert retire(store, now=later + _dt.timedelta(minutes=1)) == 2
+    assert _deleted_files(store) == []
+    assert listed(str(tmp_path)) == {"r_d"} == run_files(store)
+    assert index_rows(store) == ["r_d"]
+    for again in (("index", "compact", tmp_path), ("index", "rebuild", tmp_path)):
+        assert cli(*again).returncode == 0
+        assert listed(str(tmp_path)) == {"r_d"}
+        assert index_rows(store) == ["r_d"]
+
+
+def test_the_newest_day_rule_stays_and_hides_late_files_in_old_days(tmp_path: Path) -> None:
+    seed(tmp_path)
+    store = open_store(tmp_path)
+    apply_retention(store, _dt.timedelta(days=0, hours=1))
+    [stone] = deletions.tombstones(store)
+    assert stone.before and stone.done
+    _age_done_markers(store, 30)
+    assert retire(store) == 0
+    assert [found.name for found in deletions.tombstones(store)] == [stone.name]
+
+
+def test_a_retirement_killed_at_each_step_is_finished_by_the_next_compaction(
+    tmp_path: Path,
+) -> None:
+    template = tmp_path / "template"
+    seed(template)
+    delete_runs(template, tags={"user_id": "u_9"})
+    run_index.write_rows(open_store(template), [_late_row("r_c")])
+    _age_done_markers(open_store(template), 3)
+    report: list[str] = []
+    after = 1
+    while True:
+        target = tmp_path / f"kill{after}"
+        shutil.copytree(template, target)
+        store = open_store(target)
+        code, changes = crash_run(after, "index", "compact", str(target))
+        if code == 0:
+            assert changes == after - 1, (changes, after)
+            assert _deleted_files(store) == []
+            break
+        assert listed(str(target)) == KEPT, after
+        rows_before, left = index_rows(store), _deleted_files(store)
+        assert cli("index", "compact", target).returncode == 0
+        assert listed(str(target)) == KEPT == run_files(store), after
+        assert index_rows(store) == sorted(KEPT), after
+        assert _deleted_files(store) == [], (after, _deleted_files(store))
+        report.append(
+            f"killed before change {after}: rows {rows_before}, {len(left)} files in _deleted/ "
+            f"-> 'index compact' -> rows {index_rows(store)}, 0 files"
+        )
+        after += 1
+    assert after > 4
+    print("\n".join(report))
+
+
+def test_a_writer_drops_a_row_that_waited_too_long_rather_than_write_it_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(run_index.time, "monotonic", lambda: clock[0])
+    batch = run_index.Batch()
+    old, new = _late_row("r_old"), _late_row("r_new")
+    batch.add(old)
+    clock[0] += run_index.MAX_ROW_WAIT - 10
+    batch.add(new)
+    assert batch.keep(batch.take()) == 0  # the store refused them: both wait
+    clock[0] += 20
+    assert batch.keep(batch.take()) == 1  # refused again: the older one is dropped
+    assert [row.run_id for row in batch.take()] == ["r_new"]
+    assert deletions.RETIRE_AFTER.total_seconds() > run_index.MAX_ROW_WAIT

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agenttape._production import claims, run_index
-from agenttape._production.store import Store, open_store
+from agenttape._production import claims, manifests, run_index
+from agenttape._production.store import Store, StoredFile, open_store
 from agenttape._production.stored_runs import list_runs
 from tests.cli_support import AGENTTAPE
 from tests.test_erasure import crash_run, index_rows
@@ -142,8 +142,18 @@ def test_a_second_compaction_leaves_a_claimed_day_to_the_first(tmp_path: Path) -
     assert run_index.compact(store).busy == []
 
 
+def raw_index(store: Store) -> tuple[list[str], list[str]]:
+    """Every Parquet file under the index and every manifest, believed or not: what an engine
+    globbing ``_index/*/*.parquet`` reads, and the manifests beside them."""
+    listed = [stored.name for stored in store.walk(run_index.INDEX)]
+    return (
+        [name for name in listed if run_index.INDEX_FILE.fullmatch(name)],
+        [name for name in listed if manifests.MANIFEST_FILE.fullmatch(name)],
+    )
+
+
 def _kill_compaction_at_each_step(
-    url: str, options: dict[str, Any] | None, env: dict[str, str], fresh: Any
+    url: str, options: dict[str, Any] | None, env: dict[str, str], fresh: Any, steps: int = 5
 ) -> list[str]:
     report = []
     after = 1
@@ -160,6 +170,7 @@ def _kill_compaction_at_each_step(
         assert {info.run_id for info in list_runs(target, storage_options=options)} == expected
         assert set(index_rows(store)) == expected
         rows_killed = len(index_rows(store))
+        files_killed = len(raw_index(store)[0])
         following = subprocess.run(
             [str(AGENTTAPE), "index", "compact", target],
             env={**os.environ, **env},
@@ -171,13 +182,18 @@ def _kill_compaction_at_each_step(
         assert following.returncode == 0, following.stderr
         every_row_once(store, expected)
         assert len(run_index.index_files(store)) == 1
+        parquet, published = raw_index(store)
+        # Nothing left behind either: with no grace period, the next compaction deletes what
+        # the killed one folded or wrote unpublished.
+        assert len(parquet) == 1 and len(published) <= 1
         report.append(
-            f"killed before change {after}: {before} files -> {rows_killed} rows "
-            f"(each run at least once) -> next compaction -> "
+            f"killed before change {after}: {before} files -> {rows_killed} rows read "
+            f"(each run at least once; {files_killed} files) -> next compaction -> "
             f"{len(index_rows(store))} rows in 1 file, each once"
+            + (f" ({len(published)} manifest)" if published else "")
         )
         after += 1
-    assert after > 4
+    assert after > steps
     return report
 
 
@@ -209,3 +225,156 @@ def test_a_compaction_killed_at_each_step_on_s3(tmp_path: Path, s3: dict[str, An
         return url
 
     print("\n".join(_kill_compaction_at_each_step("", s3, s3_environment(s3), fresh)))
+
+
+# -- stores without conditional creates: fragments and manifests ------------------------------
+
+NO_CONDITIONAL_WRITES = {"AGENTTAPE_CONDITIONAL_WRITES": "off"}
+
+
+def test_many_writer_processes_and_two_compactions_without_conditional_writes(
+    tmp_path: Path,
+) -> None:
+    """``local://`` goes through fsspec's local filesystem, which has no conditional create:
+    compactions publish manifests, and two at once both publish version 1 (or one builds on
+    the other's): readers believe one, and every row is read once."""
+    url = f"local://{tmp_path / 'store'}"
+    store = open_store(url)
+    assert not store.conditional_creates
+    report = _many_writers_then_two_compactions(url, None, {})
+    parquet, published = raw_index(store)
+    assert published, "the compactions published no manifest"
+    versions = sorted(manifests.version_of(name) for name in published)
+    # The garbage waits for its grace period; without one, a third compaction deletes it.
+    third = subprocess.run(
+        [str(AGENTTAPE), "index", "compact", url],
+        env={**os.environ, manifests.GRACE: "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert third.returncode == 0, third.stderr
+    assert "published by manifests" in third.stdout
+    expected = {f"w{w}-{n}" for w in range(WRITERS) for n in range(RUNS_EACH)}
+    every_row_once(store, expected)
+    after, after_published = raw_index(store)
+    assert len(after) == 1 and len(after_published) == 1
+    print(
+        f"{report}; raw: {len(parquet)} Parquet files, manifests of versions {versions}; "
+        f"third compaction (no grace): {len(after)} file, {len(after_published)} manifest"
+    )
+
+
+def _tie(tmp_path: Path, winner_is_extra: bool) -> str:
+    """Two compactions from one state publish version 1 each; one of them (``extra``) also
+    folded a fragment the other never saw. Made by compacting two copies and putting the
+    extra one's output, manifest and fragment beside the other's."""
+    import shutil
+
+    base = tmp_path / "base"
+    for writer in start_writers(str(base), None):
+        assert writer.wait(timeout=300) == 0
+    extra = tmp_path / "extra"
+    shutil.copytree(base, extra)
+    store, other = open_store(base), open_store(extra)
+    [day] = {found.day for found in run_index.index_files(store)}
+    before = set(raw_index(other)[0])
+    run_index.write_rows(other, [run_index.unreadable(StoredFile(f"{day}/late.msgpack", 1), "")])
+    [late] = set(raw_index(other)[0]) - before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
+        assert run_index.compact(store).by_manifests
+        assert run_index.compact(other).by_manifests
+    [theirs] = raw_index(other)[1]
+    [output] = [name for name in raw_index(other)[0] if manifests.is_merged(name)]
+    # The names decide the tie: the greater uuid is believed.
+    uuid_ = "f" * 32 if winner_is_extra else "0" * 32
+    store.write(f"{theirs.rsplit('/', 1)[0]}/{1:012d}-{uuid_}.json", other.read(theirs))
+    store.write(output, other.read(output))
+    store.write(late, other.read(late))
+    assert len(raw_index(store)[1]) == 2
+    expected = {f"w{w}-{n}" for w in range(WRITERS) for n in range(RUNS_EACH)} | {"late"}
+    every_row_once(store, expected)
+    believed = [found.name for found in run_index.index_files(store)]
+    # The loser's output is ignored; a fragment only the loser folded is still read.
+    assert (output in believed) == winner_is_extra
+    assert (late in believed) != winner_is_extra
+    rows_tied = len(index_rows(store))
+    raw_rows, raw_files = raw_parquet_rows(store), len(raw_index(store)[0])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
+        patch.setenv(manifests.GRACE, "0")
+        run_index.compact(store)
+    every_row_once(store, expected)
+    assert len(raw_index(store)[0]) == 1 and len(raw_index(store)[1]) == 1
+    return (
+        f"tie at version 1, {'extra' if winner_is_extra else 'first'} compaction believed: "
+        f"{raw_rows} rows in all {raw_files} files, {rows_tied} read, each "
+        f"once; next compaction: {len(index_rows(store))} rows in 1 file"
+    )
+
+
+def raw_parquet_rows(store: Store) -> int:
+    """Rows in every Parquet file of the index, believed or not."""
+    files = [run_index.IndexFile(name, name.split("date=")[1][:10]) for name in raw_index(store)[0]]
+    with run_index.IndexReader(store, files) as reader:
+        [(count,)] = reader.connection.sql(
+            f"SELECT count(*) FROM {reader.source(files)}"
+        ).fetchall()
+    return int(count)
+
+
+@pytest.mark.parametrize("winner_is_extra", [True, False], ids=["extra-wins", "extra-loses"])
+def test_two_compactions_publishing_one_version(tmp_path: Path, winner_is_extra: bool) -> None:
+    print(_tie(tmp_path, winner_is_extra))
+
+
+def test_a_compaction_killed_at_each_step_without_conditional_writes(tmp_path: Path) -> None:
+    """Killed before its output, before its manifest, or before any of its deletions (no
+    grace period, so it deletes at once): the next compaction leaves one file, rows once."""
+    template = tmp_path / "template"
+    for writer in start_writers(str(template), None):
+        assert writer.wait(timeout=300) == 0
+
+    def fresh(after: int) -> str:
+        import shutil
+
+        target = tmp_path / f"kill{after}"
+        shutil.copytree(template, target)
+        return str(target)
+
+    env = {**NO_CONDITIONAL_WRITES, manifests.GRACE: "0"}
+    print("\n".join(_kill_compaction_at_each_step("", None, env, fresh)))
+
+
+def test_a_compaction_killed_at_each_step_on_fsspec_without_conditional_writes(
+    tmp_path: Path,
+) -> None:
+    """``local://``: fsspec's own local filesystem, with no conditional create and one
+    request for many deletions: merged file, manifest, deletions."""
+    template = tmp_path / "template"
+    for writer in start_writers(str(template), None):
+        assert writer.wait(timeout=300) == 0
+
+    def fresh(after: int) -> str:
+        import shutil
+
+        target = tmp_path / f"kill{after}"
+        shutil.copytree(template, target)
+        return f"local://{target}"
+
+    report = _kill_compaction_at_each_step("", None, {manifests.GRACE: "0"}, fresh, steps=3)
+    print("\n".join(report))
+
+
+def test_many_writer_processes_and_two_compactions_on_s3_without_conditional_writes(
+    s3: dict[str, Any],
+) -> None:
+    """An S3-compatible server used as if it had no ``If-None-Match``: manifests there too."""
+    url = "s3://agent-runs/fleet-manifests"
+    env = {**s3_environment(s3), **NO_CONDITIONAL_WRITES}
+    report = _many_writers_then_two_compactions(url, s3, env)
+    _parquet, published = raw_index(open_store(url, s3))
+    assert published
+    print(f"{report}; manifests of versions {sorted(map(manifests.version_of, published))}")

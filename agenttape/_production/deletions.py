@@ -9,10 +9,18 @@ and never comes back; the next deletion, compaction or rebuild finishes the work
 
 A tombstone names run files (``paths``) and/or a day: every run in a dated folder before it
 (``before``, retention by whole days).
+
+A done tombstone of run files is retired (``erasure.retire``, by each compaction) once
+``RETIRE_AFTER`` has passed since it was done: by then no writer's batch can still hold a row
+of its runs (a writer drops rows that waited ``run_index.MAX_ROW_WAIT``), and the index days
+holding its runs are rewritten once more without them (dropping rows a late batch brought)
+before its files are removed. So listings do not read one file per deletion forever. The
+newest day rule stays: it hides late files in old days.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +32,8 @@ from .store import Store
 DELETED = "_deleted"
 TOMBSTONE_SUFFIX = ".names"
 DONE_SUFFIX = ".done"
+# A done tombstone of run files is retired this long after it was done.
+RETIRE_AFTER = _dt.timedelta(days=2)
 
 
 @dataclass(slots=True, frozen=True)
@@ -34,6 +44,9 @@ class Tombstone:
     paths: frozenset[str]
     before: str
     done: bool
+    # The done marker (empty while not done) and when it was written (a stamp).
+    done_name: str = ""
+    done_at: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,6 +87,7 @@ def tombstones(store: Store) -> list[Tombstone]:
     out would bring its runs back."""
     listed = {stored.name for stored in store.listing(DELETED)[1]}
     names = sorted(name for name in listed if name.endswith(TOMBSTONE_SUFFIX))
+    marks = done_marks(listed)
     found = []
     for name, data in zip(names, store.read_many(names), strict=True):
         if isinstance(data, FileNotFoundError):
@@ -86,9 +100,22 @@ def tombstones(store: Store) -> list[Tombstone]:
             before = str(body.get("before") or "")
         except Exception as exc:
             raise ValueError(f"{store.url}/{name} is not a tombstone: {exc}") from None
-        done = name[: -len(TOMBSTONE_SUFFIX)] + DONE_SUFFIX in listed
-        found.append(Tombstone(name, paths, before, done))
+        base = name[: -len(TOMBSTONE_SUFFIX)]
+        mark, done_at = marks.get(base, ("", ""))
+        found.append(Tombstone(name, paths, before, bool(mark), mark, done_at))
     return found
+
+
+def done_marks(listed: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """Each done marker among ``listed`` by its tombstone's name (without the suffix), with
+    when it was done: ``<tombstone>@<stamp>.done``; a marker without a stamp (an older
+    writer's) was done when its tombstone was written."""
+    marks = {}
+    for name in listed:
+        if name.endswith(DONE_SUFFIX):
+            base, at, when = name[: -len(DONE_SUFFIX)].partition("@")
+            marks[base] = (name, when if at else base.rsplit("/", 1)[-1].split("-", 1)[0])
+    return marks
 
 
 def erased(store: Store, found: list[Tombstone] | None = None) -> Erased:
@@ -102,5 +129,6 @@ def erased(store: Store, found: list[Tombstone] | None = None) -> Erased:
     )
 
 
-def mark_done(store: Store, stone: Tombstone) -> None:
-    store.write(stone.name[: -len(TOMBSTONE_SUFFIX)] + DONE_SUFFIX, b"")
+def mark_done(store: Store, stone: Tombstone, when: str) -> None:
+    """Mark ``stone`` done at ``when`` (a stamp, UTC)."""
+    store.write(f"{stone.name[: -len(TOMBSTONE_SUFFIX)]}@{when}{DONE_SUFFIX}", b"")

@@ -34,7 +34,7 @@ def rewrite(store: Store, stone: deletions.Tombstone) -> run_index.Compacted:
             f"runs stay hidden; rebuild it with: agenttape index rebuild {store.url} --since {day}"
         )
     if not done.busy:
-        deletions.mark_done(store, stone)
+        deletions.mark_done(store, stone, run_index.stamp())
     return done
 
 
@@ -66,6 +66,40 @@ def _delete_days_before(store: Store, day: str, limit: int | None) -> int:
     return removed
 
 
+def retire(store: Store, now: _dt.datetime | None = None) -> int:
+    """Retire the done tombstones of run files done ``RETIRE_AFTER`` ago (see ``deletions``):
+    rewrite the index days holding their runs without them, then remove their files (the
+    tombstone first: a marker left alone is removed next time); how many."""
+    moment = now or _dt.datetime.now(_dt.timezone.utc)
+    horizon = run_index.stamp(moment - deletions.RETIRE_AFTER)
+    listed = {stored.name for stored in store.listing(deletions.DELETED)[1]}
+    bases = {
+        name[: -len(deletions.TOMBSTONE_SUFFIX)]
+        for name in listed
+        if name.endswith(deletions.TOMBSTONE_SUFFIX)
+    }
+    store.delete_many(
+        [mark for base, (mark, _at) in deletions.done_marks(listed).items() if base not in bases]
+    )
+    stones = deletions.tombstones(store)
+    due = [
+        stone
+        for stone in stones
+        if stone.done and stone.paths and not stone.before and stone.done_at < horizon
+    ]
+    if not due:
+        return 0
+    days = set().union(*(_days(stone) for stone in due))
+    indexed = {found.day for found in run_index.index_files(store)} & days
+    if indexed:
+        done = run_index.compact(store, deletions.erased(store, stones), rewrite=indexed, only=True)
+        if done.busy or done.skipped:
+            return 0  # the next compaction retires them
+    store.delete_many([stone.name for stone in due])
+    store.delete_many([stone.done_name for stone in due])
+    return len(due)
+
+
 # Run files a recorder's retention deletes at most per index batch: a flush stays short.
 RETENTION_FILES = 1000
 
@@ -89,11 +123,11 @@ def apply_retention(store: Store, keep: _dt.timedelta, limit: int = RETENTION_FI
             return 0
     removed = _delete_days_before(store, rule.before, limit)
     if not rule.done and removed < limit and _rewrite_days_before(store, rule):
-        deletions.mark_done(store, rule)
+        deletions.mark_done(store, rule, run_index.stamp())
         # An older day rule is covered by this one.
         for stone in stones:
             if stone.before and stone.before < rule.before and not stone.paths:
-                store.delete_many([stone.name, stone.name.replace(".names", ".done")])
+                store.delete_many([stone.name, *([stone.done_name] if stone.done_name else [])])
     return removed
 
 

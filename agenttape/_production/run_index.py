@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import os
 import re
 import secrets
@@ -30,13 +31,14 @@ import msgpack
 from .._core.models import Interaction
 from .._core.text import aware, counted
 from .._core.urls import parse_url
-from . import claims
+from . import claims, manifests
 from .deletions import Erased
 from .store import SUFFIX, LocalStore, Store, StoredFile
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow
+    import pyarrow.parquet
 
 INDEX = "_index"
 # A batch is written once it is this old or this big, and at every flush and close.
@@ -45,6 +47,9 @@ BATCH_ROWS = 10_000
 # Rows a writer keeps for another try while the index cannot be written; older ones are
 # dropped (the runs stay listed from their files; ``agenttape index rebuild`` indexes them).
 MAX_WAITING_ROWS = 100_000
+# Nor does it keep a row longer than this: a batch landing later could hold a row of a run
+# deleted meanwhile whose tombstone is retired (``deletions.RETIRE_AFTER``, longer).
+MAX_ROW_WAIT = 86_400.0
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 INDEX_FILE = re.compile(r"_index/date=(\d{4}-\d{2}-\d{2})/([^/.][^/]*)\.parquet")
 EXTRA = "pip install 'agenttape-recorder[index]'"
@@ -108,10 +113,12 @@ def pending_files(store: Store) -> list[StoredFile]:
 
 @dataclass(slots=True, frozen=True)
 class IndexFile:
-    """One Parquet file of the index: its name in the store and the day it holds."""
+    """One Parquet file of the index: its name in the store, the day it holds, and its size
+    (0: not known)."""
 
     name: str
     day: str
+    size: int = field(default=0, compare=False)
 
 
 def tag_text(value: Any) -> str:
@@ -269,9 +276,85 @@ def _parquet(table: pyarrow.Table) -> bytes:
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP)
+    with pq.ParquetWriter(sink, table.schema, compression="zstd") as writer:
+        writer.write_table(table, row_group_size=ROW_GROUP)
+        writer.add_key_value_metadata({TAG_FILTER_KEY: tag_filters(table)})
     data: bytes = sink.getvalue().to_pybytes()
     return data
+
+
+# -- tag filters ------------------------------------------------------------------------------
+#
+# On object storage a listing by tag should fetch only the row groups holding the tag, not
+# the tag column of every row group (a request each). So each file's footer carries, per row
+# group, a Bloom filter of its ``key=value`` tag texts: the footer (one request) tells which
+# row groups may hold the runs, and only those are fetched. Engines other than ours ignore
+# the footer's key-value metadata.
+
+TAG_FILTER_KEY = b"agenttape.tag_filter"
+# Bits per distinct tag and probes per tag: about 0.6 % of row groups without the tag pass.
+FILTER_BITS = 12
+FILTER_PROBES = 4
+
+
+def tag_item(key: str, text: str) -> bytes:
+    return f"{key}\0{text}".encode()
+
+
+def _probes(item: bytes, bits: int) -> list[int]:
+    digest = hashlib.blake2b(item, digest_size=8).digest()
+    first = int.from_bytes(digest[:4], "little")
+    step = int.from_bytes(digest[4:], "little") | 1
+    return [(first + probe * step) % bits for probe in range(FILTER_PROBES)]
+
+
+def bloom(items: set[bytes]) -> bytes:
+    """A Bloom filter of ``items``, ``FILTER_BITS`` bits each (64 at least)."""
+    field_ = bytearray(max(8, (len(items) * FILTER_BITS + 7) // 8))
+    bits = len(field_) * 8
+    for item in items:
+        for bit in _probes(item, bits):
+            field_[bit >> 3] |= 1 << (bit & 7)
+    return bytes(field_)
+
+
+def may_hold(filter_: bytes, item: bytes) -> bool:
+    bits = len(filter_) * 8
+    return all(filter_[bit >> 3] & (1 << (bit & 7)) for bit in _probes(item, bits))
+
+
+def tag_filters(table: pyarrow.Table) -> bytes:
+    """The footer entry: one filter per row group of ``table`` written ``ROW_GROUP`` rows a
+    group."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tags = table.column("tags").combine_chunks()
+    # ``keys`` and ``items`` are the whole children; the offsets index into them.
+    offsets = tags.offsets.to_pylist()
+    items = pc.binary_join_element_wise(
+        tags.keys.cast("binary"), tags.items.cast("binary"), pa.scalar(b"\0", pa.binary())
+    ).to_pylist()
+    groups = [
+        bloom(set(items[offsets[start] : offsets[min(start + ROW_GROUP, len(tags))]]))
+        for start in range(0, len(tags), ROW_GROUP)
+    ]
+    return msgpack.packb({"rows": ROW_GROUP, "probes": FILTER_PROBES, "groups": groups})
+
+
+def read_tag_filters(metadata: pyarrow.parquet.FileMetaData) -> list[bytes] | None:
+    """The filters in a file's footer, one per row group; None when it has none (a file
+    written before them, or by another program)."""
+    entry = (metadata.metadata or {}).get(TAG_FILTER_KEY)
+    if entry is None:
+        return None
+    try:
+        body = msgpack.unpackb(entry, raw=False)
+        groups = body["groups"]
+        usable = body["probes"] == FILTER_PROBES and len(groups) == metadata.num_row_groups
+    except Exception:
+        return None
+    return [bytes(group) for group in groups] if usable else None
 
 
 def stamp(moment: _dt.datetime | None = None) -> str:
@@ -320,6 +403,8 @@ class Batch:
 
     def __init__(self) -> None:
         self.rows: list[IndexRow] = []
+        # When each row was added (time.monotonic()), by the row's id.
+        self.added: dict[int, float] = {}
         self.started = 0.0
         self.retry_at = 0.0
 
@@ -327,9 +412,11 @@ class Batch:
         return len(self.rows)
 
     def add(self, row: IndexRow) -> None:
+        now = time.monotonic()
         if not self.rows:
-            self.started = time.monotonic()
+            self.started = now
         self.rows.append(row)
+        self.added[id(row)] = now
 
     def due(self) -> bool:
         now = time.monotonic()
@@ -349,18 +436,22 @@ class Batch:
 
     def take(self) -> list[IndexRow]:
         rows, self.rows = self.rows, []
+        self.added = {id(row): self.added[id(row)] for row in rows}
         return rows
 
     def keep(self, rows: list[IndexRow]) -> int:
         """Put back rows that failed, for the next batch (not before BATCH_SECONDS, however
-        many wait); the number dropped past the limit."""
-        self.rows = rows + self.rows
+        many wait); the number dropped past the limit or for having waited ``MAX_ROW_WAIT``."""
         self.started = time.monotonic()
         self.retry_at = self.started + BATCH_SECONDS
+        fresh = [row for row in rows if self.started - self.added[id(row)] < MAX_ROW_WAIT]
+        self.rows = fresh + self.rows
         dropped = max(0, len(self.rows) - MAX_WAITING_ROWS)
         if dropped:
             del self.rows[:dropped]
-        return dropped
+        waiting = {id(row) for row in self.rows}
+        self.added = {key: at for key, at in self.added.items() if key in waiting}
+        return dropped + len(rows) - len(fresh)
 
 
 def waiting_rows_message(store: Store, count: int, cause: object) -> str:
@@ -381,13 +472,45 @@ def lost_rows_message(store: Store, count: int, cause: object) -> str:
 
 
 def index_files(store: Store) -> list[IndexFile]:
-    """The index's Parquet files (temporary and hidden files left out)."""
-    found = []
-    for stored in store.walk(INDEX):
+    """The index's Parquet files a reader reads (temporary and hidden files left out): where
+    a day has manifests, those its believed manifest makes up the day with (``manifests``)."""
+    days = _believe(store, _days(store.walk(INDEX)))
+    return [found for day in days.values() for found in day.live()]
+
+
+@dataclass(slots=True)
+class _Day:
+    """A day's index files and manifests as listed, and its believed manifest."""
+
+    files: list[IndexFile] = field(default_factory=list)
+    manifest_names: list[str] = field(default_factory=list)
+    believed: manifests.Manifest | None = None
+
+    def live(self) -> list[IndexFile]:
+        names = set(manifests.live([found.name for found in self.files], self.believed))
+        return [found for found in self.files if found.name in names]
+
+
+def _days(listed: Iterable[StoredFile]) -> dict[str, _Day]:
+    by_day: dict[str, _Day] = defaultdict(_Day)
+    for stored in listed:
         match = INDEX_FILE.fullmatch(stored.name)
         if match:
-            found.append(IndexFile(stored.name, match.group(1)))
-    return found
+            by_day[match.group(1)].files.append(IndexFile(stored.name, match.group(1), stored.size))
+            continue
+        match = manifests.MANIFEST_FILE.fullmatch(stored.name)
+        if match:
+            by_day[match.group(1)].manifest_names.append(stored.name)
+    return dict(by_day)
+
+
+def _believe(store: Store, by_day: dict[str, _Day]) -> dict[str, _Day]:
+    with_manifests = {
+        day: found.manifest_names for day, found in by_day.items() if found.manifest_names
+    }
+    for day, manifest in manifests.believed_many(store, with_manifests).items():
+        by_day[day].believed = manifest
+    return by_day
 
 
 def can_read() -> bool:
@@ -590,7 +713,9 @@ FILE_DAY = re.compile(r"date=(\d{4}-\d{2}-\d{2})[/\\][^/\\]*$")
 class Compacted:
     """What ``compact`` did: days rewritten, files merged, rows kept and rows dropped (their
     runs deleted); ``skipped`` holds a day and why for each day left as it was, ``busy`` the
-    days another host was rewriting."""
+    days another host was rewriting; ``by_manifests``: the store has no conditional creates,
+    so days were published by manifests (``collected``: files and manifests deleted as
+    garbage)."""
 
     days: int
     files: int
@@ -598,6 +723,8 @@ class Compacted:
     skipped: list[tuple[str, str]]
     dropped: int = 0
     busy: list[str] = field(default_factory=list)
+    by_manifests: bool = False
+    collected: int = 0
 
 
 def compact(
@@ -607,30 +734,41 @@ def compact(
     only: bool = False,
 ) -> Compacted:
     """Merge each day's files into one, leaving out the rows of deleted runs (``erased``);
-    the days in ``rewrite`` are rewritten even from one file (``only``: no other day). Each day is claimed first
-    (``claims``): two compactions at once never both merge a day. The merged file is written
-    whole, then the merged-away files are deleted: a reader in between sees some rows twice
-    and keeps one; a file written meanwhile is not among those deleted. A day with a file
-    that cannot be read is left as it was."""
+    the days in ``rewrite`` are rewritten even from one file (``only``: no other day).
+
+    Where the store has conditional creates, each day is claimed first (``claims``): two
+    compactions at once never both merge a day. The merged file is written whole, then the
+    merged-away files are deleted: a reader in between sees some rows twice and keeps one; a
+    file written meanwhile is not among those deleted. Elsewhere the merged file is published
+    by a manifest and what it replaced is deleted a grace period later (``manifests``). A day
+    with a file that cannot be read is left as it was."""
     erased = erased or Erased()
     forced = set(rewrite)
-    by_day: dict[str, list[IndexFile]] = defaultdict(list)
-    for found in index_files(store):
-        by_day[found.day].append(found)
-    days = files = rows = dropped = 0
+    by_manifests = not store.conditional_creates
+    days = files = rows = dropped = collected = 0
     skipped: list[tuple[str, str]] = []
     busy: list[str] = []
-    for day, present in sorted(by_day.items()):
-        if day not in forced and (only or (len(present) < 2 and not erased.day_gone(day))):
+    for day, listed in sorted(_believe(store, _days(store.walk(INDEX))).items()):
+        present = listed.live()
+        wanted = day in forced or not (only or (len(present) < 2 and not erased.day_gone(day)))
+        if by_manifests:
+            done: tuple[int, int, int] | str = (
+                _fold_day(store, day, erased) if wanted else (0, 0, 0)
+            )
+            collected += _collect(store, _listed_day(store, day) if wanted else listed)
+            if not wanted:
+                continue
+        elif not wanted:
             continue
-        claim = claims.acquire(store, day)
-        if claim is None:
-            busy.append(day)
-            continue
-        try:
-            done = _rewrite_day(store, day, erased, claim)
-        finally:
-            claims.release(store, claim)
+        else:
+            claim = claims.acquire(store, day)
+            if claim is None:
+                busy.append(day)
+                continue
+            try:
+                done = _rewrite_day(store, day, erased, claim)
+            finally:
+                claims.release(store, claim)
         if isinstance(done, str):
             skipped.append((day, done))
             continue
@@ -638,32 +776,39 @@ def compact(
         files += done[0]
         rows += done[1]
         dropped += done[2]
-    return Compacted(days=days, files=files, rows=rows, skipped=skipped, dropped=dropped, busy=busy)
+    return Compacted(
+        days=days,
+        files=files,
+        rows=rows,
+        skipped=skipped,
+        dropped=dropped,
+        busy=busy,
+        by_manifests=by_manifests,
+        collected=collected,
+    )
 
 
 def day_files(store: Store, day: str) -> list[IndexFile]:
-    return [
-        IndexFile(stored.name, day)
-        for stored in store.listing(f"{INDEX}/date={day}")[1]
-        if INDEX_FILE.fullmatch(stored.name)
-    ]
+    """The day's files a reader reads, listed now."""
+    return _listed_day(store, day).live()
 
 
-def _rewrite_day(
-    store: Store, day: str, erased: Erased, claim: claims.Claim
-) -> tuple[int, int, int] | str:
-    """Merge the day's files (listed again now that the day is claimed) into one; the files
-    merged, rows kept and rows dropped, or why the day cannot be read."""
+def _listed_day(store: Store, day: str) -> _Day:
+    listed = (
+        store.listing(f"{INDEX}/date={day}")[1]
+        + store.listing(f"{manifests.MANIFESTS}/date={day}")[1]
+    )
+    return _believe(store, _days(listed)).get(day, _Day())
+
+
+def _merged(
+    store: Store, day_list: list[IndexFile], erased: Erased
+) -> tuple[pyarrow.Table, int] | str:
+    """The day's rows, one per run, without deleted runs', sorted by time; and how many
+    there were before the deleted ones went; or why the day cannot be read."""
     import duckdb
     import pyarrow.compute as pc
 
-    day_list = day_files(store, day)
-    if not day_list:
-        return 0, 0, 0
-    if erased.day_gone(day):
-        claims.record(store, claim, [found.name for found in day_list], None)
-        store.delete_many([found.name for found in day_list])
-        return len(day_list), 0, 0
     try:
         with IndexReader(store, day_list) as reader:
             result = reader.connection.sql(
@@ -681,10 +826,88 @@ def _rewrite_day(
 
         gone = pc.is_in(table["path"], value_set=pa.array(sorted(erased.paths), pa.string()))
         table = table.filter(pc.invert(gone))
-    newest = max(found.name.rsplit("/", 1)[-1].split("-", 1)[0] for found in day_list)
-    output = file_name(day, newest) if table.num_rows else None
+    return table, before
+
+
+def _newest_stamp(day_list: Sequence[IndexFile]) -> str:
+    return max(found.name.rsplit("/", 1)[-1].split("-", 1)[0] for found in day_list)
+
+
+def _rewrite_day(
+    store: Store, day: str, erased: Erased, claim: claims.Claim
+) -> tuple[int, int, int] | str:
+    """Merge the day's files (listed again now that the day is claimed) into one; the files
+    merged, rows kept and rows dropped, or why the day cannot be read."""
+    day_list = day_files(store, day)
+    if not day_list:
+        return 0, 0, 0
+    if erased.day_gone(day):
+        claims.record(store, claim, [found.name for found in day_list], None)
+        store.delete_many([found.name for found in day_list])
+        return len(day_list), 0, 0
+    merged = _merged(store, day_list, erased)
+    if isinstance(merged, str):
+        return merged
+    table, before = merged
+    output = file_name(day, _newest_stamp(day_list)) if table.num_rows else None
     claims.record(store, claim, [found.name for found in day_list], output)
     if output is not None:
         store.write(output, _parquet(table))
     store.delete_many([found.name for found in day_list])
     return len(day_list), table.num_rows, before - table.num_rows
+
+
+def _fold_day(store: Store, day: str, erased: Erased) -> tuple[int, int, int] | str:
+    """Merge the day's files into a new one and publish it by a new manifest (nothing is
+    deleted: that waits for ``_collect``); the files merged, rows kept and rows dropped, or
+    why the day cannot be read or was not published."""
+    started = time.monotonic()
+    listed = _listed_day(store, day)
+    day_list = listed.live()
+    if not day_list:
+        return 0, 0, 0
+    kept = before = 0
+    output = None
+    if not erased.day_gone(day):
+        merged = _merged(store, day_list, erased)
+        if isinstance(merged, str):
+            return merged
+        table, before = merged
+        kept = table.num_rows
+        if kept:
+            output = manifests.merged_name(file_name(day, _newest_stamp(day_list)), stamp())
+            store.write(output, _parquet(table))
+    limit = manifests.grace() / 2
+    if limit and time.monotonic() - started > limit:
+        # A manifest tying with this one may already have had its garbage deleted.
+        if output is not None:
+            store.delete(output)
+        return f"the merge took over {limit:.0f} s, half the manifests' grace period"
+    base = listed.believed
+    present = {found.name for found in listed.files}
+    folded = ((base.folded if base else frozenset()) & present) | {f.name for f in day_list}
+    version = base.version + 1 if base else 1
+    store.write(
+        manifests.manifest_name(day, version),
+        manifests.encode(day, version, [output] if output else [], folded),
+    )
+    return len(day_list), kept, before - kept
+
+
+NO_MANIFEST = manifests.Manifest(name="", day="", version=-1, files=(), folded=frozenset(), at=0.0)
+
+
+def _collect(store: Store, listed: _Day) -> int:
+    """Delete a day's garbage once its believed manifest is a grace period old; how many
+    files and manifests went."""
+    wait = manifests.grace()
+    believed = listed.believed or NO_MANIFEST
+    if time.time() - believed.at < wait:
+        return 0
+    cutoff = stamp(_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(seconds=wait))
+    gone = manifests.garbage(
+        [found.name for found in listed.files], listed.manifest_names, believed, cutoff
+    )
+    if gone:
+        store.delete_many(gone)
+    return len(gone)

@@ -20,6 +20,14 @@ from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.files import replacing
 
 SUFFIX = ".msgpack"
+# Set to "off", a store is used as one without conditional creates: compactions publish
+# manifests rather than claim days (``manifests``). For tests, and for a folder on a network
+# filesystem whose link(2) cannot be trusted.
+CONDITIONAL_WRITES = "AGENTTAPE_CONDITIONAL_WRITES"
+
+
+def conditional_writes_allowed() -> bool:
+    return os.environ.get(CONDITIONAL_WRITES, "").strip().lower() not in ("off", "0", "no")
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,6 +46,12 @@ class Store(ABC):
     # per thousand (an object store): the run listing may list the newest days' folders.
     lists_cheaply: bool = False
 
+    @property
+    def conditional_creates(self) -> bool:
+        """``create`` is atomic here (exactly one of two creators wins): compactions claim
+        days. Otherwise they publish manifests."""
+        return False
+
     @abstractmethod
     def write(self, name: str, data: bytes) -> None: ...
 
@@ -54,6 +68,17 @@ class Store(ABC):
         for name in names:
             try:
                 found.append(self.read(name) if size is None else self.read_prefix(name, size))
+            except OSError as exc:
+                found.append(exc)
+        return found
+
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | Exception]:
+        """Byte ranges ``(name, start, end)`` of files (end excluded); an error in place of a
+        range that cannot be read. An object store answers them in parallel."""
+        found: list[bytes | Exception] = []
+        for name, start, end in ranges:
+            try:
+                found.append(self.read_prefix(name, end)[start:end])
             except OSError as exc:
                 found.append(exc)
         return found
@@ -139,6 +164,10 @@ class LocalStore(Store):
         os.makedirs(directory, exist_ok=True)
         self._folders.add(directory)
         return os.open(temporary, flags, 0o666)
+
+    @property
+    def conditional_creates(self) -> bool:
+        return conditional_writes_allowed()
 
     def create(self, name: str, data: bytes) -> bool:
         # Written whole under a name of its own, then linked: link(2) fails if the name is
@@ -266,6 +295,20 @@ class FsspecStore(Store):
             for name, data in zip(names, found, strict=True)
         ]
 
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | Exception]:
+        if not ranges:
+            return []
+        found: list[bytes | Exception] = self.fs.cat_ranges(
+            [self._path(name) for name, _start, _end in ranges],
+            [start for _name, start, _end in ranges],
+            [end for _name, _start, end in ranges],
+            on_error="return",
+        )
+        return [
+            FileNotFoundError(name) if isinstance(data, KeyError) else data
+            for (name, _start, _end), data in zip(ranges, found, strict=True)
+        ]
+
     def files(self) -> list[StoredFile]:
         # Other processes write here too: never answer from a cached listing (of the root or
         # of any folder below it, which a walk down to depth 2 would reuse).
@@ -326,6 +369,10 @@ class FsspecStore(Store):
             chunk = [self._path(name) for name in names[start : start + 1000]]
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(chunk)
+
+    @property
+    def conditional_creates(self) -> bool:
+        return "s3" in self.fs.protocol and conditional_writes_allowed()
 
     def create(self, name: str, data: bytes) -> bool:
         path = self._path(name)

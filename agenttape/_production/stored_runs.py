@@ -24,7 +24,7 @@ from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
 from .._core.text import aware, counted
-from . import claims, deletions, erasure, run_index
+from . import claims, deletions, erasure, index_fetch, run_index
 from .run import COLD, RUN_ID
 from .run_index import IndexRow
 from .store import SUFFIX, LocalStore, Store, StoredFile, open_store
@@ -401,7 +401,11 @@ def _indexed_runs(
     with ThreadPoolExecutor(1) as pool:
         looked_up = pool.submit(in_flight)
         needed = list({found.name: found for found in queried + tail}.values())
-        with run_index.IndexReader(store, needed) as index:
+        asked = index_fetch.Wanted(wanted.since, wanted.before, wanted.errors, wanted.tags)
+        with (
+            index_fetch.local_copy(store, needed, asked, tail) as (copy, paths),
+            run_index.IndexReader(copy, needed) as index,
+        ):
             rows = index.select(
                 queried,
                 since=wanted.since,
@@ -409,7 +413,7 @@ def _indexed_runs(
                 errors=wanted.errors,
                 tags=wanted.tags,
             )
-            known = index.paths(tail)
+            known = index.paths(tail) if paths is None else set().union(*paths.values())
         listed, named = looked_up.result()
         # Runs at the top level are few and always read from their files.
         loose = [stored for stored in top + listed if stored.name.endswith(SUFFIX)]
@@ -588,7 +592,9 @@ def compact_index(
         )
     opened = open_store(store, storage_options)
     erasure.complete(opened)
-    return run_index.compact(opened, deletions.erased(opened))
+    done = run_index.compact(opened, deletions.erased(opened))
+    erasure.retire(opened)
+    return done
 
 
 # Run files read at once by a rebuild: object stores answer many reads in parallel.

@@ -87,6 +87,11 @@ def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
         f"{counted(done.days, 'day')} ({counted(done.rows, 'run')})"
         f"{runs_actions.busy_note(done.busy)}\n"
     )
+    if done.by_manifests:
+        out.write(
+            "this store has no conditional writes: days published by manifests; "
+            f"{counted(done.collected, 'replaced file')} deleted after the grace period\n"
+        )
     if done.skipped:
         day, reason = done.skipped[0]
         raise AgentTapeError(

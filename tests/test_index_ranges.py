@@ -1,0 +1,145 @@
+"""On object storage a listing fetches the index's footers and the row groups that may hold
+its runs, not whole files; what it lists is what the whole files give."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from agenttape._production import run_index
+from agenttape._production.run_index import IndexRow
+from agenttape._production.store import FsspecStore, LocalStore, open_store
+from agenttape._production.stored_runs import RunFilter, RunInfo, select_runs
+
+pytest.importorskip("duckdb")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("fsspec")
+
+NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+DAYS = 4
+ROWS_PER_DAY = 5 * run_index.ROW_GROUP
+
+
+class CountingStore(FsspecStore):
+    """A memory:// store that counts the index bytes it was asked for, file by file."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.fetched: Counter[str] = Counter()
+
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | Exception]:
+        found = super().read_ranges(ranges)
+        for (name, _start, _end), data in zip(ranges, found, strict=True):
+            if isinstance(data, bytes):
+                self.fetched[name] += len(data)
+        return found
+
+    def read_many(self, names: Sequence[str], size: int | None = None) -> list[bytes | Exception]:
+        found = super().read_many(names, size)
+        for name, data in zip(names, found, strict=True):
+            if isinstance(data, bytes) and name.startswith(run_index.INDEX):
+                self.fetched[name] += len(data)
+        return found
+
+
+@pytest.fixture
+def stores(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[LocalStore, CountingStore]]:
+    """The same index in a folder and in memory://: four days of 20,480 runs each (five row
+    groups), a user's runs in two row groups a day, and the first day written without tag
+    filters (as by an older writer)."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    local = open_store(tmp_path / "store")
+    assert isinstance(local, LocalStore)
+    url = f"memory://ranges-{request.node.name}"
+    remote = CountingStore(url)
+    for day in range(DAYS):
+        start = NOW - _dt.timedelta(days=DAYS - 1 - day, hours=1)
+        name_day = f"{start:%Y-%m-%d}"
+        rows = [
+            IndexRow(
+                day=name_day,
+                run_id=f"r{day}_{number:05d}",
+                created=start + _dt.timedelta(seconds=number / 10),
+                status="failed" if number % 7 == 0 else "ok",
+                reasons=[],
+                n=3,
+                size=100,
+                path=f"{name_day}/r{day}_{number:05d}.msgpack",
+                hosts=["api.openai.com"],
+                models=["gpt-4o-mini"],
+                # The user looked for: 3 runs in row group 1, 2 in row group 4.
+                tags={
+                    "user_id": "u_wanted"
+                    if number in (5000, 5001, 6000, 17000, 17001)
+                    else f"u_{number % 5000}",
+                    "beta": number % 2 == 0,
+                },
+                duration=1.0,
+            )
+            for number in range(ROWS_PER_DAY)
+        ]
+        data = run_index.encode(rows)
+        if day == 0:  # as a writer before tag filters wrote it
+            table = pq.read_table(pa.BufferReader(data))
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, row_group_size=run_index.ROW_GROUP)
+            data = sink.getvalue().to_pybytes()
+            assert run_index.read_tag_filters(pq.read_metadata(pa.BufferReader(data))) is None
+        name = run_index.file_name(name_day, run_index.stamp(rows[-1].created))
+        local.write(name, data)
+        remote.write(name, data)
+    yield local, remote
+    MemoryFileSystem().rm(url, recursive=True)
+
+
+def shown(runs: list[RunInfo]) -> list[tuple[str, str, str]]:
+    return [(info.run_id, info.name, info.status) for info in runs]
+
+
+def test_a_listing_by_tag_fetches_the_footers_and_the_row_groups_holding_the_tag(
+    stores: tuple[LocalStore, CountingStore],
+) -> None:
+    local, remote = stores
+    files = sorted(run_index.index_files(remote), key=lambda found: found.day)
+    wanted = RunFilter({"user_id": "u_wanted"}, NOW - _dt.timedelta(days=DAYS + 1), False)
+    expected = select_runs(local, wanted)
+    assert len(expected) == 5 * DAYS
+    assert shown(select_runs(remote, wanted)) == shown(expected)
+    # The first day has no tag filters: every row group is fetched. The newest day's run
+    # paths are needed (which runs the index holds yet): its path column is fetched too. Of
+    # the days between, the footer and two row groups of five.
+    first, *between, _newest = files
+    assert remote.fetched[first.name] >= first.size - len(b"PAR1")
+    for found in between:
+        assert remote.fetched[found.name] < found.size * 0.5, (remote.fetched, found)
+    # The first day alone (no filters in its footer), and the same with --errors and a
+    # time range that starts inside row group 1.
+    for wanted in (
+        RunFilter({"user_id": "u_wanted"}, None, True),
+        RunFilter({"user_id": "U_WANTED"}, None, False),
+        RunFilter({"beta": "TRUE"}, NOW - _dt.timedelta(hours=2), True),
+        RunFilter({}, NOW - _dt.timedelta(days=1, hours=1, minutes=-10), False),
+    ):
+        assert shown(select_runs(remote, wanted)) == shown(select_runs(local, wanted))
+
+
+def test_a_listing_by_tag_not_in_the_index_fetches_only_footers_and_unfiltered_files(
+    stores: tuple[LocalStore, CountingStore],
+) -> None:
+    local, remote = stores
+    files = sorted(run_index.index_files(remote), key=lambda found: found.day)
+    wanted = RunFilter({"user_id": "u_nobody"}, None, False)
+    assert select_runs(remote, wanted) == [] == select_runs(local, wanted)
+    _first, *between, _newest = files
+    for found in between:
+        footer = pq.read_metadata(pa.BufferReader(remote.read(found.name))).serialized_size
+        # The footer, read with the last bytes before it: 64 kB at least.
+        assert remote.fetched[found.name] <= max(footer + 8, 64 * 1024), (remote.fetched, found)
