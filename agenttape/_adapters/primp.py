@@ -18,6 +18,7 @@ what is read. A replayed failure is primp's own exception (``ConnectError``,
 
 from __future__ import annotations
 
+import inspect
 import json as _json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -51,16 +52,20 @@ def install(module: ModuleType) -> list[ledger.Patch]:
     for name in ("Client", "AsyncClient"):
         getattr(module, name)
     _module = module
-    patches = [ledger.wrap(module.Client, "request", _make_request)]
-    patches += [ledger.wrap(module.Client, name, _make_method(name)) for name in _METHODS]
+    # (where the wrapper is, its ``request`` wrapper, 1 when the client is the first argument)
+    targets: list[tuple[Any, Callable[[Callable[..., Any]], Callable[..., Any]], int]] = [
+        (module.Client, _make_request, 1)
+    ]
     if not issubclass(module.AsyncClient, module.Client):
-        patches.append(ledger.wrap(module.AsyncClient, "request", _make_async_request))
-        patches += [
-            ledger.wrap(module.AsyncClient, name, _make_async_method(name)) for name in _METHODS
-        ]
+        targets.append((module.AsyncClient, _make_async_request, 1))
     # else primp before 1.0, whose AsyncClient runs Client.request in a worker thread.
-    patches.append(ledger.wrap(module, "request", _make_function_request))
-    patches += [ledger.wrap(module, name, _make_function(name)) for name in _METHODS]
+    targets.append((module, _make_function_request, 0))
+    patches: list[ledger.Patch] = []
+    for target, make_request, lead in targets:
+        patches.append(ledger.wrap(target, "request", make_request))
+        patches += [
+            ledger.wrap(target, name, _named(make_request, name, lead)) for name in _METHODS
+        ]
     return patches
 
 
@@ -462,23 +467,6 @@ def _make_request(original: Callable[..., Any]) -> Callable[..., Any]:
     return request
 
 
-def _make_method(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def method(self: Any, url: str, *args: Any, **kwargs: Any) -> Any:
-            if runtime.active() is None:
-                return original(self, url, *args, **kwargs)
-            arguments = _arguments(_REQUEST_NAMES, args, kwargs)
-            return _serve(
-                request_of(name, url, arguments, self),
-                lambda: original(self, url, *args, **kwargs),
-                bool(arguments.get("stream")),
-            )
-
-        return method
-
-    return make
-
-
 def _make_async_request(original: Callable[..., Any]) -> Callable[..., Any]:
     async def request(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if runtime.active() is None:
@@ -491,23 +479,6 @@ def _make_async_request(original: Callable[..., Any]) -> Callable[..., Any]:
         )
 
     return request
-
-
-def _make_async_method(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        async def method(self: Any, url: str, *args: Any, **kwargs: Any) -> Any:
-            if runtime.active() is None:
-                return await original(self, url, *args, **kwargs)
-            arguments = _arguments(_REQUEST_NAMES, args, kwargs)
-            return await _serve_async(
-                request_of(name, url, arguments, self),
-                lambda: original(self, url, *args, **kwargs),
-                bool(arguments.get("stream")),
-            )
-
-        return method
-
-    return make
 
 
 def _make_function_request(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -524,18 +495,31 @@ def _make_function_request(original: Callable[..., Any]) -> Callable[..., Any]:
     return request
 
 
-def _make_function(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def function(url: str, *args: Any, **kwargs: Any) -> Any:
-            if runtime.active() is None:
-                return original(url, *args, **kwargs)
-            arguments = _arguments(_REQUEST_NAMES, args, kwargs)
-            return _serve(
-                request_of(name, url, arguments),
-                lambda: original(url, *args, **kwargs),
-                False,
-            )
+def _named(
+    make_request: Callable[[Callable[..., Any]], Callable[..., Any]], name: str, lead: int
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``get``, ``post``, ...: the ``request`` wrapper with the method fixed to ``name``
+    (``lead`` is 1 when the first argument is the client, 0 for the module's functions)."""
 
-        return function
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def without_method(*args: Any, **kwargs: Any) -> Any:
+            return original(*args[:lead], *args[lead + 1 :], **kwargs)
+
+        request = make_request(without_method)
+
+        def with_method(args: tuple[Any, ...]) -> tuple[Any, ...]:
+            return (*args[:lead], name, *args[lead:])
+
+        if inspect.iscoroutinefunction(request):
+
+            async def method_async(*args: Any, **kwargs: Any) -> Any:
+                return await request(*with_method(args), **kwargs)
+
+            return method_async
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return request(*with_method(args), **kwargs)
+
+        return method
 
     return make
