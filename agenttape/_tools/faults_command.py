@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from .._core import grpc_wire
 from .._core.bodies import is_sse, parse_json
 from .._core.fault_spec import fault_to_python, fault_to_text
-from .._core.faults import Fault, fault, fault_to_json
+from .._core.faults import Fault, FaultKind, fault, fault_to_json
 from .._core.files import read
 from .._core.models import Interaction
 from .._core.text import counted
@@ -139,36 +139,21 @@ def propose(interactions: list[Interaction]) -> list[Proposal]:
         for i, interaction in enumerate(interactions)
         if not is_grpc(interaction) and interaction.frames is None
     ]
+
+    def aimed(title: str, i: int, kind: FaultKind, **options: Any) -> None:
+        """A fault that fires on interaction ``i`` alone: its pattern, at its count."""
+        item = fault(kind, on=pattern(interactions[i]), nth=nth[i], **options)
+        proposals.append(Proposal(title, i, item))
+
     llm = [i for i in http if interactions[i].llm is not None]
     if llm or http:
-        first = (llm or http)[0]
-        proposals.append(
-            Proposal(
-                "first call rate-limited",
-                first,
-                fault(
-                    "rate_limit",
-                    on=pattern(interactions[first]),
-                    nth=nth[first],
-                    retry_after=RETRY_AFTER,
-                ),
-            )
-        )
+        aimed("first call rate-limited", (llm or http)[0], "rate_limit", retry_after=RETRY_AFTER)
     streams = [i for i in http if _is_stream(interactions[i])]
     if streams:
         longest = max(streams, key=lambda i: (_chunks(interactions[i]), -i))
-        proposals.append(
-            Proposal(
-                "longest stream cut mid-answer",
-                longest,
-                fault(
-                    "cut_stream",
-                    on=pattern(interactions[longest]),
-                    nth=nth[longest],
-                    after_chunks=max(1, _chunks(interactions[longest]) // 2),
-                ),
-            )
-        )
+        title = "longest stream cut mid-answer"
+        after_chunks = max(1, _chunks(interactions[longest]) // 2)
+        aimed(title, longest, "cut_stream", after_chunks=after_chunks)
     tools: dict[str, int] = {}
     for i in http:
         if interactions[i].llm is None:
@@ -181,19 +166,8 @@ def propose(interactions: list[Interaction]) -> list[Proposal]:
         if frames is None:
             continue
         served = sum(1 for frame in frames if frame.direction == "server")
-        proposals.append(
-            Proposal(
-                "WebSocket session closed by the server mid-session",
-                i,
-                fault(
-                    "close",
-                    on=pattern(interaction),
-                    nth=nth[i],
-                    after_frames=max(1, served // 2),
-                    code=1011,
-                ),
-            )
-        )
+        title = "WebSocket session closed by the server mid-session"
+        aimed(title, i, "close", after_frames=max(1, served // 2), code=1011)
     services: dict[str, int] = {}
     for i, interaction in enumerate(interactions):
         if is_grpc(interaction):
