@@ -22,6 +22,7 @@ import collections
 import re
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -111,18 +112,16 @@ def _make_on_timeout(original: Callable[..., None]) -> Callable[..., None]:
     return _on_timeout
 
 
+@dataclass(slots=True, eq=False)
 class _PutOff:
     """Stands in for the client's ``TCPClient`` for one request: ``connect`` hands back a
     stream over a local socket pair at once; the real one is opened only to record."""
 
-    def __init__(
-        self, connection: Any, tape: Tape, tcp_client: Any, iostream: type, timeout_error: type
-    ) -> None:
-        self._connection = connection
-        self._tape = tape
-        self._tcp_client = tcp_client
-        self._iostream = iostream
-        self._timeout_error = timeout_error
+    _connection: Any
+    _tape: Tape
+    _tcp_client: Any
+    _iostream: type
+    _timeout_error: type
 
     async def connect(self, host: str, port: int, **options: Any) -> Any:
         ours, theirs = socket.socketpair()
@@ -153,28 +152,20 @@ class _Tapped:
         return getattr(self._inner, name)
 
 
+@dataclass(slots=True, eq=False)
 class _Tap:
     """One request on a put-off connection: reads what tornado wrote, has the tape serve it,
     writes the response for tornado to read."""
 
-    def __init__(
-        self,
-        connection: Any,
-        tape: Tape,
-        connect: Callable[[], Any],
-        ours: socket.socket,
-        stream: Any,
-        timeout_error: type,
-    ) -> None:
-        self.connection = connection
-        self.tape = tape
-        self.connect = connect
-        self.ours = ours
-        self.stream = stream
-        self.timeout_error = timeout_error
-        self.recording: Recording | None = None
-        self.pump: asyncio.Future[None] | None = None
-        self.sent = False
+    connection: Any
+    tape: Tape
+    connect: Callable[[], Any]
+    ours: socket.socket
+    stream: Any
+    timeout_error: type
+    recording: Recording | None = None
+    pump: asyncio.Future[None] | None = None
+    sent: bool = False
 
     def timed_out(self, message: str) -> None:
         """tornado's own timeout fired: a recording ends with it, the exchange stops."""
