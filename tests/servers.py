@@ -538,6 +538,59 @@ def path_app(size: int = 64) -> App:
     return app
 
 
+Serve = Callable[[App], Server]
+"""The ``serve`` fixture: starts a ``Server`` on ``app`` and stops it after the test."""
+
+# Header names in mixed case and out of order, as a client must keep them.
+MIXED_CASE_HEADERS = [("Content-Type", "text/plain"), ("X-Zeta", "z"), ("x-alpha", "a")]
+
+
+def late_reply(stall: float = 1.0) -> Reply:
+    """Nothing for ``stall`` seconds, then ``late``: past a client's read timeout."""
+    return Reply(stall=stall, chunks=[b"late"])
+
+
+def echo_text(
+    seen: Seen, status: int = 200, reason: str | None = None, chunked: bool = True
+) -> Reply:
+    """``METHOD /path `` then the body, in pieces, under ``MIXED_CASE_HEADERS`` (an empty
+    piece is left out: it would end a chunked body)."""
+    pieces = (f"{seen.method} {seen.path} ".encode(), seen.body)
+    return Reply(
+        status=status,
+        reason=reason,
+        headers=MIXED_CASE_HEADERS,
+        chunks=[piece for piece in pieces if piece],
+        chunked=chunked,
+    )
+
+
+def client_app(payload: bytes) -> App:
+    """What the client adapter tests ask of one server: ``/gzip`` (``payload``, gzipped),
+    ``/pieces`` (three pieces under a Content-Length, a repeated header), ``/missing`` (404),
+    ``/moved`` (302 to ``/gzip``), ``/slow`` (``late_reply``); anything else answers with its
+    method and body in JSON."""
+
+    def app(seen: Seen) -> Reply:
+        if seen.path == "/gzip":
+            return gzip_reply(payload)
+        if seen.path == "/pieces":
+            return Reply(
+                headers=[("X-Dup", "1"), ("Content-Type", "text/plain"), ("X-Dup", "2")],
+                chunks=[b"a" * 10, b"b" * 10, b"c" * 10],
+                delay=0.05,
+            )
+        if seen.path == "/missing":
+            return json_reply({"error": "no such thing"}, status=404)
+        if seen.path == "/moved":
+            return Reply(status=302, headers=[("Location", "/gzip")])
+        if seen.path == "/slow":
+            return late_reply()
+        return json_reply({"method": seen.method, "body": seen.body.decode()})
+
+    return app
+
+
 HALF_JSON = b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-'
 RATE_LIMIT_HEADERS = [
     ("Content-Type", "application/json"),

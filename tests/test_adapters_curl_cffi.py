@@ -5,7 +5,6 @@ response: a real ``curl_cffi.requests.Response``, byte for byte, piece for piece
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +12,10 @@ import pytest
 
 import agenttape
 from tests.servers import (
-    App,
     Reply,
     Seen,
-    Server,
+    Serve,
+    echo_text,
     gzip_reply,
     loaded,
     record_then_replay,
@@ -26,18 +25,15 @@ from tests.servers import (
 
 curl_requests = pytest.importorskip("curl_cffi.requests")
 
-Serve = Callable[[App], Server]
 PIECES = [b"first piece;", b"second piece;", b"last"]
 
 
 def _app(seen: Seen) -> Reply:
     if seen.path.startswith("/stream"):
         return Reply(headers=[("Content-Type", "text/plain")], chunks=PIECES, chunked=True)
-    return Reply(
-        status=201 if seen.method == "POST" else 200,
-        reason="Made" if seen.method == "POST" else None,
-        headers=[("Content-Type", "text/plain"), ("X-Zeta", "z"), ("x-alpha", "a")],
-        chunks=[f"{seen.method} {seen.path} ".encode(), seen.body],
+    posted = seen.method == "POST"
+    return echo_text(
+        seen, status=201 if posted else 200, reason="Made" if posted else None, chunked=False
     )
 
 

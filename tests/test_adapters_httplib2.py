@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +15,18 @@ import pytest
 
 import agenttape
 from tests.servers import (
-    App,
     Reply,
     Seen,
-    Server,
+    Serve,
     gzip_reply,
     json_reply,
+    late_reply,
     record_then_replay,
     refused_port,
 )
 
 httplib2 = pytest.importorskip("httplib2")
 
-Serve = Callable[[App], Server]
 GZIPPED = b'{"results": ["alpha", "beta"]}'
 
 
@@ -36,7 +34,7 @@ def app(seen: Seen) -> Reply:
     if seen.path == "/gzip":
         return gzip_reply(GZIPPED)
     if seen.path == "/slow":
-        return Reply(stall=1.0, chunks=[b"late"])
+        return late_reply()
     if seen.path == "/moved":
         return Reply(status=302, headers=[("Location", "/landed")])
     if seen.path.startswith("/tools/v1/items/"):

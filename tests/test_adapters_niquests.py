@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import types
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,8 @@ import pytest
 
 import agenttape
 from tests.servers import (
-    App,
-    Reply,
-    Seen,
-    Server,
-    gzip_reply,
-    json_reply,
+    Serve,
+    client_app,
     loaded,
     record_then_replay,
     record_then_replay_async,
@@ -33,23 +28,10 @@ from tests.servers import (
 
 niquests = pytest.importorskip("niquests")
 
-Serve = Callable[[App], Server]
 PAYLOAD = b'{"results": [{"title": "agenttape", "href": "https://example.test/"}]}'
 
 
-def app(seen: Seen) -> Reply:
-    if seen.path == "/gzip":
-        return gzip_reply(PAYLOAD)
-    if seen.path == "/pieces":
-        return Reply(
-            headers=[("X-Dup", "1"), ("Content-Type", "text/plain"), ("X-Dup", "2")],
-            chunks=[b"a" * 10, b"b" * 10, b"c" * 10],
-            delay=0.05,
-        )
-    if seen.path == "/slow":
-        return Reply(stall=1.0, chunks=[b"late"])
-    status = 404 if seen.path == "/missing" else 200
-    return json_reply({"method": seen.method, "body": seen.body.decode()}, status=status)
+app = client_app(PAYLOAD)
 
 
 def session_run(module: Any, url: str) -> list[Any]:

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,9 @@ import pytest
 
 import agenttape
 from tests.servers import (
-    App,
     Reply,
     Seen,
-    Server,
+    Serve,
     loaded,
     record_then_replay,
     record_then_replay_async,
@@ -30,7 +28,6 @@ from tests.servers import (
 
 primp = pytest.importorskip("primp")
 
-Serve = Callable[[App], Server]
 VERSION = metadata.version("primp")
 # primp 1 added streamed responses (``stream=True``) and its own exception classes; before,
 # a response streamed with ``stream()`` and a failure was a RuntimeError.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import io
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,31 +16,23 @@ import pytest
 
 import agenttape
 from tests.servers import (
-    App,
     Reply,
     Seen,
-    Server,
+    Serve,
+    echo_text,
     gzip_reply,
+    late_reply,
     record_then_replay,
     refused_port,
 )
 
 pycurl = pytest.importorskip("pycurl")
 
-Serve = Callable[[App], Server]
-
 
 def _app(seen: Seen) -> Reply:
     if seen.path == "/slow":
-        return Reply(stall=2.0, chunks=[b"late"])
-    return Reply(
-        status=404 if seen.path == "/missing" else 200,
-        headers=[("Content-Type", "text/plain"), ("X-Zeta", "z"), ("x-alpha", "a")],
-        chunks=[
-            piece for piece in (f"{seen.method} {seen.path} ".encode(), seen.body, b" end") if piece
-        ],
-        chunked=True,
-    )
+        return late_reply(2.0)
+    return echo_text(seen, status=404 if seen.path == "/missing" else 200)
 
 
 def _perform(curl: Any, url: str, **options: Any) -> tuple[Any, ...]:
@@ -85,11 +76,11 @@ def test_performs_with_the_options_people_set(serve: Serve, cassette_path: Path)
 
     live, replayed = record_then_replay(cassette_path, server, run)
     assert replayed == live
-    assert live[0][:4] == (200, "text/plain", f"{server.url}/get?q=1", b"GET /get  end")
+    assert live[0][:4] == (200, "text/plain", f"{server.url}/get?q=1", b"GET /get ")
     assert live[0][4][0].startswith(b"HTTP/1.1 200")
-    assert live[1][3] == b"POST /post name=lamp end"
-    assert live[2][3] == b"GET /again  end"
-    assert live[3] == (200, b"PUT /put uploaded bytes end")
+    assert live[1][3] == b"POST /post name=lamp"
+    assert live[2][3] == b"GET /again "
+    assert live[3] == (200, b"PUT /put uploaded bytes")
     assert live[4][0] == 404 and live[4][3].startswith(b"DELETE /missing")
     requests = [i.request for i in agenttape.load(cassette_path).interactions]
     assert [(r.method, r.body) for r in requests] == [

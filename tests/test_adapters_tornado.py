@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,10 @@ import pytest
 
 import agenttape
 from tests.servers import (
-    App,
     Reply,
     Seen,
-    Server,
-    gzip_reply,
-    json_reply,
+    Serve,
+    client_app,
     loaded,
     record_then_replay_async,
     refused_port,
@@ -31,13 +28,13 @@ from tests.servers import (
 httpclient = pytest.importorskip("tornado.httpclient")
 simple_httpclient = pytest.importorskip("tornado.simple_httpclient")
 
-Serve = Callable[[App], Server]
 PAYLOAD = b'{"quote": {"symbol": "ACME", "price": 12.5}}'
 
 
+shared_app = client_app(PAYLOAD)
+
+
 def app(seen: Seen) -> Reply:
-    if seen.path == "/gzip":
-        return gzip_reply(PAYLOAD)
     if seen.path == "/stream":
         return Reply(
             headers=[("Content-Type", "text/event-stream"), ("X-Dup", "a"), ("X-Dup", "b")],
@@ -45,15 +42,7 @@ def app(seen: Seen) -> Reply:
             chunked=True,
             delay=0.05,
         )
-    if seen.path == "/pieces":  # no chunked framing: a Content-Length, written in pieces
-        return Reply(chunks=[b"a" * 10, b"b" * 10, b"c" * 10], delay=0.05)
-    if seen.path == "/missing":
-        return json_reply({"error": "no such symbol"}, status=404)
-    if seen.path == "/moved":
-        return Reply(status=302, headers=[("Location", "/gzip")])
-    if seen.path == "/slow":
-        return Reply(stall=1.0, chunks=[b"late"])
-    return json_reply({"method": seen.method, "body": seen.body.decode()})
+    return shared_app(seen)
 
 
 def client() -> Any:
@@ -141,7 +130,7 @@ async def test_client_errors_with_and_without_raise_error(
 
     live, replayed = await record_then_replay_async(cassette_path, server, run)
     assert replayed == live
-    assert live[1][:3] == (404, b'{"error": "no such symbol"}', httpclient.HTTPClientError)
+    assert live[1][:3] == (404, b'{"error": "no such thing"}', httpclient.HTTPClientError)
 
 
 async def _failures(url: str) -> list[tuple[type[BaseException], str]]:
