@@ -591,6 +591,16 @@ def client_app(payload: bytes) -> App:
     return app
 
 
+def failing_urls(url: str) -> list[tuple[str, float]]:
+    """(URL, timeout) for the failures a client meets live: ``url``'s ``/slow`` read past a
+    0.2 s timeout (see ``late_reply``), a refused port, a name that does not resolve."""
+    return [
+        (url + "/slow", 0.2),
+        (f"http://127.0.0.1:{refused_port()}/refused", 5.0),
+        ("http://nothing-here.invalid/name", 5.0),
+    ]
+
+
 HALF_JSON = b'{"error": {"message": "Rate limit reached for gpt-4o in organization org-'
 RATE_LIMIT_HEADERS = [
     ("Content-Type", "application/json"),
@@ -637,6 +647,25 @@ async def record_then_replay_async(
         replayed = await run()
         assert tape.all_played
     return live, replayed
+
+
+def assert_a_miss_stays_off_the_network(
+    path: Path, server: Server, get: Callable[[str], object]
+) -> None:
+    """Records ``get`` of ``/known``; then, in mode none, ``get`` of another path raises
+    ``UnmatchedInteractionError`` and never reaches the server."""
+    import pytest
+
+    import agenttape
+
+    with agenttape.use_cassette(path, mode="all"):
+        get(server.url + "/known")
+    with (
+        agenttape.use_cassette(path, mode="none"),
+        pytest.raises(agenttape.UnmatchedInteractionError),
+    ):
+        get(server.url + "/unknown")
+    assert [seen.path for seen in server.seen] == ["/known"]
 
 
 class WebSocketServer:

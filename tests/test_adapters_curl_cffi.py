@@ -15,6 +15,7 @@ from tests.servers import (
     Reply,
     Seen,
     Serve,
+    assert_a_miss_stays_off_the_network,
     echo_text,
     gzip_reply,
     loaded,
@@ -135,15 +136,7 @@ def test_a_miss_is_unmatched_and_mode_none_never_reaches_the_server(
     serve: Serve, cassette_path: Path
 ) -> None:
     server = serve(_app)
-    with agenttape.use_cassette(cassette_path, mode="once"):
-        curl_requests.get(f"{server.url}/known")
-    asked = len(server.seen)
-    with (
-        agenttape.use_cassette(cassette_path, mode="none"),
-        pytest.raises(agenttape.UnmatchedInteractionError),
-    ):
-        curl_requests.get(f"{server.url}/unknown")
-    assert len(server.seen) == asked
+    assert_a_miss_stays_off_the_network(cassette_path, server, curl_requests.get)
 
 
 def test_a_curl_handle_used_directly_answers_getinfo_from_the_recording(

@@ -18,11 +18,12 @@ from tests.servers import (
     Reply,
     Seen,
     Serve,
+    assert_a_miss_stays_off_the_network,
+    failing_urls,
     gzip_reply,
     json_reply,
     late_reply,
     record_then_replay,
-    refused_port,
 )
 
 httplib2 = pytest.importorskip("httplib2")
@@ -86,11 +87,7 @@ def test_failures_replay_as_httplib2_raises_them(serve: Serve, cassette_path: Pa
 
     def run() -> list[tuple[type[BaseException], str]]:
         got = []
-        for url, timeout in (
-            ("http://nothing-here.invalid/x", 5.0),
-            (f"{server.url}/slow", 0.2),
-            (f"http://127.0.0.1:{refused_port()}/refused", 5.0),
-        ):
+        for url, timeout in failing_urls(server.url):
             with pytest.raises(Exception) as caught:
                 httplib2.Http(timeout=timeout).request(url)
             got.append((type(caught.value), str(caught.value)))
@@ -104,9 +101,9 @@ def test_failures_replay_as_httplib2_raises_them(serve: Serve, cassette_path: Pa
         assert tape.all_played
     assert replayed == live
     assert [kind for kind, _ in live] == [
-        httplib2.ServerNotFoundError,
         socket.timeout,
         ConnectionRefusedError,
+        httplib2.ServerNotFoundError,
     ]
 
 
@@ -114,13 +111,9 @@ def test_a_miss_is_unmatched_and_mode_none_stays_off_the_network(
     serve: Serve, cassette_path: Path
 ) -> None:
     server = serve(app)
-    with agenttape.use_cassette(cassette_path, mode="all"):
-        httplib2.Http(timeout=5).request(server.url + "/made")
-    with agenttape.use_cassette(cassette_path) as tape:
-        with pytest.raises(agenttape.UnmatchedInteractionError):
-            httplib2.Http(timeout=5).request(server.url + "/other")
-        assert tape.all_played is False
-    assert [seen.path for seen in server.seen] == ["/made"]  # the miss never reached it
+    assert_a_miss_stays_off_the_network(
+        cassette_path, server, lambda url: httplib2.Http(timeout=5).request(url)
+    )
 
 
 def test_recording_accounts_for_its_connections(serve: Serve, cassette_path: Path) -> None:

@@ -19,11 +19,12 @@ import pytest
 import agenttape
 from tests.servers import (
     Serve,
+    assert_a_miss_stays_off_the_network,
     client_app,
+    failing_urls,
     loaded,
     record_then_replay,
     record_then_replay_async,
-    refused_port,
 )
 
 niquests = pytest.importorskip("niquests")
@@ -88,11 +89,7 @@ def test_a_session_records_and_replays_byte_exact(
 
 def failures(module: Any, url: str) -> list[tuple[type[BaseException], type[Any]]]:
     got = []
-    for target, timeout in (
-        (url + "/slow", 0.2),
-        (f"http://127.0.0.1:{refused_port()}/refused", 5.0),
-        ("http://nothing-here.invalid/name", 5.0),
-    ):
+    for target, timeout in failing_urls(url):
         with pytest.raises(Exception) as caught:
             module.get(target, timeout=timeout)
         inner = caught.value.args[0] if caught.value.args else None
@@ -156,14 +153,9 @@ def test_a_miss_is_unmatched_and_mode_none_stays_off_the_network(
     serve: Serve, cassette_path: Path
 ) -> None:
     server = serve(app)
-    with agenttape.use_cassette(cassette_path, mode="all"):
-        niquests.get(server.url + "/echo", timeout=5)
-    with (
-        agenttape.use_cassette(cassette_path),
-        pytest.raises(agenttape.UnmatchedInteractionError),
-    ):
-        niquests.get(server.url + "/other", timeout=5)
-    assert [seen.path for seen in server.seen] == ["/echo"]  # the miss never reached it
+    assert_a_miss_stays_off_the_network(
+        cassette_path, server, lambda url: niquests.get(url, timeout=5)
+    )
 
 
 def test_an_urllib3_future_it_does_not_know_keeps_the_adapter_off_and_names_it() -> None:

@@ -20,6 +20,7 @@ from tests.servers import (
     Reply,
     Seen,
     Serve,
+    assert_a_miss_stays_off_the_network,
     loaded,
     record_then_replay,
     record_then_replay_async,
@@ -132,15 +133,7 @@ def test_a_miss_is_unmatched_and_mode_none_never_reaches_the_server(
     serve: Serve, cassette_path: Path
 ) -> None:
     server = serve(_app)
-    with agenttape.use_cassette(cassette_path, mode="once"):
-        primp.Client().get(f"{server.url}/known")
-    asked = len(server.seen)
-    with (
-        agenttape.use_cassette(cassette_path, mode="none"),
-        pytest.raises(agenttape.UnmatchedInteractionError),
-    ):
-        primp.Client().get(f"{server.url}/unknown")
-    assert len(server.seen) == asked
+    assert_a_miss_stays_off_the_network(cassette_path, server, lambda url: primp.Client().get(url))
 
 
 NOT_INTERCEPTED = """

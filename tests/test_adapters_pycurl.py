@@ -19,6 +19,7 @@ from tests.servers import (
     Reply,
     Seen,
     Serve,
+    assert_a_miss_stays_off_the_network,
     echo_text,
     gzip_reply,
     late_reply,
@@ -121,15 +122,9 @@ def test_a_miss_is_unmatched_and_mode_none_never_reaches_the_server(
     serve: Serve, cassette_path: Path
 ) -> None:
     server = serve(_app)
-    with agenttape.use_cassette(cassette_path, mode="once"):
-        _perform(pycurl.Curl(), f"{server.url}/known")
-    asked = len(server.seen)
-    with (
-        agenttape.use_cassette(cassette_path, mode="none"),
-        pytest.raises(agenttape.UnmatchedInteractionError),
-    ):
-        _perform(pycurl.Curl(), f"{server.url}/unknown")
-    assert len(server.seen) == asked
+    assert_a_miss_stays_off_the_network(
+        cassette_path, server, lambda url: _perform(pycurl.Curl(), url)
+    )
 
 
 def test_a_curl_multi_is_blocked_while_the_network_is(serve: Serve, cassette_path: Path) -> None:

@@ -20,9 +20,9 @@ from tests.servers import (
     Seen,
     Serve,
     client_app,
+    failing_urls,
     loaded,
     record_then_replay_async,
-    refused_port,
 )
 
 httpclient = pytest.importorskip("tornado.httpclient")
@@ -135,11 +135,7 @@ async def test_client_errors_with_and_without_raise_error(
 
 async def _failures(url: str) -> list[tuple[type[BaseException], str]]:
     got = []
-    for target, timeout in (
-        (url + "/slow", 0.2),
-        (f"http://127.0.0.1:{refused_port()}/refused", 5.0),
-        ("http://nothing-here.invalid/name", 5.0),
-    ):
+    for target, timeout in failing_urls(url):
         with pytest.raises(Exception) as caught:
             await client().fetch(target, request_timeout=timeout)
         got.append((type(caught.value), str(caught.value)))
