@@ -48,6 +48,7 @@ ADAPTERS: dict[str, str] = {
     "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
     "curl_cffi.curl": "agenttape._adapters.curl_cffi",
     "curl_cffi.aio": "agenttape._adapters.curl_cffi",
+    "curl_cffi.requests.session": "agenttape._adapters.curl_cffi",
     "pycurl": "agenttape._adapters.pycurl",
     "primp": "agenttape._adapters.primp",
     "http.client": "agenttape._adapters.http_client",
@@ -95,6 +96,10 @@ TRAFFIC: dict[str, tuple[str, str]] = {
     "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
     "curl_cffi.curl": ("curl_cffi", "its sync requests and Curl handles"),
     "curl_cffi.aio": ("curl_cffi", "its AsyncSession requests"),
+    "curl_cffi.requests.session": (
+        "curl_cffi",
+        "nothing, but a replayed failure's note is on libcurl's error",
+    ),
     "pycurl": ("pycurl", "its Curl handles' performs"),
     "primp": ("primp", "its Client and AsyncClient requests"),
     "http.client": ("Python", "requests through http.client and urllib.request"),

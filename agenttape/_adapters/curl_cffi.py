@@ -19,7 +19,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, continue_exchange
+from .._core.exchange import Schedule, continue_exchange, noting, noting_async
 from .._core.models import Failure, Interaction
 from .._core.tape import Recording
 from . import ledger, libcurl, native_guard
@@ -45,6 +45,13 @@ _READ_GRACE = 5.0
 
 
 def install(module: ModuleType) -> list[ledger.Patch]:
+    if module.__name__ == "curl_cffi.requests.session":
+        # the sessions raise their own errors from libcurl's, the one replayed: the note
+        # goes on the one the caller catches
+        return [
+            ledger.wrap(module.Session, "request", noting),
+            ledger.wrap(module.AsyncSession, "request", noting_async),
+        ]
     if module.__name__ == "curl_cffi.aio":
         return [ledger.wrap(module.AsyncCurl, "add_handle", _make_add_handle)]
     curl = module.Curl
