@@ -14,6 +14,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import agenttape
+
 PROTO = """
 syntax = "proto3";
 package vectors.v1;
@@ -149,3 +151,24 @@ def wait_until(condition: Any, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def record_vector_calls(cassette: Path) -> str:
+    """Records, against a real server, a search, a search the server refuses and a scroll;
+    returns the server's target (stopped on return), which the replays name."""
+    import grpc
+
+    pb, services = stubs()
+    with GrpcServer() as server:
+        stub = services.VectorsStub(grpc.insecure_channel(server.target))
+        with agenttape.use_cassette(cassette, mode="all"):
+            stub.Search(pb.SearchRequest(collection="docs", vector=[0.25], limit=2))
+            try:
+                stub.Search(pb.SearchRequest(collection="full"))
+            except grpc.RpcError:
+                pass
+            else:
+                raise AssertionError("the server took a search it refuses")
+            list(stub.Scroll(pb.ScrollRequest(collection="k", count=3)))
+    target: str = server.target
+    return target

@@ -55,6 +55,19 @@ def _calls(stub: Any) -> list[Any]:
     return out
 
 
+def _assert_ping_pong_recorded(path: Path, turns: int, answers: list[bytes]) -> None:
+    """Each ping was answered in turn, and the cassette holds the pings and the answers."""
+    expected = [
+        pb.ChatMessage(text=f"PING {t}", turn=t + 1).SerializeToString() for t in range(turns)
+    ]
+    assert answers == expected
+    (interaction,) = agenttape.load(path).interactions
+    sent = [pb.ChatMessage(text=f"ping {t}", turn=t).SerializeToString() for t in range(turns)]
+    assert interaction.request.body == grpc_wire.frames(sent)
+    assert interaction.response is not None
+    assert interaction.response.body == grpc_wire.frames(expected)
+
+
 def test_a_bidi_ping_pong_gets_each_answer_as_it_comes_while_recording(tmp_path: Path) -> None:
     """The client sends its next message only once the answer to the last one arrived: a
     recording passes each answer on as the server sends it, so every turn is taken well
@@ -76,13 +89,7 @@ def test_a_bidi_ping_pong_gets_each_answer_as_it_comes_while_recording(tmp_path:
             for answer in stub.Chat(ping_pong(), timeout=5):
                 answers.append(answer.SerializeToString())
                 answered.release()
-    expected = [pb.ChatMessage(text=f"PING {t}", turn=t + 1).SerializeToString() for t in range(4)]
-    assert answers == expected
-    (interaction,) = agenttape.load(path).interactions
-    sent = [pb.ChatMessage(text=f"ping {t}", turn=t).SerializeToString() for t in range(turns)]
-    assert interaction.request.body == grpc_wire.frames(sent)
-    assert interaction.response is not None
-    assert interaction.response.body == grpc_wire.frames(expected)
+    _assert_ping_pong_recorded(path, turns, answers)
 
 
 async def _aio_ping_pong(target: str, turns: int, by_writes: bool) -> list[bytes]:
@@ -123,13 +130,7 @@ def test_a_grpc_aio_ping_pong_gets_each_answer_as_it_comes_while_recording(
         answers = asyncio.run(
             asyncio.wait_for(_aio_ping_pong(server.target, turns, by_writes), timeout=20)
         )
-    expected = [pb.ChatMessage(text=f"PING {t}", turn=t + 1).SerializeToString() for t in range(3)]
-    assert answers == expected
-    (interaction,) = agenttape.load(path).interactions
-    sent = [pb.ChatMessage(text=f"ping {t}", turn=t).SerializeToString() for t in range(turns)]
-    assert interaction.request.body == grpc_wire.frames(sent)
-    assert interaction.response is not None
-    assert interaction.response.body == grpc_wire.frames(expected)
+    _assert_ping_pong_recorded(path, turns, answers)
 
 
 def test_every_call_shape_replays_byte_exact_with_the_server_stopped(tmp_path: Path) -> None:

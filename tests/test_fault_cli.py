@@ -165,23 +165,16 @@ def test_a_fault_that_cannot_be_read_is_one_line_exit_2(command: str, tmp_path: 
 def test_proxy_gives_grpc_js_the_injected_status_in_trailers(
     tmp_path: Path, start_proxy: type[ProxyProcess]
 ) -> None:
-    grpc = pytest.importorskip("grpc")
-    from tests.grpc_support import GrpcServer, stubs
+    pytest.importorskip("grpc")
+    from tests.grpc_support import record_vector_calls
     from tests.test_proxy_grpc import grpc_js, run_node, written_proto
 
     modules, proto = grpc_js(), written_proto(tmp_path)
     cassette = tmp_path / "vectors.msgpack"
-    pb, services = stubs()
-    with GrpcServer() as server:
-        stub = services.VectorsStub(grpc.insecure_channel(server.target))
-        with agenttape.use_cassette(cassette, mode="all"):
-            stub.Search(pb.SearchRequest(collection="docs", vector=[0.25], limit=2))
-            with pytest.raises(grpc.RpcError):
-                stub.Search(pb.SearchRequest(collection="full"))
-            list(stub.Scroll(pb.ScrollRequest(collection="k", count=3)))
+    target = record_vector_calls(cassette)
     fault = "*/vectors.v1.Vectors/Search#1=grpc_status:code=UNAVAILABLE"
     replaying = start_proxy("--cassette", cassette, "--fault", fault)
-    replayed = run_node(modules, server.target, replaying, proto)
+    replayed = run_node(modules, target, replaying, proto)
     assert replaying.stop() == 0, replaying.stderr
     assert replayed["search"] == {
         "code": 14,

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,17 +198,24 @@ def _kill_compaction_at_each_step(
     return report
 
 
-def test_a_compaction_killed_at_each_step_is_finished_by_the_next(tmp_path: Path) -> None:
+def _written_copies(tmp_path: Path) -> Callable[[int], str]:
+    """The store the writer processes leave, written once; a fresh copy of it per kill."""
+    import shutil
+
     template = tmp_path / "template"
     for writer in start_writers(str(template), None):
         assert writer.wait(timeout=300) == 0
 
     def fresh(after: int) -> str:
-        import shutil
-
         target = tmp_path / f"kill{after}"
         shutil.copytree(template, target)
         return str(target)
+
+    return fresh
+
+
+def test_a_compaction_killed_at_each_step_is_finished_by_the_next(tmp_path: Path) -> None:
+    fresh = _written_copies(tmp_path)
 
     print("\n".join(_kill_compaction_at_each_step("", None, {}, fresh)))
 
@@ -333,16 +341,7 @@ def test_two_compactions_publishing_one_version(tmp_path: Path, winner_is_extra:
 def test_a_compaction_killed_at_each_step_without_conditional_writes(tmp_path: Path) -> None:
     """Killed before its output, before its manifest, or before any of its deletions (no
     grace period, so it deletes at once): the next compaction leaves one file, rows once."""
-    template = tmp_path / "template"
-    for writer in start_writers(str(template), None):
-        assert writer.wait(timeout=300) == 0
-
-    def fresh(after: int) -> str:
-        import shutil
-
-        target = tmp_path / f"kill{after}"
-        shutil.copytree(template, target)
-        return str(target)
+    fresh = _written_copies(tmp_path)
 
     env = {**NO_CONDITIONAL_WRITES, manifests.GRACE: "0"}
     print("\n".join(_kill_compaction_at_each_step("", None, env, fresh)))

@@ -17,7 +17,7 @@ pytest.importorskip("grpc_tools")
 pytest.importorskip("h2")
 
 import agenttape  # noqa: E402
-from tests.grpc_support import PROTO, GrpcServer, stubs  # noqa: E402
+from tests.grpc_support import PROTO, GrpcServer, record_vector_calls, stubs  # noqa: E402
 from tests.proxy_support import NODE, NODE_CACHE, ProxyProcess, npm_installed  # noqa: E402
 
 CLIENT = Path(__file__).resolve().parent / "grpc_node" / "client.js"
@@ -107,16 +107,9 @@ def test_an_in_process_recording_replays_to_grpc_js(
 ) -> None:
     modules, proto = grpc_js(), written_proto(tmp_path)
     cassette = tmp_path / "python.msgpack"
-    pb, services = stubs()
-    with GrpcServer() as server:
-        stub = services.VectorsStub(grpc.insecure_channel(server.target))
-        with agenttape.use_cassette(cassette, mode="all"):
-            stub.Search(pb.SearchRequest(collection="docs", vector=[0.25], limit=2))
-            with pytest.raises(grpc.RpcError):
-                stub.Search(pb.SearchRequest(collection="full"))
-            list(stub.Scroll(pb.ScrollRequest(collection="k", count=3)))
+    target = record_vector_calls(cassette)
     replaying = start_proxy("--cassette", cassette)
-    replayed = run_node(modules, server.target, replaying, proto)
+    replayed = run_node(modules, target, replaying, proto)
     assert replaying.stop() == 0, replaying.stderr
     assert replayed["exhausted"]["code"] == 8  # type: ignore[index]
     assert [h["id"] for h in replayed["search"]["reply"]["hits"]] == ["p0", "p1"]  # type: ignore[index]
