@@ -38,6 +38,12 @@ if not os.environ.get("AGENTTAPE_CONFIG_DIR"):
     os.environ["AGENTTAPE_CONFIG_DIR"] = _config
     atexit.register(shutil.rmtree, _config, True)
 
+# So does what agenttape caches between runs (the run index's footers).
+if not os.environ.get("AGENTTAPE_CACHE_DIR"):
+    _cache = tempfile.mkdtemp(prefix="agenttape-test-cache-")
+    os.environ["AGENTTAPE_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, True)
+
 
 @pytest.fixture(autouse=True)
 def no_blocking_call_in_the_loop(request: pytest.FixtureRequest) -> Iterator[None]:

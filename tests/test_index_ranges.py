@@ -4,10 +4,13 @@ its runs, not whole files; what it lists is what the whole files give."""
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import msgpack
 import pytest
 
 from agenttape._production import run_index
@@ -26,13 +29,16 @@ ROWS_PER_DAY = 5 * run_index.ROW_GROUP
 
 
 class CountingStore(FsspecStore):
-    """A memory:// store that counts the index bytes it was asked for, file by file."""
+    """A memory:// (or S3) store that counts the index bytes it was asked for, file by file,
+    and keeps the ranges asked for."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
         self.fetched: Counter[str] = Counter()
+        self.ranges: list[tuple[str, int, int]] = []
 
     def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | Exception]:
+        self.ranges += ranges
         found = super().read_ranges(ranges)
         for (name, _start, _end), data in zip(ranges, found, strict=True):
             if isinstance(data, bytes):
@@ -143,3 +149,95 @@ def test_a_listing_by_tag_not_in_the_index_fetches_only_footers_and_unfiltered_f
         footer = pq.read_metadata(pa.BufferReader(remote.read(found.name))).serialized_size
         # The footer, read with the last bytes before it: 64 kB at least.
         assert remote.fetched[found.name] <= max(footer + 8, 64 * 1024), (remote.fetched, found)
+
+
+def footers_fetched(store: CountingStore, files: list[run_index.IndexFile]) -> set[str]:
+    """The files whose last bytes (their footer) were fetched."""
+    sizes = {found.name: found.size for found in files}
+    return {name for name, _start, end in store.ranges if end == sizes.get(name)}
+
+
+def on_s3(local: LocalStore, s3: dict[str, Any], prefix: str) -> CountingStore:
+    """The local store's index, copied to the S3-compatible server."""
+    remote = CountingStore(f"s3://agent-runs/{prefix}", s3)
+    for stored in local.walk(run_index.INDEX):
+        remote.write(stored.name, local.read(stored.name))
+    return remote
+
+
+def without_tags(data: bytes) -> bytes:
+    """The same index file, its tag filters saying that no row group holds any tag: as long
+    as the file, but another version of it."""
+    table = pq.read_table(pa.BufferReader(data))
+    body = msgpack.unpackb(
+        pq.read_metadata(pa.BufferReader(data)).metadata[b"agenttape.tag_filter"]
+    )
+    body["groups"] = [bytes(len(group)) for group in body["groups"]]
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, compression="zstd") as writer:
+        writer.write_table(table, row_group_size=run_index.ROW_GROUP)
+        writer.add_key_value_metadata({run_index.TAG_FILTER_KEY: msgpack.packb(body)})
+    changed: bytes = sink.getvalue().to_pybytes()
+    return changed
+
+
+def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
+    stores: tuple[LocalStore, CountingStore],
+    s3: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    local, _memory = stores
+    monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(tmp_path / "cache"))
+    remote = on_s3(local, s3, "cached")
+    files = sorted(run_index.index_files(remote), key=lambda found: found.day)
+    today = f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d}"
+    past = {found.name for found in files if found.day < today}
+    assert len(past) >= DAYS - 1 and all(found.version for found in files)
+    wanted = RunFilter({"user_id": "u_wanted"}, None, False)
+    expected = shown(select_runs(local, wanted))
+    assert len(expected) == 5 * DAYS
+    # The ranges are fetched at once on the S3-compatible server: the same rows.
+    assert shown(select_runs(remote, wanted)) == expected
+    assert footers_fetched(remote, files) == {found.name for found in files}
+    assert len(list((tmp_path / "cache" / "index-footers").iterdir())) == len(past)
+    remote.ranges.clear()
+    assert shown(select_runs(remote, wanted)) == expected
+    assert footers_fetched(remote, files) == {found.name for found in files} - past
+    # A past day's file replaced by another version as long as it (its tag filters say it
+    # holds no tag): its footer is fetched again, and the listing goes by the new one.
+    changed = files[1]
+    data = without_tags(local.read(changed.name))
+    assert len(data) == changed.size
+    remote.write(changed.name, data)
+    remote.ranges.clear()
+    found = select_runs(remote, wanted)
+    assert changed.name in footers_fetched(remote, files)
+    assert shown(found) == [row for row in expected if not row[1].startswith(changed.day)]
+
+
+def test_footers_are_neither_cached_nor_read_in_a_folder_others_can_write(
+    stores: tuple[LocalStore, CountingStore],
+    s3: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    local, _memory = stores
+    monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(tmp_path / "cache"))
+    remote = on_s3(local, s3, "shared")
+    files = run_index.index_files(remote)
+    wanted = RunFilter({"user_id": "u_wanted"}, None, False)
+    expected = shown(select_runs(local, wanted))
+    assert shown(select_runs(remote, wanted)) == expected
+    folder = tmp_path / "cache" / "index-footers"
+    kept = sorted(entry.name for entry in folder.iterdir())
+    assert kept
+    # The same entries, in a folder anyone may write: not read, and no new one written.
+    os.chmod(folder, 0o777)
+    for entry in folder.iterdir():
+        if entry.name != kept[0]:
+            entry.unlink()
+    remote.ranges.clear()
+    assert shown(select_runs(remote, wanted)) == expected
+    assert footers_fetched(remote, files) == {found.name for found in files}
+    assert sorted(entry.name for entry in folder.iterdir()) == kept[:1]

@@ -11,6 +11,10 @@ tag needs a few row groups of each. So, in three rounds of parallel range reads:
    (the newest day's: which runs the index holds yet), the ``path`` column of every row group;
 3. nothing else. A footer longer than the first read takes one more.
 
+The footers of past days' files (compacted, kept for months, never changed: a new version of
+a day is a new file) are kept in this user's cache folder (``user_cache``), keyed by the
+file's URL, size and version (ETag): a listing run again fetches only row groups.
+
 The row groups fetched are written as small local Parquet files under the same names, which
 the usual reader (``run_index.IndexReader``) then queries: it applies the exact filters.
 Every row of a run that can match is in them: its other rows (a newer one, after a mark)
@@ -20,14 +24,21 @@ used to leave a row group out.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import hashlib
+import importlib
+import os
 import struct
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._core import user_cache
 from . import run_index
 from .run_index import IndexFile
 from .store import LocalStore, Store
@@ -42,6 +53,9 @@ TAIL_BYTES = 256 * 1024
 # Ranges closer than this are fetched as one.
 GAP_BYTES = 64 * 1024
 ERRORS = ("raised", "flagged", "failed")
+FOOTERS = "index-footers"
+# Cached footers not used for this long are removed when new ones are written.
+FOOTER_DAYS = 30
 
 
 @dataclass(slots=True, frozen=True)
@@ -68,10 +82,22 @@ class Partial:
     metadata: pyarrow.parquet.FileMetaData | None = None
     # Bytes from here to the end were fetched with the footer.
     fetched_from: int = 0
+    # The footer came from the cache.
+    cached: bool = False
 
     def missing(self, start: int, end: int) -> tuple[int, int]:
         """The part of a range not fetched yet."""
         return start, min(end, self.fetched_from)
+
+
+def load_readers() -> None:
+    """Import what reading a remote store's index needs (pyarrow's Parquet reader, DuckDB):
+    called in a thread while the store is listed, the imports take the time spent waiting for
+    the listings rather than adding to it. A module that cannot be imported is left for the
+    reader to report."""
+    for module in ("pyarrow.parquet", "duckdb"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
 
 
 @contextmanager
@@ -99,36 +125,102 @@ def local_copy(
         yield copy, known
 
 
+class FooterCache:
+    """The footers of past days' index files, in this user's cache folder: one file each,
+    named by a hash of the index file's URL, size and version. Never used for a file whose
+    listing gave no version, nor in a folder others can write (``user_cache``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.directory = user_cache.folder(FOOTERS)
+        self.usable = user_cache.trusted(self.directory)
+        self.today = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+
+    def _path(self, found: IndexFile) -> Path | None:
+        if not found.version or found.day >= self.today:
+            return None  # today's files are merged away within the day: not worth keeping
+        key = f"{self.store.location(found.name)}\0{found.size}\0{found.version}"
+        return self.directory / (hashlib.blake2b(key.encode(), digest_size=20).hexdigest())
+
+    def get(self, found: IndexFile) -> bytes | None:
+        """The file's footer (with its length and ``PAR1``), or None."""
+        path = self._path(found)
+        if path is None or not self.usable:
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            footer = user_cache.read_private(path)
+            with contextlib.suppress(OSError):
+                os.utime(path)  # used: not removed as unused
+            if _footer_length(footer) == len(footer) <= found.size:
+                return footer
+        return None
+
+    def put(self, entries: Sequence[tuple[IndexFile, bytes]]) -> None:
+        """Keep these footers; remove those unused for ``FOOTER_DAYS``."""
+        written = False
+        for found, footer in entries:
+            path = self._path(found)
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    if user_cache.write_private(path, footer, self.usable):
+                        self.usable = written = True
+        if not written:
+            return
+        cutoff = time.time() - FOOTER_DAYS * 86_400
+        with contextlib.suppress(OSError), os.scandir(self.directory) as entries_found:
+            for entry in entries_found:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+
+
+def _footer_length(data: bytes) -> int:
+    """The length of the Parquet footer ``data`` ends with, its last 8 bytes included."""
+    if len(data) < 8 or data[-4:] != b"PAR1":
+        raise ValueError("not a Parquet file")
+    return int(struct.unpack("<I", data[-8:-4])[0]) + 8
+
+
 def _fetch(
     store: Store, copy: LocalStore, files: Sequence[IndexFile], wanted: Wanted, paths_of: set[str]
 ) -> dict[str, set[str]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    partials = [
-        Partial(
+    cache = FooterCache(store)
+    partials = []
+    for found in files:
+        partial = Partial(
             found,
             found.size,
             bytearray(found.size),
             fetched_from=max(0, found.size - _tail(found.size)),
         )
-        for found in files
-    ]
-    _read(store, [(p, p.fetched_from, p.size) for p in partials])
+        kept = cache.get(found)
+        if kept is not None:
+            partial.data[found.size - len(kept) :] = kept
+            partial.fetched_from = found.size - len(kept)
+            partial.cached = True
+        partials.append(partial)
+    _read(store, [(p, p.fetched_from, p.size) for p in partials if not p.cached])
     longer = []
     for partial in partials:
-        tail = bytes(partial.data[-8:])
-        if len(tail) < 8 or tail[4:] != b"PAR1":
-            raise ValueError(f"{store.url}/{partial.file.name} is not a Parquet file")
-        footer = struct.unpack("<I", tail[:4])[0] + 8
+        try:
+            footer = _footer_length(bytes(partial.data[-8:]))
+        except ValueError:
+            raise ValueError(f"{store.url}/{partial.file.name} is not a Parquet file") from None
         if footer > partial.size - partial.fetched_from:
             longer.append((partial, partial.size - footer, partial.fetched_from))
             partial.fetched_from = partial.size - footer
     _read(store, longer)
     ranges = []
     chosen: dict[str, list[int]] = {}
+    fresh = []
     for partial in partials:
         partial.metadata = pq.read_metadata(pa.BufferReader(pa.py_buffer(partial.data)))
+        if not partial.cached:
+            footer = _footer_length(bytes(partial.data[-8:]))
+            fresh.append((partial.file, bytes(partial.data[partial.size - footer :])))
         chosen[partial.file.name] = groups = _groups(partial.metadata, wanted)
         spans = [_group_span(partial.metadata, group) for group in groups]
         if partial.file.name in paths_of:
@@ -140,6 +232,7 @@ def _fetch(
             ]
         ranges += [(partial, *partial.missing(start, end)) for start, end in _merged(spans)]
     _read(store, ranges)
+    cache.put(fresh)
     known: dict[str, set[str]] = {}
     for partial in partials:
         parquet = pq.ParquetFile(
@@ -147,7 +240,8 @@ def _fetch(
         )
         table = parquet.read_row_groups(chosen[partial.file.name])
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
+        # Read once, at once: not worth compressing.
+        pq.write_table(table, sink, compression="none", use_dictionary=False)
         copy.write(partial.file.name, sink.getvalue().to_pybytes())
         if partial.file.name in paths_of:
             everything = range(parquet.metadata.num_row_groups)

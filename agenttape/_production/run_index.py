@@ -113,12 +113,13 @@ def pending_files(store: Store) -> list[StoredFile]:
 
 @dataclass(slots=True, frozen=True)
 class IndexFile:
-    """One Parquet file of the index: its name in the store, the day it holds, and its size
-    (0: not known)."""
+    """One Parquet file of the index: its name in the store, the day it holds, its size
+    (0: not known) and version (``StoredFile.version``)."""
 
     name: str
     day: str
     size: int = field(default=0, compare=False)
+    version: str = field(default="", compare=False)
 
 
 def tag_text(value: Any) -> str:
@@ -496,7 +497,9 @@ def _days(listed: Iterable[StoredFile]) -> dict[str, _Day]:
     for stored in listed:
         match = INDEX_FILE.fullmatch(stored.name)
         if match:
-            by_day[match.group(1)].files.append(IndexFile(stored.name, match.group(1), stored.size))
+            by_day[match.group(1)].files.append(
+                IndexFile(stored.name, match.group(1), stored.size, stored.version)
+            )
             continue
         match = manifests.MANIFEST_FILE.fullmatch(stored.name)
         if match:

@@ -12,7 +12,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,13 @@ def conditional_writes_allowed() -> bool:
 
 @dataclass(slots=True, frozen=True)
 class StoredFile:
-    """One cassette in a store: its name relative to the store, and its size in bytes."""
+    """One cassette in a store: its name relative to the store, and its size in bytes; from
+    an object store's listing, what tells this version of the file from another of the same
+    name and size (its ETag, else its time), or empty."""
 
     name: str
     size: int
+    version: str = field(default="", compare=False)
 
 
 class Store(ABC):
@@ -355,7 +358,7 @@ class FsspecStore(Store):
         except FileNotFoundError:
             return []
         return [
-            StoredFile(self._name(name), int(info.get("size") or 0))
+            StoredFile(self._name(name), int(info.get("size") or 0), _version(info))
             for name, info in found.items()
             if info.get("type") != "directory" and "/." not in "/" + self._name(name)
         ]
@@ -395,6 +398,14 @@ class FsspecStore(Store):
     def location(self, name: str) -> str:
         location: str = self.fs.unstrip_protocol(self._path(name))
         return location
+
+
+def _version(info: dict[str, Any]) -> str:
+    """What tells a file's version apart in an fsspec listing: S3's ETag, else a time."""
+    for key in ("ETag", "etag", "generation", "mtime", "LastModified", "last_modified", "created"):
+        if info.get(key):
+            return str(info[key])
+    return ""
 
 
 def open_store(

@@ -345,10 +345,13 @@ def list_indexed_runs(
     it start again, with the files there are then.
     """
     for attempt in range(INDEX_ATTEMPTS):
-        # On object storage each listing is a request: the three go out together.
-        with ThreadPoolExecutor(2) as pool:
+        # On object storage each listing is a request: the three go out together, and the
+        # index's readers are imported meanwhile.
+        with ThreadPoolExecutor(3) as pool:
             top = pool.submit(store.listing)
             named = None if store.lists_cheaply else pool.submit(_named_in_flight, store)
+            if not store.lists_cheaply and attempt == 0:
+                pool.submit(index_fetch.load_readers)
             files = run_index.index_files(store)
             if not files:
                 return None
@@ -390,11 +393,13 @@ def _indexed_runs(
     queried = [found for found in files if since_day is None or found.day >= since_day]
     tail = [found for found in files if found.day >= start]
 
-    def in_flight() -> tuple[list[StoredFile], list[StoredFile]]:
-        """Run files to read (folders listed) and runs the writers named as in flight."""
+    def in_flight() -> tuple[list[StoredFile], list[RunInfo]]:
+        """Run files to read (folders listed), and the runs the writers named as in flight,
+        read now: most have no row in the index yet, and their reads wait on the object store
+        while the index is fetched."""
         if named_in_flight is None:  # a local folder, or a damaged list
             return _listed(store, window), []
-        return _listed(store, unindexed_days), named_in_flight
+        return _listed(store, unindexed_days), list(_infos(store, named_in_flight, missing_ok=True))
 
     # Runs in flight are looked for while the index is fetched and queried: on object storage
     # both wait on requests.
@@ -419,15 +424,15 @@ def _indexed_runs(
         loose = [stored for stored in top + listed if stored.name.endswith(SUFFIX)]
     runs = {row.path: _run_info(row) for row in rows if "/" in row.path}
 
-    def unindexed(stored: StoredFile) -> bool:
-        return "/" not in stored.name or (stored.name not in known and stored.name not in runs)
+    def unindexed(name: str) -> bool:
+        return "/" not in name or (name not in known and name not in runs)
 
-    for info in _infos(store, [stored for stored in loose if unindexed(stored)]):
+    for info in _infos(store, [stored for stored in loose if unindexed(stored.name)]):
         runs[info.name] = info
     # A run named in flight may not be written yet, or may have failed to be: not a run.
-    named = [stored for stored in named if unindexed(stored) and stored.name not in runs]
-    for info in _infos(store, named, missing_ok=True):
-        runs[info.name] = info
+    for info in named:
+        if unindexed(info.name) and info.name not in runs:
+            runs[info.name] = info
     return [info for info in runs.values() if wanted(info)]
 
 
