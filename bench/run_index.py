@@ -30,6 +30,8 @@ import os
 import platform
 import random
 import re
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -228,26 +230,46 @@ def build_scan(put: Callable[[str, bytes], None], runs: int, now: _dt.datetime) 
 
 
 def time_runs(
-    store: str, user: str, env: dict[str, str], check: Callable[[str], None]
+    store: str,
+    user: str,
+    env: dict[str, str],
+    check: Callable[[str], None],
+    scratch: Path,
+    cold: bool = False,
 ) -> dict[str, Any]:
-    """The whole command in a new process, the median of several; the first answer checked."""
+    """The whole command in a new process, the median of several; the first answer checked.
+    The process runs as installed: its bytecode compiled once (as pip leaves it; the warm-up
+    run writes it to ``scratch``), not on every start, whatever PYTHONDONTWRITEBYTECODE says
+    here. Its cache folder (the index footers) is ``scratch``'s, kept from run to run, or with
+    ``cold`` a new empty one each run. Beside the wall time: the process's CPU time and the
+    machine's 1-minute load average (other work shares it)."""
     command = [str(AGENTTAPE), "runs", store, "--tag", f"user_id={user}", "--since", "7d"]
-    environment = {**os.environ, **env}
-    times = []
+    environment = {**os.environ, **env, "PYTHONPYCACHEPREFIX": str(scratch / "bytecode")}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    environment["AGENTTAPE_CACHE_DIR"] = str(scratch / "cache")
+    times, cpu, loads = [], [], []
     for attempt in range(timings[0] + 1):
+        if cold:
+            environment["AGENTTAPE_CACHE_DIR"] = tempfile.mkdtemp(dir=scratch, prefix="cold-")
+        loads.append(os.getloadavg()[0])
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
         took = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         assert done.returncode == 0, done.stderr
-        if attempt == 0:  # a cold first run warms the OS's file cache
+        if attempt == 0:  # a first run warms the OS's file cache and writes the bytecode
             check(done.stdout)
             warning = done.stderr.strip()
         else:
             times.append(took)
+            cpu.append(after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime)
     return {
         "median_s": round(statistics.median(times), 3),
         "min_s": round(min(times), 3),
         "max_s": round(max(times), 3),
+        "cpu_s": round(statistics.median(cpu), 3),
+        "load": [round(min(loads), 2), round(max(loads), 2)],
         "stderr": warning,
     }
 
@@ -383,7 +405,11 @@ def index_case(
         case["build_local_s"] = round(time.perf_counter() - began, 1)
         described.write_text(json.dumps(store), encoding="utf-8")
     case["store"] = {key: value for key, value in store.items() if key != "user_runs"}
-    case["index_local"] = time_runs(str(local), store["user"], {}, listed(store["user_runs"]))
+    case["runs"], case["days"] = runs, days
+    scratch = Path(tempfile.mkdtemp(prefix="agenttape-bench-"))
+    case["index_local"] = time_runs(
+        str(local), store["user"], {}, listed(store["user_runs"]), scratch
+    )
     case["index_local"]["in_flight_lookup"] = in_flight_lookup(open_store(local))
     if s3 is not None:
         url = f"s3://{bucket}/prod"
@@ -394,10 +420,17 @@ def index_case(
                 uploads(path.relative_to(local).as_posix(), path.read_bytes())
         uploads.send()
         case["upload_s3_s"] = round(time.perf_counter() - began, 1)
-        case["index_s3"] = time_runs(url, store["user"], s3["env"], listed(store["user_runs"]))
-        case["index_s3"]["in_flight_lookup"] = in_flight_lookup(
+        case["index_s3"] = time_runs(
+            url, store["user"], s3["env"], listed(store["user_runs"]), scratch
+        )
+        case["index_s3_cold"] = time_runs(
+            url, store["user"], s3["env"], listed(store["user_runs"]), scratch, cold=True
+        )
+        lookup = in_flight_lookup(
             open_store(url, {**s3["storage_options"], "skip_instance_cache": True})
         )
+        case["index_s3"]["in_flight_lookup"] = case["index_s3_cold"]["in_flight_lookup"] = lookup
+    shutil.rmtree(scratch, ignore_errors=True)
     return case
 
 
@@ -407,7 +440,8 @@ def scan_case(
     user = build_scan(put, scanned, _dt.datetime.now(_dt.timezone.utc))
     if hasattr(put, "send"):
         put.send()
-    timed = time_runs(store, user, env, lambda output: None)
+    with tempfile.TemporaryDirectory(prefix="agenttape-bench-") as scratch:
+        timed = time_runs(store, user, env, lambda output: None, Path(scratch))
     return {
         **timed,
         "runs": scanned,
@@ -432,6 +466,15 @@ def main() -> None:
         "--keep", type=Path, help="make the index stores in this folder, or reuse those there"
     )
     parser.add_argument("--timings", type=int, default=TIMINGS, help="timed runs of each listing")
+    parser.add_argument("--json", type=Path, help="write the figures to this file as well")
+    parser.add_argument(
+        "--with",
+        dest="earlier",
+        type=Path,
+        action="append",
+        default=[],
+        help="figures of an earlier run (its --json file) to show beside these",
+    )
     args = parser.parse_args()
     timings.clear()
     timings.append(args.timings)
@@ -466,37 +509,55 @@ def main() -> None:
         f"{platform.platform()}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
     )
     print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    for earlier in args.earlier:
+        results["cases"] += json.loads(earlier.read_text(encoding="utf-8"))["cases"]
     args.out.write_text(report(results), encoding="utf-8")
 
 
 def report(results: dict[str, Any]) -> str:
-    first = results["cases"][0]["store"]
     lines = [
         "# Run index: `agenttape runs` at fleet scale",
         "",
         f"Written by `python bench/run_index.py`. Machine: {results['machine']}.",
         "",
-        f"The store: {results['runs']:,} runs over the last {results['days']} days, "
-        f"{first['index_files']:,} index files ({first['index_bytes'] / 1e6:.0f} MB); the last "
-        "six hours' runs are run files, those of the last minute not indexed yet. Command: "
-        "`agenttape runs STORE --tag user_id=U --since 7d`, a new process each time "
-        f"(median of {timings[0]}, after one warm-up). Target: ≤ 2 s.",
+        "Each store: its runs spread over the days given; the last six hours' runs are run "
+        "files, those of the last minute not indexed yet. Command: "
+        "`agenttape runs STORE --tag user_id=U --since 7d`, a new process each time, as "
+        "installed (bytecode compiled), "
+        f"median of {timings[0]} (least{DASH}most), after one warm-up; the process's CPU time "
+        "(median) and the machine's 1-minute load average while timed (the machine's 2 cores "
+        "are shared with other work). On the S3 stand-in, *warm*: the footers of past days' "
+        "index files are in the user's cache folder (kept by the warm-up run); *cold*: the "
+        "cache folder is empty each time. A local folder is read in place, without the cache. "
+        "Target: ≤ 2 s.",
         "",
-        "| store | run files in the newest day | from the index | of which: finding the runs in flight | the rest |",
-        "|---|---|---|---|---|",
+        "| store | index files | where | wall | CPU | load | finding the runs in flight |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for where, key in (
-        ("local folder", "index_local"),
-        ("S3-compatible (moto, 127.0.0.1)", "index_s3"),
-    ):
-        for case in results["cases"]:
+    cases = sorted(results["cases"], key=lambda case: -case.get("runs", results["runs"]))
+    for case in cases:
+        runs, days = case.get("runs", results["runs"]), case.get("days", results["days"])
+        store = case["store"]
+        for where, key in (
+            ("local folder", "index_local"),
+            ("S3 stand-in (moto, 127.0.0.1), warm", "index_s3"),
+            ("S3 stand-in (moto, 127.0.0.1), cold", "index_s3_cold"),
+        ):
             if key not in case:
                 continue
             timed, listing = case[key], case[key]["in_flight_lookup"]
+            load = timed.get("load")
             lines.append(
-                f"| {where} | {listing['files']:,} ({case['store']['in_flight']} in flight) | "
-                f"{timed['median_s']:.2f} s | {listing['median_s']:.2f} s | "
-                f"{timed['median_s'] - listing['median_s']:.2f} s |"
+                f"| {runs:,} runs over {days} days | {store['index_files']:,} "
+                f"({store['index_bytes'] / 1e6:.0f} MB) | {where} | "
+                f"{timed['median_s']:.2f} s ({timed['min_s']:.2f}{DASH}{timed['max_s']:.2f}) | "
+                + (f"{timed['cpu_s']:.2f} s" if "cpu_s" in timed else DASH)
+                + " | "
+                + (f"{load[0]:.1f}{DASH}{load[1]:.1f}" if load else DASH)
+                + f" | {listing['median_s']:.2f} s ({listing['files']:,} run files in the "
+                f"newest day, {store['in_flight']} in flight) |"
             )
     lines += [
         "",
@@ -504,28 +565,31 @@ def report(results: dict[str, Any]) -> str:
         "lists the newest day's folder (milliseconds for thousands of files); on an object "
         "store, where that costs a request per 1,000 files of the day, it lists `_pending/` "
         "and reads the lists writers leave there naming their runs in flight (here one list "
-        "per run: a writer woken for each). The rest is starting the process, fetching and "
-        "querying the index, and reading the runs in flight.",
-        "",
-        "Reading the headers instead (no index), measured on a smaller store and extrapolated "
-        f"to the {results['runs'] * 7 // results['days']:,} runs a 7-day listing of this store reads — "
-        "not measured at that size:",
-        "",
-        f"| store | measured | per run | {results['runs']:,} runs, 7 days (extrapolated) |",
-        "|---|---|---|---|",
+        "per run: a writer woken for each), while the index is fetched.",
     ]
-    for where, key in (
-        ("local folder", "scan_local"),
-        ("S3-compatible (moto, 127.0.0.1)", "scan_s3"),
-    ):
-        if key in results:
-            scan = results[key]
-            lines.append(
-                f"| {where} | {scan['median_s']:.2f} s for {scan['runs']:,} runs | "
-                f"{scan['per_run_ms']:.2f} ms | {scan['extrapolated_1m_7d_s']:,.0f} s |"
-            )
+    scans = [(where, key) for where, key in SCANS if key in results]
+    if scans:
+        lines += [
+            "",
+            "Reading the headers instead (no index), measured on a smaller store and "
+            f"extrapolated to the {results['runs'] * 7 // results['days']:,} runs a 7-day "
+            "listing of this store reads — not measured at that size:",
+            "",
+            f"| store | measured | per run | {results['runs']:,} runs, 7 days (extrapolated) |",
+            "|---|---|---|---|",
+        ]
+    for where, key in scans:
+        scan = results[key]
+        lines.append(
+            f"| {where} | {scan['median_s']:.2f} s for {scan['runs']:,} runs | "
+            f"{scan['per_run_ms']:.2f} ms | {scan['extrapolated_1m_7d_s']:,.0f} s |"
+        )
     lines.append("")
     return "\n".join(lines)
+
+
+DASH = "\u2013"
+SCANS = (("local folder", "scan_local"), ("S3-compatible (moto, 127.0.0.1)", "scan_s3"))
 
 
 if __name__ == "__main__":
