@@ -18,7 +18,7 @@ import vcr  # noqa: F401
 
 from agenttape._tools.vcr import SCALAR_LIMIT
 from tests.cli_support import bounded
-from tests.test_vcr import laughs
+from tests.test_vcr import hidden_laughs, laughs
 
 pytest_plugins = ["pytester"]
 
@@ -28,7 +28,7 @@ import pytest
 
 
 @pytest.mark.vcr
-@pytest.mark.parametrize("name", ["bomb", "deep", "huge"])
+@pytest.mark.parametrize("name", ["bomb", "hidden", "deep", "huge"])
 def test_refused(name):
     pass
 
@@ -55,13 +55,15 @@ def cassette(header: str, body: str = "ok") -> str:
 def test_hostile_yaml_is_refused_naming_the_file_in_bounded_time_and_memory(
     tmp_path: Path,
 ) -> None:
-    """An alias bomb (under 1 KB for gigabytes), a nesting 100,000 deep and a scalar past
-    ``SCALAR_LIMIT``, each refused before it is expanded, parsed or cached, in a pytest run
-    whose address space is capped: one that expanded them would die, not eat the machine."""
+    """An alias bomb (under 1 KB for gigabytes; its anchors in plain sight, or behind byte
+    order marks), a nesting 100,000 deep and a scalar past ``SCALAR_LIMIT``, each refused
+    before it is expanded, parsed or cached, in a pytest run whose address space is capped:
+    one that expanded them would die, not eat the machine."""
     (tmp_path / "test_hostile.py").write_text(textwrap.dedent(HOSTILE))
     folder = tmp_path / "cassettes" / "test_hostile"
     folder.mkdir(parents=True)
     (folder / "test_refused[bomb].yaml").write_text(laughs(9))
+    (folder / "test_refused[hidden].yaml").write_text(hidden_laughs(9))
     (folder / "test_refused[deep].yaml").write_text(cassette("[" * 100_000 + "]" * 100_000))
     with (folder / "test_refused[huge].yaml").open("w") as huge:
         huge.write(cassette("a" * (SCALAR_LIMIT + 1)))
@@ -78,13 +80,14 @@ def test_hostile_yaml_is_refused_naming_the_file_in_bounded_time_and_memory(
     )
     assert result.peak < 640 << 20, result  # and done within BOUNDED_WAIT, or killed
     out = result.stdout
-    assert "1 passed, 3 errors" in out, out
+    assert "1 passed, 4 errors" in out, out
     errors = {line.split(" - ", 1)[0]: line for line in out.splitlines() if " - " in line}
     assert set(errors) == {
-        f"ERROR test_hostile.py::test_refused[{n}]" for n in ("bomb", "deep", "huge")
+        f"ERROR test_hostile.py::test_refused[{n}]" for n in ("bomb", "hidden", "deep", "huge")
     }
     for name, words in {
         "bomb": ("aliases stand for more than", "alias bomb"),
+        "hidden": ("aliases stand for more than", "alias bomb"),
         "deep": ("not a vcrpy cassette", "nesting depth"),
         "huge": (f"holds a YAML scalar of {SCALAR_LIMIT + 1} characters",),
     }.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import importlib
 import json
 import re
 from pathlib import Path
@@ -19,7 +20,10 @@ import agenttape
 from agenttape._core import codec, meta
 from agenttape._core.redaction import Redactor
 from agenttape._core.secrets import (
+    CREDENTIAL_STARTS,
+    SECRET_BYTES_REGEX,
     SECRET_HEADERS,
+    SECRET_PATTERNS,
     SECRET_REGEX,
     may_hold_secret,
     may_hold_secret_text,
@@ -191,6 +195,69 @@ def test_credentials_found_by_the_probes_are_scrubbed() -> None:
     body = f'{{"auth": "{token}", "aws": "AKIAABCDEFGHIJKLMNOP"}}'.encode()
     assert scrub_bytes(body) == b'{"auth": "<redacted>", "aws": "<redacted>"}'
     assert scrub_text(f"Bearer {'x' * 20}") == "<redacted>"
+
+
+def literal_starts(items: list[Any]) -> set[str]:
+    """The literals a match of ``items`` (a parsed pattern) may begin with, each as far as
+    it is literal."""
+    parser: Any = getattr(re, "_parser", None) or importlib.import_module("sre_parse")
+    if not items:
+        return {""}
+    (op, argument), rest = items[0], list(items[1:])
+    if op is parser.LITERAL:
+        return {chr(argument) + tail for tail in literal_starts(rest)}
+    if op is parser.BRANCH:
+        return set().union(*(literal_starts([*branch, *rest]) for branch in argument[1]))
+    if op is parser.SUBPATTERN:
+        return literal_starts([*argument[-1], *rest])
+    return {""}
+
+
+@pytest.mark.parametrize("name", SECRET_PATTERNS)
+def test_every_credential_pattern_begins_with_a_listed_start(name: str) -> None:
+    """The scrub tries the patterns only where one of ``CREDENTIAL_STARTS`` stands."""
+    parser: Any = getattr(re, "_parser", None) or importlib.import_module("sre_parse")
+    starts = literal_starts(list(parser.parse(SECRET_PATTERNS[name])))
+    assert starts and all(start.startswith(CREDENTIAL_STARTS) for start in starts), starts
+
+
+CREDENTIAL_PIECES = [
+    *CREDENTIAL_STARTS,
+    "sk-ant-",
+    "proj-",
+    "a" * 20,
+    "ABCDEFGHIJKLMNOP",
+    "0123456789abcdefghijklmnopqrstuvwxyzAB",
+    "b-",
+    " ",
+    "\n",
+    ".",
+    ".eyJ",
+    "PRIVATE KEY-----",
+    "-----END PRIVATE KEY-----",
+    "%20",
+    "\\n",
+    "\\u0022",
+    "flask-",
+    "_",
+    "=",
+]
+
+
+@given(
+    pieces=st.lists(st.sampled_from(CREDENTIAL_PIECES) | st.text(max_size=4), max_size=30),
+    padding=st.sampled_from(["", "QUJD" * 300]),
+)
+@example(pieces=["sk-", "sk-", "a" * 20], padding="")
+@example(pieces=["AKIA", "AKIA", "ABCDEFGHIJKLMNOP"], padding="")
+@example(pieces=["%20", "sk-", "a" * 20, "flask-", "sk-", "a" * 20], padding="")
+def test_the_scrub_at_credential_starts_is_the_full_regex_scan(
+    pieces: list[str], padding: str
+) -> None:
+    text = padding + "".join(pieces) + padding
+    assert scrub_text(text) == SECRET_REGEX.sub("<redacted>", text)
+    data = text.encode()
+    assert scrub_bytes(data) == SECRET_BYTES_REGEX.sub(b"<redacted>", data)
 
 
 # -- credentials the default rules catch wherever a request (or a redirect) puts them -----

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 import requests
 import vcr
 
 import agenttape
+from agenttape._tools.vcr import VcrImportError, check_yaml, may_hold_anchor
 from tests.cli_support import assert_one_line_error, cli, run_bounded
 from tests.servers import Reply, Seen, Server, gzip_reply, json_reply
 
@@ -141,6 +143,24 @@ def laughs(levels: int) -> str:
     )
 
 
+def hidden_laughs(levels: int) -> str:
+    """``laughs`` with every anchor where a check looking for one after a space, a line's
+    start or a flow indicator misses it: behind a byte order mark at a line's start, which
+    libyaml skips there. The request's URL holds the harmless kind of ``&``."""
+    lines = ["a0:", "\ufeff&a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for n in range(1, levels + 1):
+        lines += [f"a{n}:", f"\ufeff&a{n} [{', '.join([f'*a{n - 1}'] * 9)}]"]
+    return "\n".join(lines) + (
+        "\ninteractions:\n"
+        "- request: {body: null, headers: {}, method: GET, uri: 'http://127.0.0.1/?a=1&b=2'}\n"
+        "  response:\n"
+        "    status: {code: 200, message: OK}\n"
+        f"    headers: {{X-Laughs: *a{levels}}}\n"
+        "    body: {string: ok}\n"
+        "version: 1\n"
+    )
+
+
 def test_import_vcr_refuses_a_yaml_alias_bomb_in_bounded_time_and_memory(tmp_path: Path) -> None:
     source = tmp_path / "laughs.yaml"
     source.write_text(laughs(9))
@@ -161,3 +181,51 @@ def test_import_vcr_converts_a_cassette_whose_aliases_are_few(tmp_path: Path) ->
     (interaction,) = agenttape.load(tmp_path / "out.msgpack").interactions
     assert interaction.response is not None
     assert len([v for k, v in interaction.response.headers if k == "X-Laughs"]) == 9
+
+
+def test_anchors_a_byte_order_mark_hides_are_still_held_to_the_bounds() -> None:
+    """libyaml reads them as anchors (vcrpy's loader expands them), so the check walks the
+    file and refuses the bomb naming it."""
+    from vcr.serialize import deserialize
+    from vcr.serializers import yamlserializer
+
+    _requests, responses = deserialize(hidden_laughs(2), yamlserializer)
+    laughs_header = responses[0]["headers"]["X-Laughs"]
+    assert [len(row) for row in laughs_header] == [9] * 9
+    with pytest.raises(VcrImportError, match=r"^hidden\.yaml: .*alias bomb"):
+        check_yaml(hidden_laughs(9), "hidden.yaml")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "&a [1]\n",
+        "a: &a [1]\n",
+        "a: [&a 1, *a]\n",
+        "a: {&a b: 1}\n",
+        'a: {"b":&a 1}\n',
+        "a:\n- &a 1\n",
+        "a:\n\t&a 1\n",
+        "a:\n\ufeff&a [1]\n",
+        "a: b\x85&a c\n",
+        "a: x, &a 1\n",
+        "a: !!str &a b\n",
+        "a: 'q' &_ b\n",
+    ],
+)
+def test_an_ampersand_that_may_start_an_anchor_sends_the_file_to_the_full_check(
+    text: str,
+) -> None:
+    assert may_hold_anchor(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "uri: 'https://x.test/?a=1&b=2&C3=x'\n",
+        "body: {string: 'Q & A: x &, y &] z&'}\n",
+        "a: b\n",
+    ],
+)
+def test_a_file_whose_ampersands_cannot_start_an_anchor_is_not_walked(text: str) -> None:
+    assert not may_hold_anchor(text)

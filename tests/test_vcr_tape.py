@@ -14,6 +14,7 @@ import vcr
 from vcr.cassette import Cassette
 
 import agenttape
+from agenttape._tools.vcr import VcrImportError
 from agenttape._tools.vcr_tape import VcrTape
 from tests.servers import Seen, Server, json_reply
 
@@ -147,6 +148,31 @@ def test_drop_unused_requests_as_vcrpy_keeps_what_was_played(
     finally:
         without.stop()
     assert paths(path.with_suffix(".msgpack")) == ["a", "c", "b"]  # b replaced, the rest kept
+
+
+def test_an_interaction_is_read_when_first_played_so_a_malformed_one_left_unplayed_is_no_matter(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """As vcrpy, which reads a response when it plays it: the cassette's other interactions
+    replay, and the malformed one is refused naming the file when a request asks for it."""
+    server = serve(app)
+    path = tmp_path / "chat.json"
+    with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(path)):
+        first = httpx.get(f"{server.url}/a").content
+        httpx.get(f"{server.url}/b")
+    cassette = json.loads(path.read_text())
+    cassette["interactions"][1]["response"]["status"]["code"] = "not a number"
+    path.write_text(json.dumps(cassette))
+    server.stop()
+
+    replay = tape(path, "none")
+    replay.start()
+    try:
+        assert httpx.get(f"{server.url}/a").content == first
+        with pytest.raises(VcrImportError, match=r"chat\.json: interaction 1 is malformed"):
+            httpx.get(f"{server.url}/b")
+    finally:
+        replay.stop()
 
 
 @pytest.mark.parametrize(

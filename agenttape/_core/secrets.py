@@ -4,7 +4,7 @@ what one removes the other looks for, so the two never disagree."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, AnyStr
 
 REDACTED = "<redacted>"
 
@@ -134,6 +134,56 @@ SECRET_REGEX = re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS.values())
 SECRET_BYTES_REGEX = re.compile(SECRET_REGEX.pattern.encode())
 _REDACTED_BYTES = REDACTED.encode()
 
+# Where a credential can begin: every pattern above starts with one of these literals (its
+# ``_word`` head, or the key block's first line; tests/test_redaction.py holds each pattern
+# to it). The alternation has no literal of its own to scan for, so ``sub`` tries it at every
+# character: on a long body that a probe let through (a base64 image holds ``eyJ`` by
+# chance) a scan per literal, then a try where one stands, costs a small part of that.
+CREDENTIAL_STARTS = (
+    "sk-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "Bearer",
+    "bearer",
+    "eyJ",
+    "-----BEGIN ",
+)
+_BYTES_STARTS = tuple(start.encode() for start in CREDENTIAL_STARTS)
+
+
+def _replaced(
+    data: AnyStr, regex: re.Pattern[AnyStr], starts: tuple[AnyStr, ...], replacement: AnyStr
+) -> AnyStr:
+    """``regex.sub(replacement, data)``, the regex tried only where one of ``starts`` stands:
+    the same result wherever every match begins with one of them."""
+    found: set[int] = set()
+    for start in starts:
+        at = data.find(start)
+        while at >= 0:
+            found.add(at)
+            at = data.find(start, at + 1)
+    pieces: list[AnyStr] = []
+    end = 0
+    for at in sorted(found):
+        if at < end:
+            continue
+        match = regex.match(data, at)
+        if match is not None:
+            pieces += (data[end:at], replacement)
+            end = match.end()
+    if not pieces:
+        return data
+    pieces.append(data[end:])
+    return data[:0].join(pieces)
+
 
 def may_hold_secret(data: bytes) -> bool:
     return any(probe(data) for probe in _BYTES_PROBES)
@@ -151,13 +201,13 @@ def scrub_bytes(data: bytes) -> bytes:
     """``data`` with every credential-shaped run replaced; the same object when there is none."""
     if not may_hold_secret(data):
         return data
-    return SECRET_BYTES_REGEX.sub(_REDACTED_BYTES, data)
+    return _replaced(data, SECRET_BYTES_REGEX, _BYTES_STARTS, _REDACTED_BYTES)
 
 
 def scrub_text(text: str) -> str:
     if not may_hold_secret_text(text):
         return text
-    return SECRET_REGEX.sub(REDACTED, text)
+    return _replaced(text, SECRET_REGEX, CREDENTIAL_STARTS, REDACTED)
 
 
 _KEY_NAMES = frozenset(key.replace("_", "") for key in SECRET_JSON_KEYS)

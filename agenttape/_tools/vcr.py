@@ -29,9 +29,25 @@ SCALAR_LIMIT = 64 << 20
 """The most characters one YAML scalar may hold (a body, a binary one's base64 included):
 past it a cassette is refused, before its parser builds a copy of the value per step."""
 
-# An anchor as YAML writes one: ``&name`` where a node starts. Most cassettes have none, and
-# then the file is not walked at all.
-_ANCHOR = re.compile(r"(?:^|[\s\[{,:])&[^\s,\[\]{}]", re.MULTILINE)
+# An ``&`` that may start an anchor: one followed by a space, a line break, a flow indicator or
+# nothing never does (an anchor's name is at least one character, and none of those). Led by
+# the literal, so the regex engine finds each by its fast scan.
+_AMPERSAND = re.compile(r"&[^ \t\r\n,\[\]{}]")
+
+
+def may_hold_anchor(text: str) -> bool:
+    """False only when ``text`` provably holds no YAML anchor, so it has no alias to expand
+    either: every ``&`` in it stands right after an ASCII letter or digit (a URL's
+    ``?a=1&b=2``), where it is inside a scalar or a tag, or right after an anchor's or
+    alias's name, which the parser refuses. Where an anchor may start is not listed (a
+    space, a line break, a flow indicator, a byte order mark at a line's start, and
+    whatever a parser may add): any other ``&`` counts as one."""
+    for match in _AMPERSAND.finditer(text):
+        start = match.start()
+        before = text[start - 1] if start else ""
+        if not (before.isascii() and before.isalnum()):
+            return True
+    return False
 
 
 def not_a_cassette(name: str, error: Exception, hint: str = "") -> VcrImportError:
@@ -50,11 +66,11 @@ def not_a_cassette(name: str, error: Exception, hint: str = "") -> VcrImportErro
 def check_yaml(text: str, name: str) -> None:
     """Refuses a YAML file whose aliases expand past ``ALIAS_FLOOR`` or which holds a scalar
     past ``SCALAR_LIMIT``; reads its events once, never building the document, so the check
-    takes time and memory in proportion to the file. A file with no anchor and no room for
-    such a scalar is not walked. Nesting is the parser's to bound (libyaml stops at 1000
-    levels, the pure-Python loader at the interpreter's recursion limit): the deserializer's
-    error, named with ``not_a_cassette``."""
-    if not _ANCHOR.search(text) and len(text) <= SCALAR_LIMIT:
+    takes time and memory in proportion to the file. A file that provably holds no anchor
+    (``may_hold_anchor``) and has no room for such a scalar is not walked. Nesting is the
+    parser's to bound (libyaml stops at 1000 levels, the pure-Python loader at the
+    interpreter's recursion limit): the deserializer's error, named with ``not_a_cassette``."""
+    if len(text) <= SCALAR_LIMIT and not may_hold_anchor(text):
         return
     import yaml
 

@@ -31,7 +31,7 @@ from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
 from .._core.verdict import REQUEST, request_changes
 from .drift import Drift
-from .vcr import interaction_of, request_of, vcr_request_of, vcr_response_of
+from .vcr import VcrImportError, interaction_of, request_of, vcr_request_of, vcr_response_of
 
 RERECORD = (
     "To record what is missing: pytest --record-mode=new_episodes (or once for a cassette "
@@ -152,7 +152,9 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self.drifts: list[Drift] = []
         self.misses: list[UnmatchedInteractionError] = []
         self.metadata: dict[str, Any] = {}
-        self._interactions: list[Interaction] = []  # in step with ``vcr.data``
+        # In step with ``vcr.data``; one read from the YAML file is None until first needed
+        # (``_interaction``): its request is redacted then, and most are never played.
+        self._interactions: list[Interaction | None] = []
         self._loaded = 0
         self._read_from = self.vcr_path  # the file the interactions came from: a miss names it
         self.redactor = Redactor.from_rules(None)  # the defaults, shared (and what they saw)
@@ -176,7 +178,25 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
 
     @property
     def interactions(self) -> list[Interaction]:
-        return self._interactions
+        with self._lock:
+            return [self._interaction(index) for index in range(len(self._interactions))]
+
+    def _interaction(self, index: int) -> Interaction:
+        """The interaction at ``index``, converted from vcrpy's form the first time it is
+        asked for (under the lock, so every caller gets the same object). One vcrpy could
+        not serve either is refused naming the file when asked for, as vcrpy refuses it
+        when it plays it: the others still replay."""
+        interaction = self._interactions[index]
+        if interaction is None:
+            request, response = self.vcr.data[index]
+            try:
+                interaction = interaction_of(request, response, self.redactor)[0]
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise VcrImportError(
+                    f"{self.vcr_path}: interaction {index} is malformed ({exc!r})"
+                ) from None
+            self._interactions[index] = interaction
+        return interaction
 
     # -- activation ----------------------------------------------------------------------
 
@@ -207,10 +227,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         else:
             self._read_from = self.vcr_path
             cassette._load()  # the project's persister and serializer, as vcrpy reads it
-            self._interactions = [
-                interaction_of(request, response, self.redactor)[0]
-                for request, response in cassette.data
-            ]
+            self._interactions = [None] * len(cassette.data)
         self._loaded = len(self._interactions)
         return bool(cassette.rewound)
 
@@ -251,24 +268,26 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         interactions no new recording matches (none with ``drop_unused_requests``), then the
         new recordings; else all of them, or with ``drop_unused_requests`` the loaded ones
         played, in the order first played, then the new recordings."""
+        recorded = [
+            self._interaction(index) for index in range(self._loaded, len(self._interactions))
+        ]
         if self.mode != "all":
             if self._drops_unused():
-                played = [self._interactions[index] for index in self._played]
-                return played + self._interactions[self._loaded :]
-            return list(self._interactions)
+                return [self._interaction(index) for index in self._played] + recorded
+            return [self._interaction(index) for index in range(self._loaded)] + recorded
         if self._drop_unused:
-            return self._interactions[self._loaded :]
+            return recorded
         data = self.vcr.data
-        recorded = [request for request, _response in data[self._loaded :]]
+        requests = [request for request, _response in data[self._loaded :]]
         match_on = self.vcr._match_on
         kept = [
-            self._interactions[index]
+            self._interaction(index)
             for index in range(self._loaded)
             if not any(
-                all(_matches(m, request, data[index][0]) for m in match_on) for request in recorded
+                all(_matches(m, request, data[index][0]) for m in match_on) for request in requests
             )
         ]
-        return kept + self._interactions[self._loaded :]
+        return kept + recorded
 
     # -- the decision per request ----------------------------------------------------------
 
@@ -280,8 +299,9 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         if self._replays:
             with self._lock:
                 index = self._find(filtered)
+                if index is not None:
+                    interaction = self._interaction(index)
             if index is not None:
-                interaction = self._interactions[index]
                 if self.check_drift:
                     self._check_drift(index, interaction, filtered)
                 return interaction
@@ -356,7 +376,8 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
     def _miss(self, request: Request, boundary: str) -> UnmatchedInteractionError:
         queue = ReplayQueue(self._strict)
         counts = self.vcr.play_counts
-        for index, interaction in enumerate(self._interactions):
+        interactions = self.interactions
+        for index, interaction in enumerate(interactions):
             queue.add(interaction, played=bool(counts[index]))
         return self._missing(
             request,
@@ -364,7 +385,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
             queue.nearest(request, 3, boundary),
             str(self._read_from),
             RERECORD,
-            len(self._interactions),
+            len(interactions),
         )
 
     # -- the Tape protocol, for recordings ---------------------------------------------------
