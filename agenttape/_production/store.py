@@ -231,7 +231,7 @@ class LocalStore(Store):
     def walk(self, folder: str) -> list[StoredFile]:
         folders, found = self.listing(folder)
         for name in folders:
-            found.extend(self.walk(f"{folder}/{name}"))
+            found.extend(self.walk(f"{folder}/{name}" if folder else name))
         return found
 
     def delete(self, name: str) -> None:
@@ -348,7 +348,7 @@ class FsspecStore(Store):
         return folders, found
 
     def walk(self, folder: str) -> list[StoredFile]:
-        path = self._path(folder)
+        path = self._path(folder) if folder else self.root
         self.fs.invalidate_cache(path)
         try:
             found = self.fs.find(path, detail=True)
