@@ -2,13 +2,15 @@
 change to the store: ``CRASH_AFTER=N python tests/crash_after.py runs delete STORE ...``.
 Counts every write, conditional create and delete of a run file, index file, tombstone or
 claim, so a test can kill a command at each of its steps in turn. ``CRASH_AFTER=0`` never
-kills, and the command prints how many changes it made on stderr."""
+kills, and the command prints how many changes it made on stderr. ``PAUSE_AFTER=N:SECONDS``
+sleeps after the Nth change instead; ``CLOCK_OFFSET=SECONDS`` sets the process's clock off."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,8 @@ from agenttape._production.store import FsspecStore, LocalStore
 from agenttape._tools.cli import main
 
 LIMIT = int(os.environ.get("CRASH_AFTER", "0"))
+# PAUSE_AFTER=N:SECONDS sleeps that long after the Nth change (another process acts then).
+PAUSE, _colon, PAUSE_SECONDS = os.environ.get("PAUSE_AFTER", "0:0").partition(":")
 changes = 0
 
 
@@ -25,7 +29,10 @@ def counted(method: Callable[..., Any]) -> Callable[..., Any]:
         changes += 1
         if changes == LIMIT:
             os.kill(os.getpid(), signal.SIGKILL)
-        return method(*args, **kwargs)
+        done = method(*args, **kwargs)
+        if changes == int(PAUSE):
+            time.sleep(float(PAUSE_SECONDS))
+        return done
 
     return change
 
@@ -42,6 +49,13 @@ for store_class, names in (
         setattr(store_class, name, counted(getattr(store_class, name)))
 
 if __name__ == "__main__":
+    # CLOCK_OFFSET=SECONDS: this process's clock (time.time, datetime.now) is that far off,
+    # as a host's whose clock is wrong; the store's own times are not.
+    if os.environ.get("CLOCK_OFFSET"):
+        import time_machine
+
+        offset = float(os.environ["CLOCK_OFFSET"])
+        time_machine.travel(time.time() + offset, tick=True).start()
     code = main(sys.argv[1:])
     sys.stderr.write(f"changes: {changes}\n")
     sys.exit(code)

@@ -8,11 +8,12 @@ and copy runs out with ordinary tools.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,22 @@ def conditional_writes_allowed() -> bool:
 
 @dataclass(slots=True, frozen=True)
 class StoredFile:
-    """One cassette in a store: its name relative to the store, and its size in bytes."""
+    """One cassette in a store: its name relative to the store, and its size in bytes; from a
+    listing, when the store last wrote it (seconds since the epoch by the store's clock, 0:
+    not known), which the manifests' garbage collection trusts over a writer's clock."""
 
     name: str
     size: int
+    modified: float = field(default=0.0, compare=False)
+
+
+def modified_of(info: dict[str, Any]) -> float:
+    """When an fsspec listing entry was last written: S3's ``LastModified``, a local file's
+    ``mtime``, the memory filesystem's ``created``; 0 when it does not say."""
+    found: Any = info.get("LastModified", info.get("mtime", info.get("created")))
+    if isinstance(found, _dt.datetime):
+        return found.timestamp()
+    return float(found) if isinstance(found, (int, float)) else 0.0
 
 
 class Store(ABC):
@@ -225,7 +238,8 @@ class LocalStore(Store):
             if entry.is_dir():
                 folders.append(entry.name)
             elif entry.is_file():
-                found.append(StoredFile(prefix + entry.name, entry.stat().st_size))
+                stat = entry.stat()
+                found.append(StoredFile(prefix + entry.name, stat.st_size, stat.st_mtime))
         return folders, found
 
     def walk(self, folder: str) -> list[StoredFile]:
@@ -344,7 +358,7 @@ class FsspecStore(Store):
             if info.get("type") == "directory":
                 folders.append(name.rsplit("/", 1)[-1])
             else:
-                found.append(StoredFile(name, int(info.get("size") or 0)))
+                found.append(StoredFile(name, int(info.get("size") or 0), modified_of(info)))
         return folders, found
 
     def walk(self, folder: str) -> list[StoredFile]:
@@ -355,7 +369,7 @@ class FsspecStore(Store):
         except FileNotFoundError:
             return []
         return [
-            StoredFile(self._name(name), int(info.get("size") or 0))
+            StoredFile(self._name(name), int(info.get("size") or 0), modified_of(info))
             for name, info in found.items()
             if info.get("type") != "directory" and "/." not in "/" + self._name(name)
         ]
