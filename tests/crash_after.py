@@ -2,8 +2,8 @@
 change to the store: ``CRASH_AFTER=N python tests/crash_after.py runs delete STORE ...``.
 Counts every write, conditional create and delete of a run file, index file, tombstone or
 claim, so a test can kill a command at each of its steps in turn. ``CRASH_AFTER=0`` never
-kills, and the command prints how many changes it made on stderr. ``PAUSE_AFTER=N:SECONDS``
-sleeps after the Nth change instead; ``CLOCK_OFFSET=SECONDS`` sets the process's clock off."""
+kills, and the command prints how many changes it made on stderr. ``PAUSE_BEFORE=N:SECONDS``
+(``PAUSE_AFTER``) sleeps before (after) the Nth change instead; ``CLOCK_OFFSET=SECONDS`` sets the process's clock off."""
 
 from __future__ import annotations
 
@@ -18,9 +18,21 @@ from agenttape._production.store import FsspecStore, LocalStore
 from agenttape._tools.cli import main
 
 LIMIT = int(os.environ.get("CRASH_AFTER", "0"))
-# PAUSE_AFTER=N:SECONDS sleeps that long after the Nth change (another process acts then).
-PAUSE, _colon, PAUSE_SECONDS = os.environ.get("PAUSE_AFTER", "0:0").partition(":")
+# PAUSE_BEFORE=N:SECONDS (PAUSE_AFTER=...) sleeps that long before (after) the Nth change,
+# having said "paused" on stderr: another process acts then.
+PAUSES = {
+    when: tuple(float(part) for part in os.environ.get(name, "0:0").split(":"))
+    for when, name in (("before", "PAUSE_BEFORE"), ("after", "PAUSE_AFTER"))
+}
 changes = 0
+
+
+def pause(when: str) -> None:
+    at, seconds = PAUSES[when]
+    if changes == at:
+        sys.stderr.write("paused\n")
+        sys.stderr.flush()
+        time.sleep(seconds)
 
 
 def counted(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -29,9 +41,9 @@ def counted(method: Callable[..., Any]) -> Callable[..., Any]:
         changes += 1
         if changes == LIMIT:
             os.kill(os.getpid(), signal.SIGKILL)
+        pause("before")
         done = method(*args, **kwargs)
-        if changes == int(PAUSE):
-            time.sleep(float(PAUSE_SECONDS))
+        pause("after")
         return done
 
     return change

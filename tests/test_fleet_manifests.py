@@ -78,6 +78,15 @@ def slowed(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def wait_paused(process: subprocess.Popen[str]) -> None:
+    """Until ``process`` (run by ``slowed``) says it paused."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line == "paused\n":
+            return
+    raise AssertionError(f"it never paused (exit status {process.wait()})")
+
+
 def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
     out, err = process.communicate(timeout=180)
     return process.returncode, out + err
@@ -126,16 +135,15 @@ def test_a_rebuild_and_a_compaction_at_once_without_conditional_writes(tmp_path:
 
 
 def test_a_compaction_during_a_rebuild_leaves_each_row_once(tmp_path: Path) -> None:
-    """The rebuild read the day; a compaction folds the day's batches meanwhile: the
-    rebuild's manifest folds the compaction's file too (its rows are the rebuild's), rather
-    than leaving both believed, every row twice."""
+    """The rebuild listed the index and read the day's runs; a compaction folds the day's
+    batches meanwhile, before the rebuild writes anything: the rebuild's manifest folds the
+    compaction's file too (its rows are the rebuild's), where deleting the files it listed
+    left both the compaction's file and its own believed, every row twice."""
     target = tmp_path / "store"
     written(target)
     store = open_store(target)
-    rebuild = slowed("index", "rebuild", str(target), env={"PAUSE_AFTER": "1:4"})
-    deadline = time.monotonic() + 60
-    while len(raw_index(store)[0]) == WRITERS * RUNS_EACH // 10 and time.monotonic() < deadline:
-        time.sleep(0.05)  # until the rebuild wrote its day's rows
+    rebuild = slowed("index", "rebuild", str(target), env={"PAUSE_BEFORE": "1:8"})
+    wait_paused(rebuild)
     code, said = finish(agenttape("index", "compact", str(target)))
     assert code == 0, said
     code, said = finish(rebuild)
@@ -201,10 +209,8 @@ def test_a_compaction_whose_clock_is_behind_loses_nothing(tmp_path: Path) -> Non
         str(target),
         env={"PAUSE_AFTER": "1:4", "CLOCK_OFFSET": "-3600", **grace},
     )
-    deadline = time.monotonic() + 60
-    while not [n for n in raw_index(store)[0] if manifests.is_merged(n)]:
-        assert time.monotonic() < deadline, "the compaction wrote no merged file"
-        time.sleep(0.05)
+    wait_paused(behind)
+    assert [name for name in raw_index(store)[0] if manifests.is_merged(name)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
         patch.setenv(manifests.GRACE, "60")
@@ -249,7 +255,7 @@ def test_a_publish_after_half_the_grace_period_is_refused_and_says_what_to_do(
     assert "Run 'agenttape index compact' again" in said and manifests.GRACE in said
     assert sorted(raw_index(store)[0]) == files_before and raw_index(store)[1] == []
     every_row_once(store, EVERY_RUN)
-    code, said = finish(agenttape("index", "compact", str(target), env={manifests.GRACE: "2"}))
+    code, said = finish(agenttape("index", "compact", str(target)))
     assert code == 0, said
     every_row_once(store, EVERY_RUN)
     assert listed_once(str(target)) == sorted(EVERY_RUN)
