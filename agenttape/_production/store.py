@@ -397,14 +397,9 @@ class FsspecStore(Store):
             except FileExistsError:
                 return False
             return True
-        # Elsewhere, written only when absent, then read back: of two creators at once the
-        # last write wins and the other sees someone else's bytes (``data`` holds a random
-        # token). Not atomic as S3's is; claims built on it carry a lease as well.
-        self.fs.invalidate_cache(path)
-        if self.fs.exists(path):
-            return False
-        self.write(name, data)
-        return bool(self.read(name) == data)
+        # Elsewhere no create is won by exactly one of two writers (a write-then-read-back is
+        # not): callers check ``conditional_creates`` and publish by manifests instead.
+        raise AgentTapeError(f"{self.url} has no conditional create: it publishes by manifests")
 
     def location(self, name: str) -> str:
         location: str = self.fs.unstrip_protocol(self._path(name))
