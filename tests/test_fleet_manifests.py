@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,44 @@ def test_index_status_says_which_path_a_store_takes_and_why(
     assert on_s3.returncode == 0, on_s3.stderr
     assert "go through conditional writes" in on_s3.stdout and "probed" in on_s3.stdout
     assert not open_store("s3://agent-runs/status", s3).walk("")  # the probe left nothing
+
+
+SKEWED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    import time_machine
+    time_machine.travel(time.time() + float(sys.argv[3]), tick=True).start()
+    import agenttape
+    url, writer = sys.argv[1], sys.argv[2]
+    recorder = agenttape.Recorder(url, keep="all")
+    for number in range(40):
+        with recorder.run(f"{writer}-{number}", writer=writer):
+            pass
+        if number % 10 == 9:
+            recorder.flush()
+    recorder.close()
+    """
+)
+
+
+def test_writers_whose_clocks_are_off_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    """Three writer processes, one an hour behind and one an hour ahead, then two compactions
+    at once and one more with no grace period: every run listed once, every row once."""
+    target = tmp_path / "store"
+    offsets = {"behind": "-3600", "on_time": "0", "ahead": "3600"}
+    writers = [
+        subprocess.Popen([sys.executable, "-c", SKEWED_WRITER, str(target), name, offset])
+        for name, offset in offsets.items()
+    ]
+    assert [writer.wait(timeout=300) for writer in writers] == [0, 0, 0]
+    expected = {f"{name}-{number}" for name in offsets for number in range(40)}
+    assert listed_once(str(target)) == sorted(expected)
+    both = [agenttape("index", "compact", str(target)) for _ in range(2)]
+    for process in both:
+        code, said = finish(process)
+        assert code == 0, said
+    assert listed_once(str(target)) == sorted(expected)
+    every_row_once(open_store(target), expected)
+    settle(str(target))
+    assert listed_once(str(target)) == sorted(expected)
+    every_row_once(open_store(target), expected)
