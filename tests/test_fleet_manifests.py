@@ -51,8 +51,8 @@ def written(target: Path) -> None:
         assert writer.wait(timeout=300) == 0
 
 
-def listed_once(url: str) -> list[str]:
-    found = [info.run_id for info in list_runs(url)]
+def listed_once(url: str, options: dict[str, Any] | None = None) -> list[str]:
+    found = [info.run_id for info in list_runs(url, storage_options=options)]
     assert len(found) == len(set(found)), "a run listed twice"
     return sorted(found)
 
@@ -322,3 +322,34 @@ def test_writers_whose_clocks_are_off_lose_and_duplicate_nothing(tmp_path: Path)
     settle(str(target))
     assert listed_once(str(target)) == sorted(expected)
     every_row_once(open_store(target), expected)
+
+
+def test_a_delete_a_rebuild_and_compactions_at_once_on_s3_without_conditional_writes(
+    s3: dict[str, Any],
+) -> None:
+    """The S3-compatible server used as if it had no ``If-None-Match``: a deletion and a
+    compaction at once, then a rebuild and a compaction at once, separate processes."""
+    url = "s3://agent-runs/fleet-deletes"
+    for writer in start_writers(url, s3):
+        assert writer.wait(timeout=300) == 0
+    environment = s3_environment(s3)
+    for pair in (
+        [("runs", "delete", url, "--tag", "writer=w1"), ("index", "compact", url)],
+        [("index", "rebuild", url), ("index", "compact", url)],
+    ):
+        for process in [agenttape(*args, env=environment) for args in pair]:
+            code, said = finish(process)
+            assert code == 0, said
+        assert listed_once(url, s3) == sorted(SURVIVORS)
+    store = open_store(url, s3)
+    assert all(stone.done for stone in deletions.tombstones(store))
+    later = _dt.datetime.now(_dt.timezone.utc) + deletions.RETIRE_AFTER + _dt.timedelta(hours=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
+        assert retire(store, now=later) == 1
+    code, said = finish(
+        agenttape("index", "compact", url, env={**environment, manifests.GRACE: "0"})
+    )
+    assert code == 0, said
+    assert listed_once(url, s3) == sorted(SURVIVORS)
+    every_row_once(store, SURVIVORS)

@@ -952,11 +952,12 @@ def publish_rebuilt(
     """A rebuild's rows of ``day``, read from the run files, on a store without conditional
     creates: they replace the index files ``replaced`` (the day's, listed before the run files
     were read), through a manifest as a compaction publishes, never by deleting. Written
-    first as a file of their own (a kill then leaves rows twice, which readers keep once);
-    then a manifest names it and folds what it replaces. Files the day gained meanwhile (a
-    writer's batch, another compaction's merged file) are merged with it, their rows newer.
-    How many files it replaced, or why the day cannot be read or was not published."""
-    output = file_name(day, when) if rows else None
+    first as a merged file of their own, which readers ignore until a manifest names it (a
+    kill, or a tie lost to a compaction's manifest, changes nothing); then a manifest names
+    it and folds what it replaces. Files the day gained meanwhile (a writer's batch, another
+    compaction's merged file) are merged with it, their rows newer. How many files it
+    replaced, or why the day cannot be read or was not published."""
+    output = manifests.merged_name(file_name(day, when), stamp()) if rows else None
     if output is not None:
         store.write(output, encode(rows))
     started = time.monotonic()
