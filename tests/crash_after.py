@@ -2,13 +2,15 @@
 change to the store: ``CRASH_AFTER=N python tests/crash_after.py runs delete STORE ...``.
 Counts every write, conditional create and delete of a run file, index file, tombstone or
 claim, so a test can kill a command at each of its steps in turn. ``CRASH_AFTER=0`` never
-kills, and the command prints how many changes it made on stderr."""
+kills, and the command prints how many changes it made on stderr. ``PAUSE_BEFORE=N:SECONDS``
+(``PAUSE_AFTER``) sleeps before (after) the Nth change instead; ``CLOCK_OFFSET=SECONDS`` sets the process's clock off."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +18,21 @@ from agenttape._production.store import FsspecStore, LocalStore
 from agenttape._tools.cli import main
 
 LIMIT = int(os.environ.get("CRASH_AFTER", "0"))
+# PAUSE_BEFORE=N:SECONDS (PAUSE_AFTER=...) sleeps that long before (after) the Nth change,
+# having said "paused" on stderr: another process acts then.
+PAUSES = {
+    when: tuple(float(part) for part in os.environ.get(name, "0:0").split(":"))
+    for when, name in (("before", "PAUSE_BEFORE"), ("after", "PAUSE_AFTER"))
+}
 changes = 0
+
+
+def pause(when: str) -> None:
+    at, seconds = PAUSES[when]
+    if changes == at:
+        sys.stderr.write("paused\n")
+        sys.stderr.flush()
+        time.sleep(seconds)
 
 
 def counted(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -25,7 +41,10 @@ def counted(method: Callable[..., Any]) -> Callable[..., Any]:
         changes += 1
         if changes == LIMIT:
             os.kill(os.getpid(), signal.SIGKILL)
-        return method(*args, **kwargs)
+        pause("before")
+        done = method(*args, **kwargs)
+        pause("after")
+        return done
 
     return change
 
@@ -42,6 +61,13 @@ for store_class, names in (
         setattr(store_class, name, counted(getattr(store_class, name)))
 
 if __name__ == "__main__":
+    # CLOCK_OFFSET=SECONDS: this process's clock (time.time, datetime.now) is that far off,
+    # as a host's whose clock is wrong; the store's own times are not.
+    if os.environ.get("CLOCK_OFFSET"):
+        import time_machine
+
+        offset = float(os.environ["CLOCK_OFFSET"])
+        time_machine.travel(time.time() + offset, tick=True).start()
     code = main(sys.argv[1:])
     sys.stderr.write(f"changes: {changes}\n")
     sys.exit(code)

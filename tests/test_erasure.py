@@ -139,7 +139,7 @@ def test_a_run_written_after_its_deletion_started_stays_hidden(tmp_path: Path) -
     assert index_rows(store) == sorted(KEPT)
 
 
-def _kill_at_each_step(url: str, fresh: Any, env: dict[str, str], options: Any) -> list[str]:
+def kill_delete_at_each_step(url: str, fresh: Any, env: dict[str, str], options: Any) -> list[str]:
     """Kill ``runs delete --tag user_id=u_9`` before each of its changes to the store; after
     each kill the listing shows exactly the runs not deleted, whatever finishes the work."""
     report = []
@@ -189,7 +189,7 @@ def test_a_delete_killed_at_each_step_is_finished_by_the_next_command(tmp_path: 
         shutil.copytree(template, target)
         return str(target)
 
-    report = _kill_at_each_step("", fresh, {}, None)
+    report = kill_delete_at_each_step("", fresh, {}, None)
     print("\n".join(report))
 
 
@@ -212,7 +212,7 @@ def test_a_delete_killed_at_each_step_on_an_s3_compatible_server(
         filesystem.fs.put(str(template), url.removeprefix("s3://"), recursive=True)
         return url
 
-    report = _kill_at_each_step("", fresh, environment, s3)
+    report = kill_delete_at_each_step("", fresh, environment, s3)
     print("\n".join(report))
 
 

@@ -657,7 +657,7 @@ def test_index_commands_need_the_extra_and_an_action(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert_one_line_error(
-        cli("index"), "agenttape index: error: give an action: rebuild or compact"
+        cli("index"), "agenttape index: error: give an action: rebuild, compact or status"
     )
     assert_one_line_error(cli("index", "rebuild", tmp_path / "missing"), "does not exist")
     assert_one_line_error(

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._production.store import FsspecStore, LocalStore, open_store
+from agenttape._production.store import FsspecStore, LocalStore, Store, open_store
 from agenttape._production.stored_runs import fetch_run, list_runs
 from tests.cli_support import cli
 from tests.servers import Server, json_reply
@@ -88,3 +88,28 @@ def test_runs_go_to_a_real_s3_compatible_server_and_come_back_for_replay(
     api.stop()
     with agenttape.use_cassette(out, mode="none"):
         assert httpx.get(f"{api.url}/orders/u_7710").json() == {"order": "u_7710"}
+
+
+def _walk_from_the_top(store: Store) -> list[tuple[str, int]]:
+    store.write("top.txt", b"y")
+    store.write("2026-11-20/r_1.msgpack", b"one")
+    store.write("_index/date=2026-11-20/f.parquet", b"four")
+    return sorted((stored.name, stored.size) for stored in store.walk(""))
+
+
+WALKED = [("2026-11-20/r_1.msgpack", 3), ("_index/date=2026-11-20/f.parquet", 4), ("top.txt", 1)]
+
+
+def test_walk_from_the_top_names_files_relative_to_the_store(
+    tmp_path: Path, s3: dict[str, Any]
+) -> None:
+    """``walk("")`` is every file of the store under the names ``read`` takes: no leading
+    slash, nothing outside the store, on a folder, fsspec's local filesystem and S3."""
+    assert _walk_from_the_top(LocalStore(tmp_path / "folder")) == WALKED
+    assert _walk_from_the_top(open_store(f"local://{tmp_path}/fs")) == WALKED
+    assert _walk_from_the_top(open_store("s3://agent-runs/walked", s3)) == WALKED
+    # At a bucket's root too (which other tests share: their files are there as well).
+    bucket = open_store("s3://agent-runs", s3)
+    at_root = {(stored.name, stored.size) for stored in bucket.walk("")}
+    assert {("walked/" + name, size) for name, size in WALKED} <= at_root
+    assert not [name for name, _size in at_root if name.startswith("/")]

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from .store import Store
+from .store import CONDITIONAL_WRITES, FsspecStore, Store, conditional_writes_allowed
 
 CLAIMS = "_claims"
 # A claim this old is stale whoever holds it: a day's rewrite takes seconds, not minutes.
@@ -118,3 +118,40 @@ def finish(store: Store, held: dict[str, Any]) -> None:
 
 def release(store: Store, claim: Claim) -> None:
     store.delete(claim.name)
+
+
+@dataclass(slots=True, frozen=True)
+class WritePath:
+    """How two hosts rewriting the index of a store are kept apart: by claims made with
+    conditional creates (``conditional``), else by manifests; and why that way."""
+
+    conditional: bool
+    why: str
+
+
+def write_path(store: Store) -> WritePath:
+    """Which path the store's compactions, deletions and rebuilds take. Where the store is
+    taken to have conditional creates, it is probed: one name created twice, the second
+    refused (a store that ignores ``If-None-Match`` would let two hosts claim one day)."""
+    if not conditional_writes_allowed():
+        return WritePath(False, f"set by the environment: {CONDITIONAL_WRITES}=off")
+    if not store.conditional_creates:
+        kind = "this store"
+        if isinstance(store, FsspecStore):
+            protocol = store.fs.protocol
+            kind = "fsspec's " + "/".join(protocol if isinstance(protocol, tuple) else [protocol])
+        return WritePath(False, f"{kind} has no create that exactly one of two writers wins")
+    name = f"{CLAIMS}/probe-{secrets.token_hex(8)}.claim"
+    try:
+        first = store.create(name, b"first")
+        second = store.create(name, b"second")
+    finally:
+        store.delete(name)
+    if first and not second:
+        return WritePath(True, "probed: a second create of one name was refused")
+    return WritePath(
+        True,
+        "but probed: the store let a second create of one name replace the first (it ignores "
+        f"If-None-Match): claims are not safe here; set {CONDITIONAL_WRITES}=off on every "
+        "host that writes to it",
+    )

@@ -33,7 +33,7 @@ def rewrite(store: Store, stone: deletions.Tombstone) -> run_index.Compacted:
             f"the run index of {store.url} for {day} cannot be read ({reason}); the deleted "
             f"runs stay hidden; rebuild it with: agenttape index rebuild {store.url} --since {day}"
         )
-    if not done.busy:
+    if not done.busy and not done.late:
         deletions.mark_done(store, stone, run_index.stamp())
     return done
 
@@ -47,7 +47,8 @@ def complete(store: Store) -> int:
         store.delete_many(sorted(stone.paths))
         if stone.before:
             _delete_days_before(store, stone.before, None)
-        if not rewrite(store, stone).busy:
+        done = rewrite(store, stone)
+        if not done.busy and not done.late:
             finished += 1
     return finished
 
@@ -93,7 +94,7 @@ def retire(store: Store, now: _dt.datetime | None = None) -> int:
     indexed = {found.day for found in run_index.index_files(store)} & days
     if indexed:
         done = run_index.compact(store, deletions.erased(store, stones), rewrite=indexed, only=True)
-        if done.busy or done.skipped:
+        if done.busy or done.skipped or done.late:
             return 0  # the next compaction retires them
     store.delete_many([stone.name for stone in due])
     store.delete_many([stone.done_name for stone in due])
@@ -137,4 +138,4 @@ def _rewrite_days_before(store: Store, rule: deletions.Tombstone) -> bool:
     if not days:
         return True
     done = run_index.compact(store, deletions.erased(store), rewrite=days, only=True)
-    return not done.busy and not done.skipped
+    return not done.busy and not done.skipped and not done.late

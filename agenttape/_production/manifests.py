@@ -19,16 +19,24 @@ Garbage (folded files, ignored merged files, superseded manifests) is deleted by
 compaction once the believed manifest is ``grace()`` seconds old. A compaction that has
 taken half that long does not publish: so a manifest tying with the believed one is always
 published before anything the believed one folded is deleted.
+
+Ages are judged by the store's clock where its listing says when a file was written (S3's
+``LastModified``, a file's mtime), by the publisher's (the time in a manifest, the stamp in a
+merged file's name) only where it does not: so a publisher's clock behind never makes its
+manifest, or its merged file not published yet, look old to another host's garbage
+collection, nor one ahead make garbage wait. The clock of the host collecting garbage is
+compared with the store's: it must agree with it to well within half the grace period.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .store import Store
@@ -156,17 +164,38 @@ def live(present: Iterable[str], manifest: Manifest | None) -> list[str]:
     return [name for name in names if name in named or (not is_merged(name) and name not in folded)]
 
 
+def stamp_seconds(stamp: str) -> float:
+    """A file name's stamp (``20261127T131327.315608Z``) as seconds since the epoch; 0 when
+    it is not one."""
+    try:
+        moment = _dt.datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ")
+    except ValueError:
+        return 0.0
+    return moment.replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+def published(manifest: Manifest, modified: float) -> float:
+    """When ``manifest`` was published: by the store's clock (``modified``, from the
+    listing) where known, else by the publisher's."""
+    return modified or manifest.at
+
+
 def garbage(
-    present: Iterable[str], manifests: Iterable[str], manifest: Manifest, now_stamp: str
+    present: Mapping[str, float], manifests: Iterable[str], manifest: Manifest, cutoff: float
 ) -> list[str]:
     """What may go once ``manifest`` (the believed one) is ``grace()`` old: files it folded,
-    merged files it does not name written before ``now_stamp`` (a grace ago), and the day's
-    other manifests up to its version."""
+    merged files it does not name written before ``cutoff`` (a grace ago, seconds since the
+    epoch; when the store wrote it, from ``present``: name to that time, or where unknown
+    the stamp in its name), and the day's other manifests up to its version."""
     files = [
         name
-        for name in present
+        for name, modified in present.items()
         if name in manifest.folded
-        or (is_merged(name) and name not in manifest.files and merged_written(name) < now_stamp)
+        or (
+            is_merged(name)
+            and name not in manifest.files
+            and (modified or stamp_seconds(merged_written(name))) < cutoff
+        )
     ]
     return files + [
         name for name in manifests if name != manifest.name and version_of(name) <= manifest.version

@@ -17,7 +17,8 @@ from .stored_runs import RunFilter, RunInfo, info_of, select_runs
 @dataclass(slots=True, frozen=True)
 class Deleted:
     """What a deletion removed (or, dry, would remove): the runs, their files and index rows;
-    ``busy``: index days another host was rewriting, which the next compaction finishes."""
+    ``busy``: index days another host was rewriting (or, on a store without conditional
+    writes, whose manifest was not published in time), which the next compaction finishes."""
 
     runs: list[RunInfo]
     files: int = 0
@@ -61,4 +62,6 @@ def delete_runs(
     opened.delete_many(paths)
     stone = deletions.Tombstone(name, frozenset(paths), "", done=False)
     done = erasure.rewrite(opened, stone)
-    return Deleted(runs, files=len(paths), rows=done.dropped, finished=finished, busy=done.busy)
+    return Deleted(
+        runs, files=len(paths), rows=done.dropped, finished=finished, busy=done.busy + done.late
+    )

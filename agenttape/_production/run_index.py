@@ -120,6 +120,8 @@ class IndexFile:
     day: str
     size: int = field(default=0, compare=False)
     version: str = field(default="", compare=False)
+    # When the store wrote it (its listing's time; 0: not known).
+    modified: float = field(default=0.0, compare=False)
 
 
 def tag_text(value: Any) -> str:
@@ -486,6 +488,8 @@ class _Day:
     files: list[IndexFile] = field(default_factory=list)
     manifest_names: list[str] = field(default_factory=list)
     believed: manifests.Manifest | None = None
+    # When the store wrote each manifest (its listing's time).
+    manifest_times: dict[str, float] = field(default_factory=dict)
 
     def live(self) -> list[IndexFile]:
         names = set(manifests.live([found.name for found in self.files], self.believed))
@@ -498,12 +502,19 @@ def _days(listed: Iterable[StoredFile]) -> dict[str, _Day]:
         match = INDEX_FILE.fullmatch(stored.name)
         if match:
             by_day[match.group(1)].files.append(
-                IndexFile(stored.name, match.group(1), stored.size, stored.version)
+                IndexFile(
+                    stored.name,
+                    match.group(1),
+                    stored.size,
+                    version=stored.version,
+                    modified=stored.modified,
+                )
             )
             continue
         match = manifests.MANIFEST_FILE.fullmatch(stored.name)
         if match:
             by_day[match.group(1)].manifest_names.append(stored.name)
+            by_day[match.group(1)].manifest_times[stored.name] = stored.modified
     return dict(by_day)
 
 
@@ -718,7 +729,7 @@ class Compacted:
     runs deleted); ``skipped`` holds a day and why for each day left as it was, ``busy`` the
     days another host was rewriting; ``by_manifests``: the store has no conditional creates,
     so days were published by manifests (``collected``: files and manifests deleted as
-    garbage)."""
+    garbage; ``late``: days whose merge took too long to publish, left as they were)."""
 
     days: int
     files: int
@@ -728,6 +739,7 @@ class Compacted:
     busy: list[str] = field(default_factory=list)
     by_manifests: bool = False
     collected: int = 0
+    late: list[str] = field(default_factory=list)
 
 
 def compact(
@@ -751,15 +763,19 @@ def compact(
     days = files = rows = dropped = collected = 0
     skipped: list[tuple[str, str]] = []
     busy: list[str] = []
+    late: list[str] = []
     for day, listed in sorted(_believe(store, _days(store.walk(INDEX))).items()):
         present = listed.live()
         wanted = day in forced or not (only or (len(present) < 2 and not erased.day_gone(day)))
         if by_manifests:
-            done: tuple[int, int, int] | str = (
+            done: tuple[int, int, int] | str | Late = (
                 _fold_day(store, day, erased) if wanted else (0, 0, 0)
             )
             collected += _collect(store, _listed_day(store, day) if wanted else listed)
             if not wanted:
+                continue
+            if isinstance(done, Late):
+                late.append(day)
                 continue
         elif not wanted:
             continue
@@ -788,6 +804,7 @@ def compact(
         busy=busy,
         by_manifests=by_manifests,
         collected=collected,
+        late=late,
     )
 
 
@@ -860,7 +877,56 @@ def _rewrite_day(
     return len(day_list), table.num_rows, before - table.num_rows
 
 
-def _fold_day(store: Store, day: str, erased: Erased) -> tuple[int, int, int] | str:
+@dataclass(slots=True, frozen=True)
+class Late:
+    """A day's new manifest not published: what it replaces was listed over half the grace
+    period ago, so a manifest tying with the one it builds on may have had its garbage
+    deleted meanwhile. Nothing changed; running again publishes it."""
+
+    seconds: float
+
+
+def late_message(store_url: str, days: Sequence[str], command: str) -> str:
+    """What a refusal to publish says: what happened, and what to do."""
+    limit = manifests.grace() / 2
+    return (
+        f"{counted(len(days), 'day')} of the run index of {store_url} not published "
+        f"({', '.join(days[:3])}{', …' if len(days) > 3 else ''}): the work took over "
+        f"{limit:.0f} s, half of {manifests.GRACE} ({manifests.grace():.0f} s), so another "
+        f"host may have deleted what it builds on; nothing was changed and nothing is lost. "
+        f"Run '{command}' again; if it keeps taking that long, set {manifests.GRACE} higher "
+        f"(the same on every host)"
+    )
+
+
+def _publish(
+    store: Store,
+    day: str,
+    listed: _Day,
+    read: Iterable[str],
+    files: list[str],
+    started: float,
+) -> Late | None:
+    """Publish a new manifest of ``day`` over ``listed`` (as listed at ``started``,
+    time.monotonic()): naming ``files``, folding what it read (``read``: every live file of
+    the day then) and what the manifest it builds on folded. Refused (its merged files
+    deleted again) once half the grace period has passed since the listing."""
+    limit = manifests.grace() / 2
+    took = time.monotonic() - started
+    if limit and took > limit:
+        store.delete_many([name for name in files if manifests.is_merged(name)])
+        return Late(took)
+    base = listed.believed
+    present = {found.name for found in listed.files}
+    folded = (((base.folded if base else frozenset()) & present) | set(read)) - set(files)
+    version = base.version + 1 if base else 1
+    store.write(
+        manifests.manifest_name(day, version), manifests.encode(day, version, files, folded)
+    )
+    return None
+
+
+def _fold_day(store: Store, day: str, erased: Erased) -> tuple[int, int, int] | str | Late:
     """Merge the day's files into a new one and publish it by a new manifest (nothing is
     deleted: that waits for ``_collect``); the files merged, rows kept and rows dropped, or
     why the day cannot be read or was not published."""
@@ -880,21 +946,48 @@ def _fold_day(store: Store, day: str, erased: Erased) -> tuple[int, int, int] | 
         if kept:
             output = manifests.merged_name(file_name(day, _newest_stamp(day_list)), stamp())
             store.write(output, _parquet(table))
-    limit = manifests.grace() / 2
-    if limit and time.monotonic() - started > limit:
-        # A manifest tying with this one may already have had its garbage deleted.
-        if output is not None:
-            store.delete(output)
-        return f"the merge took over {limit:.0f} s, half the manifests' grace period"
-    base = listed.believed
-    present = {found.name for found in listed.files}
-    folded = ((base.folded if base else frozenset()) & present) | {f.name for f in day_list}
-    version = base.version + 1 if base else 1
-    store.write(
-        manifests.manifest_name(day, version),
-        manifests.encode(day, version, [output] if output else [], folded),
-    )
+    read = [found.name for found in day_list]
+    late = _publish(store, day, listed, read, [output] if output else [], started)
+    if late is not None:
+        return late
     return len(day_list), kept, before - kept
+
+
+def publish_rebuilt(
+    store: Store, day: str, rows: Sequence[IndexRow], replaced: set[str], when: str, erased: Erased
+) -> int | str | Late:
+    """A rebuild's rows of ``day``, read from the run files, on a store without conditional
+    creates: they replace the index files ``replaced`` (the day's, listed before the run files
+    were read), through a manifest as a compaction publishes, never by deleting. Written
+    first as a merged file of their own, which readers ignore until a manifest names it (a
+    kill, or a tie lost to a compaction's manifest, changes nothing); then a manifest names
+    it and folds what it replaces. Files the day gained meanwhile (a writer's batch, another
+    compaction's merged file) are merged with it, their rows newer. How many files it
+    replaced, or why the day cannot be read or was not published."""
+    output = manifests.merged_name(file_name(day, when), stamp()) if rows else None
+    if output is not None:
+        store.write(output, encode(rows))
+    started = time.monotonic()
+    listed = _listed_day(store, day)
+    live = listed.live()
+    files = [output] if output else []
+    newer = [found for found in live if found.name not in replaced and found.name != output]
+    if newer:
+        day_list = [IndexFile(output, day), *newer] if output else newer
+        merged = _merged(store, day_list, erased)
+        if isinstance(merged, str):
+            return merged
+        table, _before = merged
+        files = []
+        if table.num_rows:
+            files = [manifests.merged_name(file_name(day, _newest_stamp(day_list)), stamp())]
+            store.write(files[0], _parquet(table))
+    late = _publish(store, day, listed, [found.name for found in live], files, started)
+    if late is not None:
+        if output is not None:
+            store.delete(output)  # its rows are in the files it was to replace
+        return late
+    return len(replaced & {found.name for found in listed.files})
 
 
 NO_MANIFEST = manifests.Manifest(name="", day="", version=-1, files=(), folded=frozenset(), at=0.0)
@@ -905,11 +998,14 @@ def _collect(store: Store, listed: _Day) -> int:
     files and manifests went."""
     wait = manifests.grace()
     believed = listed.believed or NO_MANIFEST
-    if time.time() - believed.at < wait:
+    now = time.time()
+    if now - manifests.published(believed, listed.manifest_times.get(believed.name, 0.0)) < wait:
         return 0
-    cutoff = stamp(_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(seconds=wait))
     gone = manifests.garbage(
-        [found.name for found in listed.files], listed.manifest_names, believed, cutoff
+        {found.name: found.modified for found in listed.files},
+        listed.manifest_names,
+        believed,
+        now - wait,
     )
     if gone:
         store.delete_many(gone)

@@ -8,6 +8,7 @@ and copy runs out with ordinary tools.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import os
 import threading
 from abc import ABC, abstractmethod
@@ -34,11 +35,23 @@ def conditional_writes_allowed() -> bool:
 class StoredFile:
     """One cassette in a store: its name relative to the store, and its size in bytes; from
     an object store's listing, what tells this version of the file from another of the same
-    name and size (its ETag, else its time), or empty."""
+    name and size (its ETag, else its time), or empty; and when the store last wrote it
+    (seconds since the epoch by the store's clock, 0: not known), which the manifests'
+    garbage collection trusts over a writer's clock."""
 
     name: str
     size: int
     version: str = field(default="", compare=False)
+    modified: float = field(default=0.0, compare=False)
+
+
+def modified_of(info: dict[str, Any]) -> float:
+    """When an fsspec listing entry was last written: S3's ``LastModified``, a local file's
+    ``mtime``, the memory filesystem's ``created``; 0 when it does not say."""
+    found: Any = info.get("LastModified", info.get("mtime", info.get("created")))
+    if isinstance(found, _dt.datetime):
+        return found.timestamp()
+    return float(found) if isinstance(found, (int, float)) else 0.0
 
 
 class Store(ABC):
@@ -228,13 +241,14 @@ class LocalStore(Store):
             if entry.is_dir():
                 folders.append(entry.name)
             elif entry.is_file():
-                found.append(StoredFile(prefix + entry.name, entry.stat().st_size))
+                stat = entry.stat()
+                found.append(StoredFile(prefix + entry.name, stat.st_size, modified=stat.st_mtime))
         return folders, found
 
     def walk(self, folder: str) -> list[StoredFile]:
         folders, found = self.listing(folder)
         for name in folders:
-            found.extend(self.walk(f"{folder}/{name}"))
+            found.extend(self.walk(f"{folder}/{name}" if folder else name))
         return found
 
     def delete(self, name: str) -> None:
@@ -347,18 +361,30 @@ class FsspecStore(Store):
             if info.get("type") == "directory":
                 folders.append(name.rsplit("/", 1)[-1])
             else:
-                found.append(StoredFile(name, int(info.get("size") or 0)))
+                found.append(
+                    StoredFile(
+                        name,
+                        int(info.get("size") or 0),
+                        version=_version(info),
+                        modified=modified_of(info),
+                    )
+                )
         return folders, found
 
     def walk(self, folder: str) -> list[StoredFile]:
-        path = self._path(folder)
+        path = self._path(folder) if folder else self.root
         self.fs.invalidate_cache(path)
         try:
             found = self.fs.find(path, detail=True)
         except FileNotFoundError:
             return []
         return [
-            StoredFile(self._name(name), int(info.get("size") or 0), _version(info))
+            StoredFile(
+                self._name(name),
+                int(info.get("size") or 0),
+                version=_version(info),
+                modified=modified_of(info),
+            )
             for name, info in found.items()
             if info.get("type") != "directory" and "/." not in "/" + self._name(name)
         ]
@@ -386,14 +412,9 @@ class FsspecStore(Store):
             except FileExistsError:
                 return False
             return True
-        # Elsewhere, written only when absent, then read back: of two creators at once the
-        # last write wins and the other sees someone else's bytes (``data`` holds a random
-        # token). Not atomic as S3's is; claims built on it carry a lease as well.
-        self.fs.invalidate_cache(path)
-        if self.fs.exists(path):
-            return False
-        self.write(name, data)
-        return bool(self.read(name) == data)
+        # Elsewhere no create is won by exactly one of two writers (a write-then-read-back is
+        # not): callers check ``conditional_creates`` and publish by manifests instead.
+        raise AgentTapeError(f"{self.url} has no conditional create: it publishes by manifests")
 
     def location(self, name: str) -> str:
         location: str = self.fs.unstrip_protocol(self._path(name))

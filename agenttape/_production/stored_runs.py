@@ -478,6 +478,8 @@ class Rebuilt:
     unreadable: int
     replaced: int
     busy: list[str] = field(default_factory=list)
+    # Days whose manifest was not published in time (a store without conditional writes).
+    late: list[str] = field(default_factory=list)
 
 
 def rebuild_index(
@@ -488,7 +490,8 @@ def rebuild_index(
 ) -> Rebuilt:
     """Index the run files of ``store`` again (each whole day from ``since``'s on), for runs
     written before the store had an index or whose batch was lost. Each day's new file is
-    written whole before the day's old files are deleted."""
+    written whole before the day's old files are deleted; on a store without conditional
+    writes it is published by a manifest instead, as a compaction's is."""
     if not run_index.can_write():
         raise AgentTapeError(f"writing the run index needs pyarrow: {run_index.EXTRA}")
     opened = open_store(store, storage_options)
@@ -520,6 +523,7 @@ def rebuild_index(
         )
         runs = unreadable = replaced = indexed_days = 0
         busy: list[str] = []
+        late: list[str] = []
         for day in days:
             files = [
                 s
@@ -527,25 +531,43 @@ def rebuild_index(
                 if s.name.endswith(SUFFIX) and not erased.hides(s.name)
             ]
             rows = by_day.pop(day, []) + list(pool.map(lambda s: _full_row(opened, s), files))
-            # Claimed, as a compaction claims it: the two never rewrite one day at once.
-            claim = claims.acquire(opened, day)
-            if claim is None:
-                busy.append(day)
-                continue
-            try:
-                replaced += _replace_day(opened, claim, day, rows, old, when)
-            finally:
-                claims.release(opened, claim)
+            if not opened.conditional_creates:
+                done = run_index.publish_rebuilt(
+                    opened, day, rows, {f.name for f in old if f.day == day}, when, erased
+                )
+                if isinstance(done, str):
+                    raise AgentTapeError(
+                        f"cannot rebuild the run index of {opened.url} for {day}: {done}"
+                    )
+                if isinstance(done, run_index.Late):
+                    late.append(day)
+                    continue
+                replaced += done
+            else:
+                # Claimed, as a compaction claims it: the two never rewrite one day at once.
+                claim = claims.acquire(opened, day)
+                if claim is None:
+                    busy.append(day)
+                    continue
+                try:
+                    replaced += _replace_day(opened, claim, day, rows, old, when)
+                finally:
+                    claims.release(opened, claim)
             runs += len(rows)
             unreadable += sum(1 for row in rows if row.status == "unreadable")
             indexed_days += bool(rows)
     # Lists of runs in flight whose every run is in a day just rebuilt were left by writers
     # that stopped before writing their batch. (A live writer's batch indexes its runs again.)
     for name, named_days in in_flight.items():
-        if named_days and all(day in days for day in named_days):
+        if named_days and all(day in days and day not in late for day in named_days):
             opened.delete(name)
     return Rebuilt(
-        runs=runs, days=indexed_days, unreadable=unreadable, replaced=replaced, busy=busy
+        runs=runs,
+        days=indexed_days,
+        unreadable=unreadable,
+        replaced=replaced,
+        busy=busy,
+        late=late,
     )
 
 

@@ -44,7 +44,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     if done.busy:
         sys.stderr.write(
             f"agenttape runs delete: the index of {counted(len(done.busy), 'day')} was being "
-            f"rewritten by another host; the deleted runs stay hidden, and the next "
+            f"rewritten by another host (or not published in time); the deleted runs stay hidden, and the next "
             f"'agenttape index compact {args.store}' removes their rows\n"
         )
     return 0

@@ -57,7 +57,7 @@ def _warn(command: str) -> Callable[[str], None]:
 
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
-    raise UsageError(f"give an action: rebuild or compact (see '{PROG} index --help')")
+    raise UsageError(f"give an action: rebuild, compact or status (see '{PROG} index --help')")
 
 
 def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
@@ -74,6 +74,34 @@ def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"indexed {counted(done.runs, 'run')} in {counted(done.days, 'day')}{unreadable}; "
         f"replaced {counted(done.replaced, 'index file')}\n"
+    )
+    if done.late:
+        from .._production.run_index import late_message
+
+        again = f"{PROG} index rebuild {args.store} --since {done.late[0]}"
+        raise AgentTapeError(late_message(args.store, done.late, again))
+    return 0
+
+
+def cmd_index_status(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production import claims, deletions, run_index
+    from .._production.store import open_store
+
+    store = open_store(args.store)
+    path = claims.write_path(store)
+    how = (
+        "conditional writes (each day claimed under _claims/ before it is rewritten)"
+        if path.conditional
+        else "fragments and manifests (no day is claimed; nothing is overwritten)"
+    )
+    files = run_index.index_files(store)
+    stones = deletions.tombstones(store)
+    out.write(
+        f"{store.url}: compactions, deletions and rebuilds go through {how}; {path.why}\n"
+        f"index: {counted(len(files), 'file')} read over "
+        f"{counted(len({found.day for found in files}), 'day')}; "
+        f"{counted(len(stones), 'deletion')} on record, "
+        f"{sum(not stone.done for stone in stones)} not finished\n"
     )
     return 0
 
@@ -92,6 +120,10 @@ def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
             "this store has no conditional writes: days published by manifests; "
             f"{counted(done.collected, 'replaced file')} deleted after the grace period\n"
         )
+    if done.late:
+        from .._production.run_index import late_message
+
+        raise AgentTapeError(late_message(args.store, done.late, f"{PROG} index compact"))
     if done.skipped:
         day, reason = done.skipped[0]
         raise AgentTapeError(
@@ -129,6 +161,12 @@ STORE_COMMANDS = (
                 STORE,
                 moment("--since", "only the days from T's on: 30m, 2h, 7d, 1w or an ISO date"),
                 help="index the run files again: for runs written before the index, or a lost batch",
+            ),
+            command(
+                "status",
+                cmd_index_status,
+                STORE,
+                help="say whether STORE is written through conditional writes or manifests, and why",
             ),
             command(
                 "compact",
