@@ -92,7 +92,9 @@ def test_each_request_is_read_as_sent_though_its_kind_was_seen_before(
 
 def test_the_tables_of_what_httpx_sends_stay_bounded() -> None:
     for number in range(httpx_adapter._LIMIT + 10):
-        request = httpx.Request("GET", f"http://example.test/{number}", headers={"X-N": str(number)})
+        request = httpx.Request(
+            "GET", f"http://example.test/{number}", headers={"X-N": str(number)}
+        )
         model, upgrade = httpx_adapter._to_model(request)
         assert model.url == f"http://example.test/{number}"
         assert ("X-N", str(number)) in model.headers
