@@ -217,11 +217,19 @@ def _head(response: Any) -> tuple[list[tuple[bytes, bytes]], dict[str, bytes]]:
 
 
 def _extensions(response: Any) -> dict[str, bytes]:
-    """The extensions that carry a recorded response's version and reason phrase as sent."""
-    return {
-        "http_version": response.http_version.encode("ascii"),
-        "reason_phrase": response.reason.encode("latin-1"),
-    }
+    """The extensions that carry a recorded response's version and reason phrase as sent
+    (a new dict each time: httpcore's response keeps the one it is given)."""
+    head = response.http_version, response.reason
+    encoded = _HEADS.get(head)
+    if encoded is None:
+        if len(_HEADS) >= _LIMIT:
+            _HEADS.clear()
+        encoded = _HEADS[head] = (head[0].encode("ascii"), head[1].encode("latin-1"))
+    return {"http_version": encoded[0], "reason_phrase": encoded[1]}
+
+
+# A recorded version and reason phrase, encoded: few differ in a whole test suite.
+_HEADS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
 
 
 def _replay_core_response(
@@ -293,6 +301,7 @@ class _TapeTransport(Forwarding):
 
         plan, body = begin_exchange(tape, model)
         if body is not None:
+            assert isinstance(plan, Interaction)
             return _replay_response(library.hx, plan, request, library.hx.ByteStream(body))
 
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -315,6 +324,7 @@ class _TapeTransport(Forwarding):
         def innermost(core: ModuleType, live: Any) -> Any:
             plan, body = begin_exchange(tape, model)
             if body is not None:
+                assert isinstance(plan, Interaction)
                 stream = library.hx.ByteStream(body)
                 return _replay_core_response(library.hx, core, plan, request, stream)
 
@@ -424,6 +434,7 @@ class _AsyncTapeTransport(_TapeTransport):
 
         plan, body = begin_exchange(tape, model)
         if body is not None:
+            assert isinstance(plan, Interaction)
             return _replay_response(library.hx, plan, request, library.hx.ByteStream(body))
 
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
@@ -444,6 +455,7 @@ class _AsyncTapeTransport(_TapeTransport):
         async def innermost(core: ModuleType, live: Any) -> Any:
             plan, body = begin_exchange(tape, model)
             if body is not None:
+                assert isinstance(plan, Interaction)
                 stream = library.hx.ByteStream(body)
                 return _replay_core_response(library.hx, core, plan, request, stream)
 

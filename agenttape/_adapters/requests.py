@@ -30,6 +30,10 @@ def _make_send(
     timeout_class: type,
     headers_class: type,
 ) -> Callable[..., Any]:
+    # What send makes of the default timeout=None, made once (urllib3 copies a timeout
+    # before it uses one, so one object serves every request).
+    untimed = timeout_class(connect=None, read=None)
+
     def send(
         self: Any,
         request: Any,
@@ -51,7 +55,9 @@ def _make_send(
         origin, target = place
 
         def arguments_for(pool: Any) -> dict[str, Any] | None:
-            if isinstance(timeout, tuple):
+            if timeout is None:
+                resolved = untimed
+            elif isinstance(timeout, tuple):
                 if len(timeout) != 2:
                     return None  # send's own error
                 resolved = timeout_class(connect=timeout[0], read=timeout[1])

@@ -133,7 +133,7 @@ def known_exchange(
     response = None
     if body is not None:
         assert isinstance(plan, Interaction)
-        response = _whole_response(known.template, known.target, arguments, plan)
+        response = _whole_response(known.template, known.target, arguments, plan, body)
     if response is None:
         return continue_exchange(
             tape,
@@ -147,7 +147,11 @@ def known_exchange(
         retries = urllib3.util.retry.Retry.from_int(
             retries, redirect=arguments.get("redirect", True), default=pool.retries
         )
-    if retries.is_retry(method, response.status, bool(response.headers.get("Retry-After"))):
+    status = response.status
+    # Whether a Retry-After header came counts only for the statuses it is honoured on (a 2xx
+    # served here never is): looked up then alone, as a missing header costs an exception.
+    waits = status in retries.RETRY_AFTER_STATUS_CODES and bool(response.headers.get("Retry-After"))
+    if retries.is_retry(method, status, waits):
         return hand_down(plan)
     response.retries = retries
     response._pool = pool
@@ -206,10 +210,10 @@ _RESPONSE_OPTIONS = frozenset(("enforce_content_length",))
 
 
 def _whole_response(
-    template: Any, target: str, arguments: dict[str, Any], interaction: Interaction
+    template: Any, target: str, arguments: dict[str, Any], interaction: Interaction, body: bytes
 ) -> Any:
-    """urllib3's response to a replayed 2xx served at once (``begin_exchange``), built as the
-    connection's ``getresponse()`` builds it; None for any other."""
+    """urllib3's response to a replayed 2xx served at once (``begin_exchange``, which gave
+    ``body``), built as the connection's ``getresponse()`` builds it; None for any other."""
     response = interaction.response
     if (
         response is None
@@ -218,10 +222,12 @@ def _whole_response(
         or template.response_class is not http.client.HTTPResponse
     ):
         return None
-    pieces = wire.render_body(response, True)
-    if len(pieces) > 1:
-        return None
-    socket = WholeSocket(interaction, pieces[0] if pieces else b"")
+    if wire.is_chunked(response.headers):  # the body as it arrives, framed
+        pieces = wire.render_body(response, True)
+        if len(pieces) > 1:
+            return None
+        body = pieces[0] if pieces else b""
+    socket = WholeSocket(interaction, body)
     head = head_of(response, items=True)
     build = _direct_builder(type(template))
     options = {
