@@ -101,3 +101,38 @@ def test_the_tables_of_what_httpx_sends_stay_bounded() -> None:
         assert not upgrade
     assert len(httpx_adapter._SENT_HEADERS) <= httpx_adapter._LIMIT
     assert len(httpx_adapter._URL_TEXTS) <= httpx_adapter._LIMIT
+
+
+def test_a_replayed_httpx_response_holds_what_its_constructor_sets(
+    server: Server, cassette_path: Path
+) -> None:
+    url = server.url + "/same"
+    with agenttape.use_cassette(cassette_path, mode="once"), httpx.Client() as client:
+        client.get(url, headers={"X-Pick": "a"}).read()
+    with (
+        agenttape.use_cassette(cassette_path),
+        httpx.Client() as client,
+        client.stream("GET", url, headers={"X-Pick": "a"}) as replayed,
+    ):
+        made = httpx.Response(
+            replayed.status_code,
+            headers=replayed.headers,
+            stream=replayed.stream,
+            extensions=replayed.extensions,
+            request=replayed.request,
+        )
+        assert vars(replayed).keys() - {"_elapsed"} == vars(made).keys()
+        for name, value in vars(made).items():
+            assert getattr(replayed, name) == value, name
+        assert replayed.read() == b"picked a"
+        assert replayed.headers is not made.headers
+
+
+def test_a_response_class_whose_constructor_sets_more_makes_every_response() -> None:
+    class Richer(httpx.Response):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.seen: list[str] = []
+
+    assert httpx_adapter._made_as(httpx.Response) is not None
+    assert httpx_adapter._made_as(Richer) is None

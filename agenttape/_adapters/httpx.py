@@ -196,9 +196,64 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
         for key, value in response.headers
     ]
     headers._encoding = None
-    return hx.Response(
-        response.status, headers=headers, stream=stream, extensions=_extensions(response)
+    made_as = _made_as(hx.Response) if stream is not None else None
+    if made_as is None:  # no stream: the constructor makes the empty one, read
+        return hx.Response(
+            response.status, headers=headers, stream=stream, extensions=_extensions(response)
+        )
+    made = hx.Response.__new__(hx.Response)
+    made.__dict__.update(made_as)
+    made.status_code = response.status
+    made.headers = headers
+    made.extensions = _extensions(response)
+    made.history = []
+    made.stream = stream
+    return made
+
+
+# The fields httpx's Response constructor sets given a status, headers, a stream and
+# extensions (and nothing else), as of httpx 0.28 and httpx2; the rest hold what it sets them
+# to, the same in every response.
+_GIVEN_FIELDS = frozenset(("status_code", "headers", "stream", "extensions", "history"))
+_SET_FIELDS = frozenset(
+    (
+        "_request",
+        "next_request",
+        "is_closed",
+        "is_stream_consumed",
+        "default_encoding",
+        "_num_bytes_downloaded",
     )
+)
+_MADE_AS: dict[type, dict[str, Any] | None] = {}
+
+
+def _made_as(response_class: type) -> dict[str, Any] | None:
+    """What ``response_class``'s constructor sets on a response besides what is given, when
+    it sets just the fields known here, to the same immutable values every time: a replayed
+    response is then made with those set directly (its constructor copies the headers and
+    the extensions it is given, which are made for this response alone). Looked at once per
+    class, on a response its constructor made; None (the constructor makes every one) for a
+    class that does anything else."""
+    if response_class in _MADE_AS:
+        return _MADE_AS[response_class]
+    made_as: dict[str, Any] | None = None
+    try:
+        stream = object()
+        probe = response_class(200, headers=[("A", "b")], stream=stream, extensions={"x": b""})
+        fields = dict(vars(probe))
+    except Exception:
+        fields = {}
+    if (
+        set(fields) == _GIVEN_FIELDS | _SET_FIELDS
+        and fields["stream"] is stream
+        and fields["history"] == []
+        and fields["extensions"] == {"x": b""}
+        and all(type(fields[name]) in (type(None), bool, int, str) for name in _SET_FIELDS)
+    ):
+        made_as = {name: fields[name] for name in _SET_FIELDS}
+    _MADE_AS[response_class] = made_as
+    return made_as
 
 
 def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -> Any:
