@@ -21,6 +21,8 @@ _LIMIT = 4096
 _SET_LIMIT = 1024
 
 _Pair = tuple[str, str]
+Encoded = tuple[bytes, bytes, bytes]
+"""A header pair as httpx keeps it: the name as sent, the name lowered, the value."""
 
 _pairs: dict[tuple[bytes, bytes], _Pair] = {}
 _sets: dict[tuple[tuple[bytes, bytes], ...], tuple[_Pair, ...]] = {}

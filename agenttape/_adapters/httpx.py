@@ -15,14 +15,19 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, exchange, exchange_async
-from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.exchange import (
+    Schedule,
+    begin_exchange,
+    continue_exchange,
+    continue_exchange_async,
+)
+from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.tape import Recording
 from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
 from . import instrumented, ledger, tls_contexts
 from .forwarding import Forwarding
-from .header_tables import decode_header_set, decode_headers, decode_text
+from .header_tables import Encoded, decode_header_set, decode_headers, decode_text
 from .websocket import httpx_ws
 
 # httpx exception name -> library-neutral kind.
@@ -67,33 +72,16 @@ class _Library:
         )
 
     def stream(self, interaction: Interaction, request: Any, schedule: Schedule) -> Any:
-        """The replayed body's stream, once the head is due."""
-        stream = self._whole(interaction, schedule)
-        if stream is None:
-            stream = self.replay(self.hx, interaction, request, schedule)
-            stream.walk.arrives(schedule.head)
+        """The replayed body's stream, handed over by the replay walk, once the head is due
+        (a body served at once is the library's own in-memory stream: ``begin_exchange``)."""
+        stream = self.replay(self.hx, interaction, request, schedule)
+        stream.walk.arrives(schedule.head)
         return stream
 
     async def stream_async(self, interaction: Interaction, request: Any, schedule: Schedule) -> Any:
-        stream = self._whole(interaction, schedule)
-        if stream is None:
-            stream = self.replay(self.hx, interaction, request, schedule)
-            await stream.walk.arrives_async(schedule.head)
+        stream = self.replay(self.hx, interaction, request, schedule)
+        await stream.walk.arrives_async(schedule.head)
         return stream
-
-    def _whole(self, interaction: Interaction, schedule: Schedule) -> Any:
-        """For a response with nothing to pace, hold, fail or wait for (nearly every one)
-        whose body is one piece: the library's own in-memory stream of it, read as any
-        response from memory is. None for any other: the replay walk hands it over."""
-        response = interaction.response
-        if response is None or interaction.error is not None or not schedule.at_once:
-            return None
-        if schedule.held:
-            return None
-        pieces = response.pieces()
-        if len(pieces) > 1:
-            return None
-        return self.hx.ByteStream(pieces[0] if pieces else b"")
 
     def failure_of(self, exc: BaseException) -> Failure | None:
         """The failure an httpx transport error (or the httpcore error it maps, met at the
@@ -136,13 +124,33 @@ def _make_transport_for_url(original: Any, wrapper: type, library: _Library) -> 
     return _transport_for_url
 
 
-def _to_model(request: Any) -> Request:
-    return Request(
-        request.method,
-        str(request.url),
-        decode_header_set(request.headers.raw),
-        request.content,
-    )
+# A client sends the same headers and the same URLs again and again (an SDK posts every call
+# to one endpoint): what they read as is kept, keyed by what the client sent, so nothing kept
+# can be stale. Bounded: a full table starts again empty.
+_SENT_HEADERS: dict[tuple[Encoded, ...], tuple[Headers, bool]] = {}
+_URL_TEXTS: dict[Any, str] = {}
+_LIMIT = 4096
+
+
+def _to_model(request: Any) -> tuple[Request, bool]:
+    """The request in the model, and whether it asks for a WebSocket (httpx-ws's upgrade).
+    Its headers are decoded once per set sent (httpx's own list of them is the key), its URL
+    made text once per URL (httpx builds ``str(url)`` anew from the parts each time)."""
+    sent = tuple(request.headers._list)
+    known = _SENT_HEADERS.get(sent)
+    if known is None:
+        headers = decode_header_set([(name, value) for name, _lowered, value in sent])
+        if len(_SENT_HEADERS) >= _LIMIT:
+            _SENT_HEADERS.clear()
+        known = _SENT_HEADERS[sent] = (headers, httpx_ws.upgrades(headers))
+    url = request.url
+    parts = url._uri_reference
+    text = _URL_TEXTS.get(parts)
+    if text is None:
+        if len(_URL_TEXTS) >= _LIMIT:
+            _URL_TEXTS.clear()
+        text = _URL_TEXTS[parts] = str(url)
+    return Request(request.method, text, known[0], request.content), known[1]
 
 
 def _respx_serves(hx: ModuleType, request: Any) -> bool:
@@ -174,25 +182,78 @@ def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Ex
 
 
 def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, stream: Any) -> Any:
-    response = _recorded_response(hx, interaction, request)
-    return hx.Response(
-        response.status,
-        headers=_headers(hx, response),
-        stream=stream,
-        extensions=_extensions(response),
-    )
-
-
-def _headers(hx: ModuleType, response: Any) -> Any:
-    """The recorded pairs as the library's ``Headers`` (which the response copies as it is),
-    filled in one pass: each name and value encoded as Latin-1, the name also lowered, as
-    ``Headers`` keeps them. Its own constructor checks and encodes each item in two calls."""
-    headers = hx.Headers()
+    """The recorded response as httpx's (a recorded failure raised as its exception). Its
+    headers are filled in one pass, each name and value encoded as Latin-1, the name also
+    lowered, as ``Headers`` keeps them, in a ``Headers`` made without its constructor, which
+    checks and encodes each item in two calls and asks whether nothing is a mapping: the
+    response copies them as they are."""
+    response = interaction.response
+    if response is None:
+        raise _exception_for(hx, interaction, request)
+    headers = hx.Headers.__new__(hx.Headers)
     headers._list = [
         (name := key.encode("latin-1"), name.lower(), value.encode("latin-1"))
         for key, value in response.headers
     ]
-    return headers
+    headers._encoding = None
+    made_as = _made_as(hx.Response) if stream is not None else None
+    if made_as is None:  # no stream: the constructor makes the empty one, read
+        return hx.Response(
+            response.status, headers=headers, stream=stream, extensions=_extensions(response)
+        )
+    made = hx.Response.__new__(hx.Response)
+    made.__dict__.update(made_as)
+    made.status_code = response.status
+    made.headers = headers
+    made.extensions = _extensions(response)
+    made.history = []
+    made.stream = stream
+    return made
+
+
+# The fields httpx's Response constructor sets given a status, headers, a stream and
+# extensions (and nothing else), as of httpx 0.28 and httpx2; the rest hold what it sets them
+# to, the same in every response.
+_GIVEN_FIELDS = frozenset(("status_code", "headers", "stream", "extensions", "history"))
+_SET_FIELDS = frozenset(
+    (
+        "_request",
+        "next_request",
+        "is_closed",
+        "is_stream_consumed",
+        "default_encoding",
+        "_num_bytes_downloaded",
+    )
+)
+_MADE_AS: dict[type, dict[str, Any] | None] = {}
+
+
+def _made_as(response_class: type) -> dict[str, Any] | None:
+    """What ``response_class``'s constructor sets on a response besides what is given, when
+    it sets just the fields known here, to the same immutable values every time: a replayed
+    response is then made with those set directly (its constructor copies the headers and
+    the extensions it is given, which are made for this response alone). Looked at once per
+    class, on a response its constructor made; None (the constructor makes every one) for a
+    class that does anything else."""
+    if response_class in _MADE_AS:
+        return _MADE_AS[response_class]
+    made_as: dict[str, Any] | None = None
+    try:
+        stream = object()
+        probe = response_class(200, headers=[("A", "b")], stream=stream, extensions={"x": b""})
+        fields = dict(vars(probe))
+    except Exception:
+        fields = {}
+    if (
+        set(fields) == _GIVEN_FIELDS | _SET_FIELDS
+        and fields["stream"] is stream
+        and fields["history"] == []
+        and fields["extensions"] == {"x": b""}
+        and all(type(fields[name]) in (type(None), bool, int, str) for name in _SET_FIELDS)
+    ):
+        made_as = {name: fields[name] for name in _SET_FIELDS}
+    _MADE_AS[response_class] = made_as
+    return made_as
 
 
 def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -> Any:
@@ -211,11 +272,19 @@ def _head(response: Any) -> tuple[list[tuple[bytes, bytes]], dict[str, bytes]]:
 
 
 def _extensions(response: Any) -> dict[str, bytes]:
-    """The extensions that carry a recorded response's version and reason phrase as sent."""
-    return {
-        "http_version": response.http_version.encode("ascii"),
-        "reason_phrase": response.reason.encode("latin-1"),
-    }
+    """The extensions that carry a recorded response's version and reason phrase as sent
+    (a new dict each time: httpcore's response keeps the one it is given)."""
+    head = response.http_version, response.reason
+    encoded = _HEADS.get(head)
+    if encoded is None:
+        if len(_HEADS) >= _LIMIT:
+            _HEADS.clear()
+        encoded = _HEADS[head] = (head[0].encode("ascii"), head[1].encode("latin-1"))
+    return {"http_version": encoded[0], "reason_phrase": encoded[1]}
+
+
+# A recorded version and reason phrase, encoded: few differ in a whole test suite.
+_HEADS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
 
 
 def _replay_core_response(
@@ -274,8 +343,8 @@ class _TapeTransport(Forwarding):
         if tape is None or _respx_serves(library.hx, request):
             return self._wrapped.handle_request(request)
         request.read()
-        model = _to_model(request)
-        if httpx_ws.upgrades(model):
+        model, upgrade = _to_model(request)
+        if upgrade:
             return self._open_session(tape, request, model)
 
         if isinstance(self._wrapped, library.hx.HTTPTransport) and instrumented.wrapped(
@@ -285,6 +354,11 @@ class _TapeTransport(Forwarding):
                 self._wrapped.handle_request, request, self._innermost(tape, request, model)
             )
 
+        plan, body = begin_exchange(tape, model)
+        if body is not None:
+            assert isinstance(plan, Interaction)
+            return _replay_response(library.hx, plan, request, library.hx.ByteStream(body))
+
         def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = library.stream(interaction, request, schedule)
             return _replay_response(library.hx, interaction, request, stream)
@@ -293,7 +367,9 @@ class _TapeTransport(Forwarding):
             response = self._wrapped.handle_request(request)
             return _recorded(library, response, recording, library.tee)
 
-        return exchange(tape, model, replay=replay, record=record, failure_of=library.failure_of)
+        return continue_exchange(
+            tape, plan, replay=replay, record=record, failure_of=library.failure_of
+        )
 
     def _innermost(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
         """The exchange made at the connection pool, below whatever wraps the transport:
@@ -301,6 +377,12 @@ class _TapeTransport(Forwarding):
         library = self._library
 
         def innermost(core: ModuleType, live: Any) -> Any:
+            plan, body = begin_exchange(tape, model)
+            if body is not None:
+                assert isinstance(plan, Interaction)
+                stream = library.hx.ByteStream(body)
+                return _replay_core_response(library.hx, core, plan, request, stream)
+
             def replay(interaction: Interaction, schedule: Schedule) -> Any:
                 stream = library.stream(interaction, request, schedule)
                 return _replay_core_response(library.hx, core, interaction, request, stream)
@@ -311,8 +393,8 @@ class _TapeTransport(Forwarding):
                 response.stream = library.tee(library, response.stream, recording)
                 return response
 
-            return exchange(
-                tape, model, replay=replay, record=record, failure_of=library.failure_of
+            return continue_exchange(
+                tape, plan, replay=replay, record=record, failure_of=library.failure_of
             )
 
         return innermost
@@ -392,8 +474,8 @@ class _AsyncTapeTransport(_TapeTransport):
         if tape is None or _respx_serves(library.hx, request):
             return await self._wrapped.handle_async_request(request)
         await request.aread()
-        model = _to_model(request)
-        if httpx_ws.upgrades(model):
+        model, upgrade = _to_model(request)
+        if upgrade:
             return await self._open_session_async(tape, request, model)
 
         if isinstance(self._wrapped, library.hx.AsyncHTTPTransport) and instrumented.wrapped(
@@ -405,6 +487,11 @@ class _AsyncTapeTransport(_TapeTransport):
                 self._innermost_async(tape, request, model),
             )
 
+        plan, body = begin_exchange(tape, model)
+        if body is not None:
+            assert isinstance(plan, Interaction)
+            return _replay_response(library.hx, plan, request, library.hx.ByteStream(body))
+
         async def replay(interaction: Interaction, schedule: Schedule) -> Any:
             stream = await library.stream_async(interaction, request, schedule)
             return _replay_response(library.hx, interaction, request, stream)
@@ -413,14 +500,20 @@ class _AsyncTapeTransport(_TapeTransport):
             response = await self._wrapped.handle_async_request(request)
             return _recorded(library, response, recording, library.async_tee)
 
-        return await exchange_async(
-            tape, model, replay=replay, record=record, failure_of=library.failure_of
+        return await continue_exchange_async(
+            tape, plan, replay=replay, record=record, failure_of=library.failure_of
         )
 
     def _innermost_async(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
         library = self._library
 
         async def innermost(core: ModuleType, live: Any) -> Any:
+            plan, body = begin_exchange(tape, model)
+            if body is not None:
+                assert isinstance(plan, Interaction)
+                stream = library.hx.ByteStream(body)
+                return _replay_core_response(library.hx, core, plan, request, stream)
+
             async def replay(interaction: Interaction, schedule: Schedule) -> Any:
                 stream = await library.stream_async(interaction, request, schedule)
                 return _replay_core_response(library.hx, core, interaction, request, stream)
@@ -431,8 +524,8 @@ class _AsyncTapeTransport(_TapeTransport):
                 response.stream = library.async_tee(library, response.stream, recording)
                 return response
 
-            return await exchange_async(
-                tape, model, replay=replay, record=record, failure_of=library.failure_of
+            return await continue_exchange_async(
+                tape, plan, replay=replay, record=record, failure_of=library.failure_of
             )
 
         return innermost

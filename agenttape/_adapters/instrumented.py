@@ -105,7 +105,8 @@ def wrapped(transport: Any, name: str, library_class: type) -> bool:
             return True
         _plain[(cls, name)] = handler
     for pool_class, ours in _patched.get(name, {}).items():  # a loop: no generator per request
-        if pool_class.__dict__[name] is not ours:
+        # Ours stands on the class itself: what the class answers is what it holds.
+        if getattr(pool_class, name, None) is not ours:
             return True
     return False
 

@@ -11,6 +11,7 @@ since is looked up again."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -23,8 +24,16 @@ from .urllib3.exchange import handing_down
 
 
 def _make_send(
-    original: Callable[..., Any], kept: urllib3_adapter.KeptSteps, *, timeout_class: type
+    original: Callable[..., Any],
+    kept: urllib3_adapter.KeptSteps,
+    *,
+    timeout_class: type,
+    headers_class: type,
 ) -> Callable[..., Any]:
+    # What send makes of the default timeout=None, made once (urllib3 copies a timeout
+    # before it uses one, so one object serves every request).
+    untimed = timeout_class(connect=None, read=None)
+
     def send(
         self: Any,
         request: Any,
@@ -46,7 +55,9 @@ def _make_send(
         origin, target = place
 
         def arguments_for(pool: Any) -> dict[str, Any] | None:
-            if isinstance(timeout, tuple):
+            if timeout is None:
+                resolved = untimed
+            elif isinstance(timeout, tuple):
                 if len(timeout) != 2:
                     return None  # send's own error
                 resolved = timeout_class(connect=timeout[0], read=timeout[1])
@@ -59,7 +70,7 @@ def _make_send(
                 "method": request.method,
                 "url": target,
                 "body": body,
-                "headers": request.headers,
+                "headers": _plain(request.headers, headers_class),
                 "redirect": False,
                 "assert_same_host": False,
                 "preload_content": False,
@@ -82,6 +93,17 @@ def _make_send(
     return send
 
 
+def _plain(headers: Any, headers_class: type) -> Any:
+    """requests' headers as a plain dict of the same pairs in the same order, for the fast
+    path to read: the ``items()`` of its ``CaseInsensitiveDict`` (``headers_class``) runs
+    Python code for each header, while the pairs it keeps (name as given, value) are read in
+    one call. Any other mapping is handed on as it is."""
+    store = getattr(headers, "_store", None)
+    if type(headers) is not headers_class or type(store) is not OrderedDict:
+        return headers
+    return dict(store.values())
+
+
 def install(module: ModuleType) -> list[ledger.Patch]:
     """``requests.adapters``: ``HTTPAdapter.send``. ``requests.sessions``: ``Session.send``,
     which reads a body that is not streamed after the adapter returned: the error it raises
@@ -98,4 +120,5 @@ _install_send = urllib3_adapter.send_installer(
     ("get_connection_with_tls_context", "cert_verify", "request_url", "add_headers"),
     _make_send,
     timeout_class="TimeoutSauce",
+    headers_class="CaseInsensitiveDict",
 )

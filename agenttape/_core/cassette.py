@@ -531,14 +531,15 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
                 if injected is not None:
                     return injected
             return Recording(self, request, boundary)
+        queue = self.queue
         with self._lock:
-            request = self.redactor.request(request, stored=self.queue)
-            key = self.queue.key(request, boundary)
+            request = self.redactor.request(request, stored=queue)
+            key = boundary, queue.matcher.key(request)  # queue.key, one call fewer
             if self._faults is not None and boundary == "http":
                 injected = self._inject(self._faults, request, key)
                 if injected is not None:
                     return injected
-            found = self.queue.take(key)
+            found = queue.take(key)
             if found is not None and self._derived is not None:
                 self._derived.append(found)
         if found is not None:

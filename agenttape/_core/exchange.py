@@ -84,6 +84,34 @@ def exchange(
     )
 
 
+def begin_exchange(
+    tape: Tape, request: Request, boundary: str = "http"
+) -> tuple[Interaction | Recording, bytes | None]:
+    """``tape.begin(request)``, and for nearly every replayed interaction its body: one with
+    nothing to pace, hold, fail or wait for, whose body is handed over in at most one piece.
+    The adapter hands that body to its library as any response read from memory, with no
+    schedule made and nothing else of ``continue_exchange`` run (the exchange is marked
+    replayed here, as there). None for any other plan, which ``continue_exchange`` serves."""
+    plan = tape.begin(request, boundary)
+    if not isinstance(plan, Interaction):
+        return plan, None
+    response = plan.response
+    if (
+        response is None
+        or plan.error is not None
+        or plan.injected is not None
+        or tape.realtime
+        or (response.truncated and _held(plan))
+        or tape.precedents(plan) is not None
+    ):
+        return plan, None
+    chunks, body = response.chunks, response.body
+    if chunks and (len(chunks) > 1 or chunks[0][0] != len(body)):
+        return plan, None  # more than one piece (``Response.pieces``)
+    _replayed.set(True)
+    return plan, body
+
+
 def continue_exchange(
     tape: Tape,
     plan: Interaction | Recording,
@@ -118,7 +146,24 @@ async def exchange_async(
     boundary: str = "http",
 ) -> R:
     """``exchange`` for ``async`` libraries."""
-    plan = tape.begin(request, boundary)
+    return await continue_exchange_async(
+        tape,
+        tape.begin(request, boundary),
+        replay=replay,
+        record=record,
+        failure_of=failure_of,
+    )
+
+
+async def continue_exchange_async(
+    tape: Tape,
+    plan: Interaction | Recording,
+    *,
+    replay: Callable[[Interaction, Schedule], Awaitable[R]],
+    record: Callable[[Recording], Awaitable[R]],
+    failure_of: FailureOf,
+) -> R:
+    """``continue_exchange`` for ``async`` libraries."""
     if isinstance(plan, Interaction):
         _replayed.set(True)
         try:
@@ -335,6 +380,17 @@ def _failed(recording: Recording, exc: BaseException, failure_of: FailureOf) -> 
         recording.fail(failure)
 
 
+def _held(interaction: Interaction) -> bool:
+    """Whether the replayed body stays open after its last piece (``Schedule.held``)."""
+    response = interaction.response
+    return (
+        response is not None
+        and response.truncated
+        and interaction.error is None
+        and not reached_end_of_stream(response)
+    )
+
+
 @dataclass(slots=True)
 class Schedule:
     """When each part of a replayed exchange is due, in seconds after the request was made:
@@ -403,12 +459,7 @@ class Schedule:
     def _timed(cls, interaction: Interaction, realtime: bool) -> Schedule:
         started = time.perf_counter()
         response = interaction.response
-        held = (
-            response is not None
-            and response.truncated
-            and interaction.error is None
-            and not reached_end_of_stream(response)
-        )
+        held = _held(interaction)
         if not realtime:
             return cls(False, 0.0, (), None, held, started)
         duration = interaction.duration

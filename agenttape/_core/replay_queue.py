@@ -29,6 +29,18 @@ Key = tuple[str, Hashable]
 Wake = Callable[[], None]
 
 
+class Positions(list[int]):
+    """Where the interactions recorded for one key stand in the queue, in order, and
+    ``cursor``: how many of them, from the first, were played (a lookup skips them without
+    looking up the key a second time)."""
+
+    __slots__ = ("cursor",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cursor = 0
+
+
 @dataclass(slots=True)
 class Precedents:
     """The recorded requests that started while one response was under way: ``starts``
@@ -64,7 +76,6 @@ class ReplayQueue:
     """Interactions with their play counts; not thread-safe (the cassette holds a lock)."""
 
     __slots__ = (
-        "_cursors",
         "_index",
         "_overlapping",
         "_start_positions",
@@ -82,8 +93,7 @@ class ReplayQueue:
         self.interactions: list[Interaction] = []
         self.play_counts: list[int] = []
         self.wakers: set[Wake] = set()
-        self._index: dict[Key, list[int]] | None = None
-        self._cursors: dict[Key, int] = {}
+        self._index: dict[Key, Positions] | None = None
         # Start times in order, and whose they are: built on the first ``precedents``.
         self._starts: list[float] | None = None
         self._start_positions: list[int] = []
@@ -167,15 +177,18 @@ class ReplayQueue:
         self.build_index()
         self._start_order()
 
-    def _index_one(self, index: dict[Key, list[int]], position: int) -> None:
+    def _index_one(self, index: dict[Key, Positions], position: int) -> None:
         interaction = self.interactions[position]
         key = (interaction.boundary, self.matcher.key(interaction.request, remember=True))
-        index.setdefault(key, []).append(position)
+        positions = index.get(key)
+        if positions is None:
+            positions = index[key] = Positions()
+        positions.append(position)
 
-    def build_index(self) -> dict[Key, list[int]]:
+    def build_index(self) -> dict[Key, Positions]:
         """The index, built now if this is the first lookup."""
         if self._index is None:
-            index: dict[Key, list[int]] = {}
+            index: dict[Key, Positions] = {}
             for position in range(len(self.interactions)):
                 self._index_one(index, position)
             self._index = index
@@ -188,7 +201,8 @@ class ReplayQueue:
 
     def recorded_url(self, url: str) -> bool:
         """Whether a recorded request has exactly ``url``."""
-        self.build_index()
+        if self._index is None:
+            self.build_index()
         return self.matcher.remembers_url(url)
 
     def take(self, key: Key) -> Interaction | None:
@@ -208,11 +222,11 @@ class ReplayQueue:
         positions = (index if index is not None else self.build_index()).get(key)
         if not positions:
             return None
-        cursor = self._cursors.get(key, 0)
+        cursor = positions.cursor
         counts = self.play_counts
         while cursor < len(positions) and counts[positions[cursor]]:
             cursor += 1
-        self._cursors[key] = cursor
+        positions.cursor = cursor
         if cursor < len(positions):
             return positions[cursor]
         if self.allow_repeats:

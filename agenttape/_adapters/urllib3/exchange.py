@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from ..._core.exchange import (
     Schedule,
+    begin_exchange,
     continue_exchange,
     exchange,
     unplayable,
@@ -43,7 +44,6 @@ from .replay import (
     parsed_response,
     replay_response,
     set_head,
-    socket_for,
 )
 
 R = TypeVar("R")
@@ -129,24 +129,34 @@ def known_exchange(
     ``_make_request`` through the caller's own call (``hand_down``, using ``handed_down``)."""
     pool, method = known.pool, arguments["method"]
     model = Request(method, url_of(pool, known.target), known.headers, arguments.get("body") or b"")
-
-    def replay(interaction: Interaction, schedule: Schedule) -> R:
-        response = _whole_response(known.template, known.target, arguments, interaction, schedule)
-        if response is None:
-            return hand_down(interaction)
-        retries = arguments.get("retries")
-        if not isinstance(retries, urllib3.util.retry.Retry):
-            retries = urllib3.util.retry.Retry.from_int(
-                retries, redirect=arguments.get("redirect", True), default=pool.retries
-            )
-        if retries.is_retry(method, response.status, bool(response.headers.get("Retry-After"))):
-            return hand_down(interaction)
-        response.retries = retries
-        response._pool = pool
-        pool.num_requests += 1
-        return answer(response)
-
-    return exchange(tape, model, replay=replay, record=hand_down, failure_of=failure_of)
+    plan, body = begin_exchange(tape, model)
+    response = None
+    if body is not None:
+        assert isinstance(plan, Interaction)
+        response = _whole_response(known.template, known.target, arguments, plan, body)
+    if response is None:
+        return continue_exchange(
+            tape,
+            plan,
+            replay=lambda interaction, _schedule: hand_down(interaction),
+            record=hand_down,
+            failure_of=failure_of,
+        )
+    retries = arguments.get("retries")
+    if not isinstance(retries, urllib3.util.retry.Retry):
+        retries = urllib3.util.retry.Retry.from_int(
+            retries, redirect=arguments.get("redirect", True), default=pool.retries
+        )
+    status = response.status
+    # Whether a Retry-After header came counts only for the statuses it is honoured on (a 2xx
+    # served here never is): looked up then alone, as a missing header costs an exception.
+    waits = status in retries.RETRY_AFTER_STATUS_CODES and bool(response.headers.get("Retry-After"))
+    if retries.is_retry(method, status, waits):
+        return hand_down(plan)
+    response.retries = retries
+    response._pool = pool
+    pool.num_requests += 1
+    return answer(response)
 
 
 def handed_down(tape: Tape, plan: Interaction | Recording, call: Callable[[], R]) -> R:
@@ -200,26 +210,24 @@ _RESPONSE_OPTIONS = frozenset(("enforce_content_length",))
 
 
 def _whole_response(
-    template: Any,
-    target: str,
-    arguments: dict[str, Any],
-    interaction: Interaction,
-    schedule: Schedule,
+    template: Any, target: str, arguments: dict[str, Any], interaction: Interaction, body: bytes
 ) -> Any:
-    """urllib3's response to a replayed 2xx with nothing to pace, hold or fail, built as the
-    connection's ``getresponse()`` builds it; None for any other."""
+    """urllib3's response to a replayed 2xx served at once (``begin_exchange``, which gave
+    ``body``), built as the connection's ``getresponse()`` builds it; None for any other."""
     response = interaction.response
     if (
         response is None
-        or interaction.error is not None
         or response.truncated
         or not 200 <= response.status < 300
         or template.response_class is not http.client.HTTPResponse
     ):
         return None
-    socket = socket_for(interaction, schedule, head=False)
-    if not isinstance(socket, WholeSocket):
-        return None
+    if wire.is_chunked(response.headers):  # the body as it arrives, framed
+        pieces = wire.render_body(response, True)
+        if len(pieces) > 1:
+            return None
+        body = pieces[0] if pieces else b""
+    socket = WholeSocket(interaction, body)
     head = head_of(response, items=True)
     build = _direct_builder(type(template))
     options = {

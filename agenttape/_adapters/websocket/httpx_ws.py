@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from ..._core.models import Opcode, Request
+from ..._core.models import Headers, Opcode
 from ..._core.websocket import (
     SessionRecording,
     SessionReplay,
@@ -46,9 +46,9 @@ def install(api: ModuleType) -> list[ledger.Patch]:
     ]
 
 
-def upgrades(request: Request) -> bool:
-    """Whether a request asks for a WebSocket."""
-    for name, value in request.headers:  # as ``request.header``, asked of every request
+def upgrades(headers: Headers) -> bool:
+    """Whether a request with ``headers`` asks for a WebSocket."""
+    for name, value in headers:  # as ``first_header``
         if len(name) == 7 and name.lower() == "upgrade":
             return value.lower() == "websocket"
     return False
