@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from agenttape._production import run_index
+from agenttape._production import run_index, tag_filters
 from agenttape._production.run_index import IndexRow
 from agenttape._production.store import FsspecStore, LocalStore, open_store
 from agenttape._production.stored_runs import RunFilter, RunInfo, select_runs
@@ -98,7 +98,7 @@ def stores(
             sink = pa.BufferOutputStream()
             pq.write_table(table, sink, row_group_size=run_index.ROW_GROUP)
             data = sink.getvalue().to_pybytes()
-            assert run_index.read_tag_filters(pq.read_metadata(pa.BufferReader(data))) is None
+            assert tag_filters.read(pq.read_metadata(pa.BufferReader(data))) is None
         name = run_index.file_name(name_day, run_index.stamp(rows[-1].created))
         local.write(name, data)
         remote.write(name, data)
@@ -176,7 +176,7 @@ def without_tags(data: bytes) -> bytes:
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, table.schema, compression="zstd") as writer:
         writer.write_table(table, row_group_size=run_index.ROW_GROUP)
-        writer.add_key_value_metadata({run_index.TAG_FILTER_KEY: msgpack.packb(body)})
+        writer.add_key_value_metadata({tag_filters.KEY: msgpack.packb(body)})
     changed: bytes = sink.getvalue().to_pybytes()
     return changed
 

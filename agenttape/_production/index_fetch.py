@@ -4,7 +4,7 @@ Fetching a week of index files whole costs tens of megabytes at fleet scale; a l
 tag needs a few row groups of each. So, in three rounds of parallel range reads:
 
 1. each file's footer (its last bytes): the row groups, their statistics and byte ranges,
-   and the tag filters (``run_index.tag_filters``);
+   and the tag filters (``tag_filters.of``);
 2. the row groups that may hold matching runs, whole: those whose ``created`` range meets the
    time asked for, whose ``status`` range may hold an error (``--errors``), and whose tag
    filters may hold every tag asked for; and, of the files whose run paths the listing needs
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._core import user_cache
-from . import run_index
+from . import run_index, tag_filters
 from .run_index import IndexFile
 from .store import LocalStore, Store
 
@@ -272,9 +272,9 @@ def _groups(metadata: pyarrow.parquet.FileMetaData, wanted: Wanted) -> list[int]
     names = metadata.schema.names
     created = names.index("created") if "created" in names else None
     status = names.index("status") if "status" in names else None
-    filters = run_index.read_tag_filters(metadata)
+    filters = tag_filters.read(metadata)
     items = [
-        {run_index.tag_item(str(key), text), run_index.tag_item(str(key), text.lower())}
+        {tag_filters.item(str(key), text), tag_filters.item(str(key), text.lower())}
         for key, value in wanted.tags.items()
         for text in [run_index.tag_text(value)]
     ]
@@ -292,7 +292,7 @@ def _groups(metadata: pyarrow.parquet.FileMetaData, wanted: Wanted) -> list[int]
             if low is not None and high is not None and low == high and low not in ERRORS:
                 continue
         if filters is not None and not all(
-            any(run_index.may_hold(filters[group], item) for item in either) for either in items
+            any(tag_filters.may_hold(filters[group], item) for item in either) for either in items
         ):
             continue
         found.append(group)

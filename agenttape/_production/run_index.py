@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import hashlib
 import os
 import re
 import secrets
@@ -31,7 +30,7 @@ import msgpack
 from .._core.models import Interaction
 from .._core.text import aware, counted
 from .._core.urls import parse_url
-from . import claims, manifests
+from . import claims, manifests, tag_filters
 from .deletions import Erased
 from .store import SUFFIX, LocalStore, Store, StoredFile
 
@@ -281,85 +280,12 @@ def _parquet(table: pyarrow.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, table.schema, compression="zstd") as writer:
         writer.write_table(table, row_group_size=ROW_GROUP)
-        writer.add_key_value_metadata({TAG_FILTER_KEY: tag_filters(table)})
+        writer.add_key_value_metadata({tag_filters.KEY: tag_filters.of(table, ROW_GROUP)})
     data: bytes = sink.getvalue().to_pybytes()
     return data
 
 
 # -- tag filters ------------------------------------------------------------------------------
-#
-# On object storage a listing by tag should fetch only the row groups holding the tag, not
-# the tag column of every row group (a request each). So each file's footer carries, per row
-# group, a Bloom filter of its ``key=value`` tag texts: the footer (one request) tells which
-# row groups may hold the runs, and only those are fetched. Engines other than ours ignore
-# the footer's key-value metadata.
-
-TAG_FILTER_KEY = b"agenttape.tag_filter"
-# Bits per distinct tag and probes per tag: about 0.6 % of row groups without the tag pass.
-FILTER_BITS = 12
-FILTER_PROBES = 4
-
-
-def tag_item(key: str, text: str) -> bytes:
-    return f"{key}\0{text}".encode()
-
-
-def _probes(item: bytes, bits: int) -> list[int]:
-    digest = hashlib.blake2b(item, digest_size=8).digest()
-    first = int.from_bytes(digest[:4], "little")
-    step = int.from_bytes(digest[4:], "little") | 1
-    return [(first + probe * step) % bits for probe in range(FILTER_PROBES)]
-
-
-def bloom(items: set[bytes]) -> bytes:
-    """A Bloom filter of ``items``, ``FILTER_BITS`` bits each (64 at least)."""
-    field_ = bytearray(max(8, (len(items) * FILTER_BITS + 7) // 8))
-    bits = len(field_) * 8
-    for item in items:
-        for bit in _probes(item, bits):
-            field_[bit >> 3] |= 1 << (bit & 7)
-    return bytes(field_)
-
-
-def may_hold(filter_: bytes, item: bytes) -> bool:
-    bits = len(filter_) * 8
-    return all(filter_[bit >> 3] & (1 << (bit & 7)) for bit in _probes(item, bits))
-
-
-def tag_filters(table: pyarrow.Table) -> bytes:
-    """The footer entry: one filter per row group of ``table`` written ``ROW_GROUP`` rows a
-    group."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    tags = table.column("tags").combine_chunks()
-    # ``keys`` and ``items`` are the whole children; the offsets index into them.
-    offsets = tags.offsets.to_pylist()
-    items = pc.binary_join_element_wise(
-        tags.keys.cast("binary"), tags.items.cast("binary"), pa.scalar(b"\0", pa.binary())
-    ).to_pylist()
-    groups = [
-        bloom(set(items[offsets[start] : offsets[min(start + ROW_GROUP, len(tags))]]))
-        for start in range(0, len(tags), ROW_GROUP)
-    ]
-    return msgpack.packb({"rows": ROW_GROUP, "probes": FILTER_PROBES, "groups": groups})
-
-
-def read_tag_filters(metadata: pyarrow.parquet.FileMetaData) -> list[bytes] | None:
-    """The filters in a file's footer, one per row group; None when it has none (a file
-    written before them, or by another program)."""
-    entry = (metadata.metadata or {}).get(TAG_FILTER_KEY)
-    if entry is None:
-        return None
-    try:
-        body = msgpack.unpackb(entry, raw=False)
-        groups = body["groups"]
-        usable = body["probes"] == FILTER_PROBES and len(groups) == metadata.num_row_groups
-    except Exception:
-        return None
-    return [bytes(group) for group in groups] if usable else None
-
-
 def stamp(moment: _dt.datetime | None = None) -> str:
     """File names sort by this: UTC, to the microsecond."""
     moment = moment or _dt.datetime.now(_dt.timezone.utc)
