@@ -419,6 +419,19 @@ def test_doctor_says_when_a_wrapper_sits_on_ours_and_ours_is_left_inert(tmp_path
     assert "instrumented (instrumented) -> agenttape (inert) -> httpx (original)" in out
 
 
+def test_doctor_names_only_the_clients_no_adapter_serves(tmp_path: Path) -> None:
+    """pycurl and tornado have adapters: they are patched, not "not intercepted"; a native
+    client with none (a stand-in for rnet) is named."""
+    pytest.importorskip("pycurl")
+    pytest.importorskip("tornado")
+    (tmp_path / "rnet").mkdir()
+    (tmp_path / "rnet" / "__init__.py").write_text("def get(url): ...\n")
+    out = _doctor(tmp_path, "import pycurl, tornado.httpclient, rnet")
+    unserved = out.split("Imported and not intercepted")[1].split("Other wrappers")[0]
+    assert [line.split(":")[0].strip() for line in unserved.splitlines()[1:] if line] == ["rnet"]
+    assert "pycurl.Curl" in out.split("Patched when a cassette opens")[1]
+
+
 def test_the_ledger_table_in_the_docs_is_the_one_the_code_makes() -> None:
     """docs/architecture.md shows the patches as the ledger declares them (made anew with the
     command in the comment above the table)."""

@@ -36,6 +36,7 @@ from .._adapters import (
     hooked,
     install_adapters,
     ledger,
+    native_guard,
     network_guard,
     state,
     version_of,
@@ -58,14 +59,9 @@ KNOWN_WRAPPERS = {
 }
 """Top-level package -> the name a wrapper of that package is reported under."""
 
-UNADAPTED = {
-    "pycurl": "pycurl",
-    "tornado.httpclient": "tornado",
-    "niquests": "niquests",
-    "treq": "treq",
-    "curl_cffi": "curl_cffi",
-}
-"""HTTP clients with no adapter of their own (library module -> distribution)."""
+UNADAPTED = {"treq": "treq", **native_guard.NATIVE}
+"""HTTP clients that may have no adapter of their own (library module -> distribution): one
+is named when it is imported and no adapter is declared for its package."""
 
 _NOT_WRAPPERS = frozenset({*sys.stdlib_module_names, "typing_extensions"})
 """Packages whose decorators (``contextmanager``, ``deprecated``) are part of the code they
@@ -195,6 +191,7 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
         library: f"{distribution} {version_of(distribution, library)}: no adapter"
         for library, distribution in UNADAPTED.items()
         if library in sys.modules
+        and not any(adapted.partition(".")[0] == library for adapted in ADAPTERS)
     }
     for library in reasons:
         not_intercepted[library] = f"{_version(library)}: adapter off"
