@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,3 +242,15 @@ def signals_as_at_a_terminal() -> None:
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def fresh_copies(template: Path, folder: Path, scheme: str = "") -> Callable[[int], str]:
+    """A fresh copy of the store at ``template`` for each kill point (the store's URL, with
+    ``scheme`` before the path), so every kill starts from the same state."""
+
+    def fresh(after: int) -> str:
+        target = folder / f"kill{after}"
+        shutil.copytree(template, target)
+        return f"{scheme}{target}"
+
+    return fresh

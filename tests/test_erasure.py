@@ -20,7 +20,7 @@ from agenttape._production.erasure import apply_retention, retire
 from agenttape._production.run_deletion import delete_runs
 from agenttape._production.store import Store, open_store
 from agenttape._production.stored_runs import list_runs, rebuild_index
-from tests.cli_support import assert_one_line_error, cli, write_run
+from tests.cli_support import assert_one_line_error, cli, fresh_copies, write_run
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
@@ -184,10 +184,7 @@ def test_a_delete_killed_at_each_step_is_finished_by_the_next_command(tmp_path: 
     template = tmp_path / "template"
     seed(template)
 
-    def fresh(after: int) -> str:
-        target = tmp_path / f"kill{after}"
-        shutil.copytree(template, target)
-        return str(target)
+    fresh = fresh_copies(template, tmp_path)
 
     report = kill_delete_at_each_step("", fresh, {}, None)
     print("\n".join(report))

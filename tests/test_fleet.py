@@ -18,7 +18,7 @@ import pytest
 from agenttape._production import claims, manifests, run_index
 from agenttape._production.store import Store, StoredFile, open_store
 from agenttape._production.stored_runs import list_runs
-from tests.cli_support import AGENTTAPE
+from tests.cli_support import AGENTTAPE, fresh_copies
 from tests.test_erasure import crash_run, index_rows
 
 pytest.importorskip("duckdb")
@@ -135,11 +135,10 @@ def test_a_second_compaction_leaves_a_claimed_day_to_the_first(tmp_path: Path) -
         assert writer.wait(timeout=300) == 0
     store = open_store(tmp_path)
     [day] = {found.day for found in run_index.index_files(store)}
-    held = claims.acquire(store, day)
-    assert held is not None
-    done = run_index.compact(store)
-    assert done.busy == [day] and done.files == 0
-    claims.release(store, held)
+    with claims.held(store, day) as held:
+        assert held is not None
+        done = run_index.compact(store)
+        assert done.busy == [day] and done.files == 0
     assert run_index.compact(store).busy == []
 
 
@@ -200,18 +199,11 @@ def _kill_compaction_at_each_step(
 
 def _written_copies(tmp_path: Path) -> Callable[[int], str]:
     """The store the writer processes leave, written once; a fresh copy of it per kill."""
-    import shutil
-
     template = tmp_path / "template"
     for writer in start_writers(str(template), None):
         assert writer.wait(timeout=300) == 0
 
-    def fresh(after: int) -> str:
-        target = tmp_path / f"kill{after}"
-        shutil.copytree(template, target)
-        return str(target)
-
-    return fresh
+    return fresh_copies(template, tmp_path)
 
 
 def test_a_compaction_killed_at_each_step_is_finished_by_the_next(tmp_path: Path) -> None:
@@ -356,12 +348,7 @@ def test_a_compaction_killed_at_each_step_on_fsspec_without_conditional_writes(
     for writer in start_writers(str(template), None):
         assert writer.wait(timeout=300) == 0
 
-    def fresh(after: int) -> str:
-        import shutil
-
-        target = tmp_path / f"kill{after}"
-        shutil.copytree(template, target)
-        return f"local://{target}"
+    fresh = fresh_copies(template, tmp_path, "local://")
 
     report = _kill_compaction_at_each_step("", None, {manifests.GRACE: "0"}, fresh, steps=3)
     print("\n".join(report))

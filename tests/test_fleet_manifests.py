@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,7 @@ from agenttape._production.erasure import retire
 from agenttape._production.run_deletion import delete_runs
 from agenttape._production.store import open_store
 from agenttape._production.stored_runs import list_runs
-from tests.cli_support import AGENTTAPE, cli
+from tests.cli_support import AGENTTAPE, cli, fresh_copies
 from tests.test_erasure import KEPT, kill_delete_at_each_step, seed
 from tests.test_fleet import (
     NO_CONDITIONAL_WRITES,
@@ -157,10 +156,7 @@ def test_a_delete_killed_at_each_step_without_conditional_writes(tmp_path: Path)
     template = tmp_path / "template"
     seed(template)
 
-    def fresh(after: int) -> str:
-        target = tmp_path / f"kill{after}"
-        shutil.copytree(template, target)
-        return str(target)
+    fresh = fresh_copies(template, tmp_path)
 
     print("\n".join(kill_delete_at_each_step("", fresh, NO_CONDITIONAL_WRITES, None)))
 

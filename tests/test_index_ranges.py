@@ -118,7 +118,7 @@ def test_a_listing_by_tag_fetches_the_footers_and_the_row_groups_holding_the_tag
     wanted = RunFilter({"user_id": "u_wanted"}, NOW - _dt.timedelta(days=DAYS + 1), False)
     expected = select_runs(local, wanted)
     assert len(expected) == 5 * DAYS
-    assert shown(select_runs(remote, wanted)) == shown(expected)
+    assert shown(select_runs(remote, WANTED)) == shown(expected)
     # The first day has no tag filters: every row group is fetched. The newest day's run
     # paths are needed (which runs the index holds yet): its path column is fetched too. Of
     # the days between, the footer and two row groups of five.
@@ -181,28 +181,40 @@ def without_tags(data: bytes) -> bytes:
     return changed
 
 
+WANTED = RunFilter({"user_id": "u_wanted"}, None, False)
+
+
+def cached_on_s3(
+    local: LocalStore,
+    s3: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    bucket: str,
+) -> tuple[LocalStore, CountingStore, list[Any]]:
+    """The store copied to the S3-compatible server, its footer cache in ``tmp_path``, and
+    the rows a local listing of ``WANTED`` shows."""
+    monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(tmp_path / "cache"))
+    return local, on_s3(local, s3, bucket), shown(select_runs(local, WANTED))
+
+
 def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
     stores: tuple[LocalStore, CountingStore],
     s3: dict[str, Any],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    local, _memory = stores
-    monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(tmp_path / "cache"))
-    remote = on_s3(local, s3, "cached")
+    local, remote, expected = cached_on_s3(stores[0], s3, tmp_path, monkeypatch, "cached")
     files = sorted(run_index.index_files(remote), key=lambda found: found.day)
     today = f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d}"
     past = {found.name for found in files if found.day < today}
     assert len(past) >= DAYS - 1 and all(found.version for found in files)
-    wanted = RunFilter({"user_id": "u_wanted"}, None, False)
-    expected = shown(select_runs(local, wanted))
     assert len(expected) == 5 * DAYS
     # The ranges are fetched at once on the S3-compatible server: the same rows.
-    assert shown(select_runs(remote, wanted)) == expected
+    assert shown(select_runs(remote, WANTED)) == expected
     assert footers_fetched(remote, files) == {found.name for found in files}
     assert len(list((tmp_path / "cache" / "index-footers").iterdir())) == len(past)
     remote.ranges.clear()
-    assert shown(select_runs(remote, wanted)) == expected
+    assert shown(select_runs(remote, WANTED)) == expected
     assert footers_fetched(remote, files) == {found.name for found in files} - past
     # A past day's file replaced by another version as long as it (its tag filters say it
     # holds no tag): its footer is fetched again, and the listing goes by the new one.
@@ -211,7 +223,7 @@ def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
     assert len(data) == changed.size
     remote.write(changed.name, data)
     remote.ranges.clear()
-    found = select_runs(remote, wanted)
+    found = select_runs(remote, WANTED)
     assert changed.name in footers_fetched(remote, files)
     assert shown(found) == [row for row in expected if not row[1].startswith(changed.day)]
 
@@ -222,13 +234,9 @@ def test_footers_are_neither_cached_nor_read_in_a_folder_others_can_write(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    local, _memory = stores
-    monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(tmp_path / "cache"))
-    remote = on_s3(local, s3, "shared")
+    _local, remote, expected = cached_on_s3(stores[0], s3, tmp_path, monkeypatch, "shared")
     files = run_index.index_files(remote)
-    wanted = RunFilter({"user_id": "u_wanted"}, None, False)
-    expected = shown(select_runs(local, wanted))
-    assert shown(select_runs(remote, wanted)) == expected
+    assert shown(select_runs(remote, WANTED)) == expected
     folder = tmp_path / "cache" / "index-footers"
     kept = sorted(entry.name for entry in folder.iterdir())
     assert kept
@@ -238,6 +246,6 @@ def test_footers_are_neither_cached_nor_read_in_a_folder_others_can_write(
         if entry.name != kept[0]:
             entry.unlink()
     remote.ranges.clear()
-    assert shown(select_runs(remote, wanted)) == expected
+    assert shown(select_runs(remote, WANTED)) == expected
     assert footers_fetched(remote, files) == {found.name for found in files}
     assert sorted(entry.name for entry in folder.iterdir()) == kept[:1]

@@ -17,7 +17,8 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +119,18 @@ def finish(store: Store, held: dict[str, Any]) -> None:
 
 def release(store: Store, claim: Claim) -> None:
     store.delete(claim.name)
+
+
+@contextmanager
+def held(store: Store, day: str) -> Iterator[Claim | None]:
+    """``day`` claimed for the block, released when it ends however it ends; None when
+    another live rewrite holds it (the block then leaves the day alone)."""
+    claim = acquire(store, day)
+    try:
+        yield claim
+    finally:
+        if claim is not None:
+            release(store, claim)
 
 
 @dataclass(slots=True, frozen=True)

@@ -706,14 +706,11 @@ def compact(
         elif not wanted:
             continue
         else:
-            claim = claims.acquire(store, day)
-            if claim is None:
-                busy.append(day)
-                continue
-            try:
+            with claims.held(store, day) as claim:
+                if claim is None:
+                    busy.append(day)
+                    continue
                 done = _rewrite_day(store, day, erased, claim)
-            finally:
-                claims.release(store, claim)
         if isinstance(done, str):
             skipped.append((day, done))
             continue

@@ -545,14 +545,11 @@ def rebuild_index(
                 replaced += done
             else:
                 # Claimed, as a compaction claims it: the two never rewrite one day at once.
-                claim = claims.acquire(opened, day)
-                if claim is None:
-                    busy.append(day)
-                    continue
-                try:
+                with claims.held(opened, day) as claim:
+                    if claim is None:
+                        busy.append(day)
+                        continue
                     replaced += _replace_day(opened, claim, day, rows, old, when)
-                finally:
-                    claims.release(opened, claim)
             runs += len(rows)
             unreadable += sum(1 for row in rows if row.status == "unreadable")
             indexed_days += bool(rows)
