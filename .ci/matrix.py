@@ -188,7 +188,7 @@ class Result:
     log: Path
 
 
-CELL_TIMEOUT = 600  # seconds a cell's tests may take before they count as failed
+CELL_TIMEOUT = 180  # seconds a cell's tests may take before they count as failed
 
 
 def run(command: list[str], log: Path, **options: object) -> int:

@@ -5,6 +5,8 @@ response: a real ``curl_cffi.requests.Response``, byte for byte, piece for piece
 from __future__ import annotations
 
 import gzip
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,43 @@ def test_a_streamed_body_is_recorded_and_replayed_piece_by_piece(
     assert b"".join(live) == b"".join(PIECES)
     response = agenttape.load(cassette_path).interactions[0].response
     assert response is not None and list(response.iter_chunks()) == PIECES
+
+
+class _CallerLateToHook(ThreadPoolExecutor):
+    """Hands a task back only once it has ended (or half a second has passed): the caller
+    descheduled right after starting a streamed perform, as on a loaded machine."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = super().submit(fn, *args, **kwargs)
+        wait([future], timeout=0.5)
+        return future
+
+
+def test_a_streamed_perform_that_ends_at_once_does_not_deadlock_the_caller(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """curl_cffi hooks the stream's cleanup after the perform starts, and up to 0.14 that
+    cleanup waits for the caller to parse the head: an answer that ended first would hold the
+    caller for ever, recording or replaying."""
+    server = serve(_app)
+
+    def run() -> list[bytes]:
+        pieces: list[bytes] = []
+
+        def stream() -> None:
+            with curl_requests.Session() as session:
+                session._executor = _CallerLateToHook()
+                response = session.get(f"{server.url}/stream", stream=True)
+                pieces.extend(response.iter_content())
+
+        caller = threading.Thread(target=stream, daemon=True)
+        caller.start()
+        caller.join(timeout=20)
+        assert not caller.is_alive(), "the streamed request never returned"
+        return pieces
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert b"".join(live) == b"".join(replayed) == b"".join(PIECES)
 
 
 async def test_async_session_plain_and_streamed(serve: Serve, cassette_path: Path) -> None:

@@ -175,18 +175,12 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
         request = easy.request(flavour.library)
 
         def replay(interaction: Interaction, schedule: Schedule) -> None:
-            asked = vars(self).get(_ASKED)
             try:
                 schedule.wait(schedule.head)
                 libcurl.replay(easy, interaction, flavour)
             finally:
                 _forget(easy)
-            if asked is not None and vars(self).get(_SET_BY) != threading.get_ident():
-                # A streamed request performs in curl_cffi's worker thread; before 0.9 the
-                # caller reads the head only after it is handed the first piece and has
-                # hooked its cleanup on the perform's end, which waits for that read: a
-                # perform that ended first would hold the caller for ever.
-                asked.wait(_READ_GRACE)
+            _hold_until_the_head_is_read(self)
 
         def record(recording: Recording) -> Any:
             tee = _tee(self, raw_setopt, easy, recording)
@@ -194,12 +188,14 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
                 result = original(self, *args, **kwargs)
             except BaseException as exc:
                 tee.ended(failure_of(exc) or Failure("raised", type(exc).__name__, str(exc)))
+                _hold_until_the_head_is_read(self)
                 raise
             finally:
                 _forget(easy)
                 if tee.decoding:
                     raw_setopt(self, libcurl.HTTP_CONTENT_DECODING, 1)
             tee.ended(None)
+            _hold_until_the_head_is_read(self)
             return result
 
         return continue_exchange(
@@ -207,6 +203,17 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
         )
 
     return perform
+
+
+def _hold_until_the_head_is_read(curl: Any) -> None:
+    """A streamed request performs in curl_cffi's worker thread. Up to 0.14 the caller hooks
+    a cleanup on the perform's end only after starting it, and that cleanup waits for the
+    caller to parse the head. A perform that ended first (a replay, or a fast live answer:
+    curl_cffi alone deadlocks on those under load) runs the cleanup in the caller, which then
+    waits for itself for ever. Ending once the caller has asked ``getinfo`` keeps the order."""
+    asked = vars(curl).get(_ASKED)
+    if asked is not None and vars(curl).get(_SET_BY) != threading.get_ident():
+        asked.wait(_READ_GRACE)
 
 
 def _make_add_handle(original: Callable[..., Any]) -> Callable[..., Any]:
