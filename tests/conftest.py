@@ -134,8 +134,10 @@ def recorders() -> Iterator[Callable[..., agenttape.Recorder]]:
 
 @pytest.fixture
 def s3() -> Iterator[dict[str, Any]]:
-    """A real S3-compatible server (moto's) on 127.0.0.1 with one bucket."""
+    """A real S3-compatible server (moto's) on 127.0.0.1 with one bucket, and the storage
+    options that reach it (an ``s3://`` store opens through obstore with these)."""
     pytest.importorskip("s3fs")
+    pytest.importorskip("obstore")
     boto3 = pytest.importorskip("boto3")
     server_module = pytest.importorskip("moto.server")
     port = refused_port()
@@ -153,7 +155,6 @@ def s3() -> Iterator[dict[str, Any]]:
         yield {
             "key": "testing",
             "secret": "testing",
-            "skip_instance_cache": True,
             "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
         }
     finally:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agenttape._production.s3_store import S3Store
 from agenttape._production.store import FsspecStore, LocalStore
 from agenttape._tools.cli import main
 
@@ -56,6 +57,7 @@ REMOTE = any("://" in argument for argument in sys.argv[1:])
 for store_class, names in (
     (LocalStore, () if REMOTE else ("write", "create", "delete")),
     (FsspecStore, ("write", "create", "delete", "delete_many")),
+    (S3Store, ("write", "create", "delete", "delete_many")),
 ):
     for name in names:
         setattr(store_class, name, counted(getattr(store_class, name)))
