@@ -86,7 +86,7 @@ def test_ctrl_c_in_a_script_leaves_a_cassette_that_says_it_was_cut_short(
 
             with agenttape.use_cassette(sys.argv[1], mode="once"):
                 for i in range(20):
-                    httpx.get(sys.argv[2] + "/weather", params={"i": i})
+                    httpx.get(sys.argv[2] + "/weather", params={"i": i}, timeout=60)
                     if i == 2:
                         print("ready", flush=True)
                         time.sleep(60)  # Ctrl-C comes here
@@ -102,7 +102,9 @@ def test_ctrl_c_in_a_script_leaves_a_cassette_that_says_it_was_cut_short(
         text=True,
     )
     assert running.stdout is not None
-    assert running.stdout.readline() == "ready\n"
+    if running.stdout.readline() != "ready\n":
+        _out, err = running.communicate(timeout=60)
+        pytest.fail(f"the script ended before its third request ({running.returncode}): {err}")
     running.send_signal(signal.SIGINT)
     _out, err = running.communicate(timeout=60)
     assert running.returncode == -signal.SIGINT
