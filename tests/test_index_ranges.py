@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -184,26 +184,31 @@ def without_tags(data: bytes) -> bytes:
 WANTED = RunFilter({"user_id": "u_wanted"}, None, False)
 
 
+CachedOnS3 = Callable[[str], tuple[LocalStore, CountingStore, list[Any]]]
+
+
+@pytest.fixture
 def cached_on_s3(
-    local: LocalStore,
-    s3: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    bucket: str,
-) -> tuple[LocalStore, CountingStore, list[Any]]:
-    """The store copied to the S3-compatible server, its footer cache in ``tmp_path``, and
-    the rows a local listing of ``WANTED`` shows."""
-    monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(tmp_path / "cache"))
-    return local, on_s3(local, s3, bucket), shown(select_runs(local, WANTED))
-
-
-def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
     stores: tuple[LocalStore, CountingStore],
     s3: dict[str, Any],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+) -> CachedOnS3:
+    """For a bucket: the store copied to the S3-compatible server there, its footer cache in
+    ``tmp_path``, and the rows a local listing of ``WANTED`` shows."""
+    monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(tmp_path / "cache"))
+    local = stores[0]
+
+    def copy(bucket: str) -> tuple[LocalStore, CountingStore, list[Any]]:
+        return local, on_s3(local, s3, bucket), shown(select_runs(local, WANTED))
+
+    return copy
+
+
+def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
+    cached_on_s3: CachedOnS3, tmp_path: Path
 ) -> None:
-    local, remote, expected = cached_on_s3(stores[0], s3, tmp_path, monkeypatch, "cached")
+    local, remote, expected = cached_on_s3("cached")
     files = sorted(run_index.index_files(remote), key=lambda found: found.day)
     today = f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d}"
     past = {found.name for found in files if found.day < today}
@@ -229,12 +234,9 @@ def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
 
 
 def test_footers_are_neither_cached_nor_read_in_a_folder_others_can_write(
-    stores: tuple[LocalStore, CountingStore],
-    s3: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    cached_on_s3: CachedOnS3, tmp_path: Path
 ) -> None:
-    _local, remote, expected = cached_on_s3(stores[0], s3, tmp_path, monkeypatch, "shared")
+    _local, remote, expected = cached_on_s3("shared")
     files = run_index.index_files(remote)
     assert shown(select_runs(remote, WANTED)) == expected
     folder = tmp_path / "cache" / "index-footers"

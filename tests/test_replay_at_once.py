@@ -40,12 +40,18 @@ def _edit(path: Path, index: int, response: Response) -> None:
     cassette.save()
 
 
-def test_a_cassette_edited_between_replays_is_served_as_it_is_now(
-    server: Server, cassette_path: Path
-) -> None:
+def _recorded_once(server: Server, cassette_path: Path) -> str:
+    """One GET recorded through httpx; its URL."""
     url = server.url + "/same"
     with agenttape.use_cassette(cassette_path, mode="once"), httpx.Client() as client:
         client.get(url, headers={"X-Pick": "a"}).read()
+    return url
+
+
+def test_a_cassette_edited_between_replays_is_served_as_it_is_now(
+    server: Server, cassette_path: Path
+) -> None:
+    url = _recorded_once(server, cassette_path)
     with agenttape.use_cassette(cassette_path), httpx.Client() as client:
         first = client.get(url, headers={"X-Pick": "a"})
     assert (b"X-Answer", b"to-a") in first.headers.raw
@@ -106,9 +112,7 @@ def test_the_tables_of_what_httpx_sends_stay_bounded() -> None:
 def test_a_replayed_httpx_response_holds_what_its_constructor_sets(
     server: Server, cassette_path: Path
 ) -> None:
-    url = server.url + "/same"
-    with agenttape.use_cassette(cassette_path, mode="once"), httpx.Client() as client:
-        client.get(url, headers={"X-Pick": "a"}).read()
+    url = _recorded_once(server, cassette_path)
     with (
         agenttape.use_cassette(cassette_path),
         httpx.Client() as client,
