@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import subprocess
 import sys
 import textwrap
 import threading
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -449,3 +451,98 @@ def test_the_ledger_table_in_the_docs_is_the_one_the_code_makes() -> None:
     docs = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
     shown = docs.split("<!-- ledger table:", 1)[1].split("-->", 1)[1]
     assert shown.split("<!-- end of ledger table -->", 1)[0].strip() == made
+
+
+def _plain(value: int) -> list[int]:
+    return [value]
+
+
+async def _coroutine(value: int) -> list[int]:
+    await asyncio.sleep(0)
+    return [value]
+
+
+def _generator(value: int) -> Iterator[int]:
+    yield value
+    yield value + 1
+
+
+async def _async_generator(value: int) -> Any:
+    yield value
+    yield value + 1
+
+
+async def _drain(agen: Any) -> list[int]:
+    return [item async for item in agen]
+
+
+def _run(function: Any, value: int) -> list[int]:
+    result = function(value)
+    if inspect.iscoroutine(result):
+        return list(asyncio.run(result))
+    if inspect.isasyncgen(result):
+        return asyncio.run(_drain(result))
+    return list(result)
+
+
+@pytest.mark.parametrize("original", [_plain, _coroutine, _generator, _async_generator])
+def test_a_pass_through_keeps_the_kind_of_function_it_replaces(original: Any) -> None:
+    """A pass-through of ours stays what it was for ``inspect`` (a coroutine function stays
+    one), and CPython 3.14's warning on code of another kind is never raised."""
+
+    def ours_of(kind: Any) -> Any:
+        # A wrapper of the same kind as the original, holding a free variable as ours do.
+        if inspect.iscoroutinefunction(kind):
+
+            async def ours(value: int) -> list[int]:
+                return [*await kind(value), -1]
+        elif inspect.isasyncgenfunction(kind):
+
+            async def ours(value: int) -> Any:  # type: ignore[misc]
+                async for item in kind(value):
+                    yield item
+                yield -1
+        elif inspect.isgeneratorfunction(kind):
+
+            def ours(value: int) -> Iterator[int]:  # type: ignore[misc]
+                yield from kind(value)
+                yield -1
+        else:
+
+            def ours(value: int) -> list[int]:  # type: ignore[misc]
+                return [*kind(value), -1]
+
+        return ours
+
+    ours = ours_of(original)
+    assert _run(ours, 1)[-1] == -1
+    kinds = (
+        inspect.iscoroutinefunction,
+        inspect.isgeneratorfunction,
+        inspect.isasyncgenfunction,
+    )
+    before = [check(ours) for check in kinds]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ledger.inert(ours, original)
+    assert [check(ours) for check in kinds] == before
+    assert _run(ours, 1) == _run(original, 1)
+
+
+@pytest.mark.parametrize("original", [_plain, _coroutine, _generator])
+def test_redirected_code_keeps_the_kind_of_the_function(original: Any) -> None:
+    module = types.ModuleType("fakelib_redirect")
+    function = types.FunctionType(
+        original.__code__, vars(module), original.__name__, original.__defaults__
+    )
+    module.__dict__.update(asyncio=asyncio, target=function)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        patches = ledger.redirect_code(module, "target", lambda copy: copy)
+        ledger.apply("fakelib", patches)
+    try:
+        assert inspect.iscoroutinefunction(function) == inspect.iscoroutinefunction(original)
+        assert inspect.isgeneratorfunction(function) == inspect.isgeneratorfunction(original)
+        assert _run(function, 3) == _run(original, 3)
+    finally:
+        ledger.remove("fakelib")

@@ -20,6 +20,7 @@ from .._core.exchange import (
     begin_exchange,
     continue_exchange,
     continue_exchange_async,
+    unplayable,
 )
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.tape import Recording
@@ -27,7 +28,14 @@ from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
 from . import instrumented, ledger, tls_contexts
 from .forwarding import Forwarding
-from .header_tables import Encoded, decode_header_set, decode_headers, decode_text
+from .header_tables import (
+    EMAIL_CHECKS_NAMES,
+    Encoded,
+    decode_header_set,
+    decode_headers,
+    decode_text,
+    name_email_refuses,
+)
 from .websocket import httpx_ws
 
 # httpx exception name -> library-neutral kind.
@@ -187,9 +195,7 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
     lowered, as ``Headers`` keeps them, in a ``Headers`` made without its constructor, which
     checks and encodes each item in two calls and asks whether nothing is a mapping: the
     response copies them as they are."""
-    response = interaction.response
-    if response is None:
-        raise _exception_for(hx, interaction, request)
+    response = _recorded_response(hx, interaction, request)
     headers = hx.Headers.__new__(hx.Headers)
     headers._list = [
         (name := key.encode("latin-1"), name.lower(), value.encode("latin-1"))
@@ -261,6 +267,11 @@ def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -
     response = interaction.response
     if response is None:
         raise _exception_for(hx, interaction, request)
+    if EMAIL_CHECKS_NAMES:
+        problem = name_email_refuses(response.headers)
+        tape = runtime.active()
+        if problem is not None and tape is not None:
+            raise unplayable(tape, interaction, "httpx", problem)
     return response
 
 

@@ -15,6 +15,7 @@ original (``inert``). The exotic techniques sit behind the helpers below (``subc
 
 from __future__ import annotations
 
+import inspect
 import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -250,21 +251,41 @@ def inert(function: Any, original: Any) -> bool:
     a keyword default. False when ``function`` is not a plain function."""
     if not isinstance(function, types.FunctionType) or original is ABSENT:
         return False
-    function.__code__ = _passthrough(function.__code__.co_freevars)
+    function.__code__ = _passthrough(function.__code__)
     function.__defaults__ = None
     function.__kwdefaults__ = {MARK: original}
     return True
 
 
-def _passthrough(free: tuple[str, ...]) -> types.CodeType:
+_KINDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _forwarding(flags: int, head: str, call: str) -> str:
+    """``def head`` returning ``call``, of the kind ``flags`` give (plain, generator,
+    coroutine or async generator): CPython 3.14 deprecates giving a function code of
+    another kind, and each kind must also stay one for ``inspect`` and its callers."""
+    kind = flags & _KINDS
+    if kind & inspect.CO_COROUTINE:
+        return f"async def {head}:\n    return await {call}\n"
+    if kind & inspect.CO_ASYNC_GENERATOR:
+        return f"async def {head}:\n    async for item in {call}:\n        yield item\n"
+    if kind & inspect.CO_GENERATOR:
+        return f"def {head}:\n    return (yield from {call})\n"
+    return f"def {head}:\n    return {call}\n"
+
+
+def _passthrough(replaced: types.CodeType) -> types.CodeType:
     """The code of ``def f(*args, __agenttape__=original, **kwargs)`` returning the call of
-    the original, with the free variables ``free`` (a function's code can only be replaced by
-    code with as many)."""
-    body = f"def inner(*args, {MARK}=None, **kwargs):\n"
+    the original, of the same kind as ``replaced`` and with its free variables (a function's
+    code can only be replaced by code with as many)."""
+    free = replaced.co_freevars
+    body = _forwarding(
+        replaced.co_flags, f"inner(*args, {MARK}=None, **kwargs)", f"{MARK}(*args, **kwargs)"
+    )
     if free:
-        names = ", ".join(free)
-        body += f"    if {MARK} is None:\n        ({names},)\n"
-    body += f"    return {MARK}(*args, **kwargs)\n"
+        # Read once so that the compiler makes them free variables of ``inner``.
+        first, rest = body.split("\n", 1)
+        body = f"{first}\n    if {MARK} is None:\n        ({', '.join(free)},)\n{rest}"
     source = "def outer():\n"
     if free:
         source += f"    {', '.join(free)} = {', '.join('None' for _ in free)}\n"
@@ -343,7 +364,9 @@ def redirect_code(module: Any, name: str, make: Callable[[Any], Any]) -> list[Pa
     copy.__kwdefaults__ = function.__kwdefaults__
     copy.__qualname__ = function.__qualname__
     scope: dict[str, Any] = {}
-    source = f"def {name}(*args, **kwargs):\n    return {MARK}[{name!r}](*args, **kwargs)\n"
+    source = _forwarding(
+        function.__code__.co_flags, f"{name}(*args, **kwargs)", f"{MARK}[{name!r}](*args, **kwargs)"
+    )
     exec(compile(source, module.__name__, "exec"), scope)
     code = scope[name].__code__
     table = {name: make(copy)}
