@@ -546,3 +546,108 @@ def test_redirected_code_keeps_the_kind_of_the_function(original: Any) -> None:
         assert _run(function, 3) == _run(original, 3)
     finally:
         ledger.remove("fakelib")
+
+
+# -- every entry, a wrapper put on top of ours ---------------------------------------------------
+
+WALK = """
+import functools, os, socket, sys, threading, types, warnings
+from concurrent.futures import ThreadPoolExecutor
+
+warnings.simplefilter("ignore")
+import http.client
+import httpx, httpx2, httpcore, httpcore2, urllib3, requests, aiohttp, grpc, grpc._channel, grpc.aio
+import botocore.endpoint, botocore.httpsession, openai, anthropic
+import websockets.asyncio.client, websockets.sync.client, websockets.legacy.client
+import httplib2, tornado.simple_httpclient, curl_cffi.requests, curl_cffi.aio, pycurl, primp
+
+import agenttape
+from agenttape._adapters import ledger
+
+ABSENT = object()
+folder, style = sys.argv[1], sys.argv[2]
+calls = set()
+
+
+def own(target, name):
+    if isinstance(target, (type, types.ModuleType)):
+        return vars(target).get(name, ABSENT)
+    return getattr(target, name, ABSENT)
+
+
+def theirs(where, inner):
+    # Instrumentation put on top of ours: with functools.wraps (OpenTelemetry's wrapt proxies,
+    # Sentry), or a plain closure that does not say what it wraps.
+    def wrapper(*args, **kwargs):
+        calls.add(where)
+        return inner(*args, **kwargs)
+
+    return functools.wraps(inner)(wrapper) if style == "wraps" else wrapper
+
+
+def activate():
+    with agenttape.use_cassette(folder + "/t.msgpack", mode="none"):
+        import websocket, httpx_ws  # imported while a cassette is open: patched on import
+        recorder = agenttape.Recorder(folder + "/runs")
+        with recorder.run():
+            yield
+        recorder.close()
+
+
+agenttape.Cassette(folder + "/t.msgpack", mode="all").save()
+on_top = {}
+for _ in activate():
+    for entry in ledger.entries():
+        target, name = entry.patch.target, entry.patch.name
+        value = own(target, name)
+        if callable(value) and not isinstance(value, type):  # not a class, nor a default
+            on_top[ledger.where(entry.patch)] = target, name, value, entry.original
+            setattr(target, name, theirs(ledger.where(entry.patch), value))
+assert len(on_top) >= 100, len(on_top)
+wrappers = {where: own(target, name) for where, (target, name, _, _) in on_top.items()}
+
+
+def kept(stage):
+    gone = [where for where, (t, n, _, _) in on_top.items() if own(t, n) is not wrappers[where]]
+    assert not gone, (stage, gone)
+
+
+kept("the cassette and the recorder closed")
+for _ in activate():
+    pass
+kept("opened and closed again")
+agenttape.uninstall()
+kept("uninstalled")
+for where, (_, _, ours, original) in on_top.items():
+    # What their wrapper calls is ours, now only a pass-through to the original.
+    assert ours.__kwdefaults__[ledger.MARK] is original, where
+threading.Thread(target=lambda: None).start()
+with ThreadPoolExecutor(1) as pool:
+    pool.submit(lambda: None).result()
+os.environ.get("HOME")
+socket.getaddrinfo("127.0.0.1", 80)
+assert calls == {
+    "threading.Thread.start",
+    "concurrent.futures.thread.ThreadPoolExecutor.submit",
+    "os._Environ.get",
+    "socket.getaddrinfo",
+}, calls
+"""
+
+
+@pytest.mark.parametrize("style", ["wraps", "closure"])
+def test_a_wrapper_put_on_any_patch_of_ours_stays_and_calls_through(
+    tmp_path: Path, style: str
+) -> None:
+    """Every entry the ledger installs (adapters, the recorder's threads): a wrapper put on top
+    of ours stays through the cassette and recorder closing, opening again and
+    ``uninstall()``, and still reaches the original, ours passing through. In a process of
+    its own, so that every library is imported and nothing of another test is in the way."""
+    done = subprocess.run(
+        [sys.executable, "-c", WALK, str(tmp_path), style],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -15,6 +15,7 @@ original (``inert``). The exotic techniques sit behind the helpers below (``subc
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import types
@@ -177,15 +178,14 @@ def _in_place(entry: Entry) -> bool:
     if entry.state != "installed":
         return True
     value = _own(entry.patch.target, entry.patch.name)
-    return value is entry.replacement or any(link is entry.replacement for link in chain(value))
+    return value is entry.replacement or any(link is entry.replacement for link in reaches(value))
 
 
 def _back_in_place(entry: Entry) -> bool:
     """Whether an earlier replacement of ``entry`` stands there again (the tool that took the
     newer one away put the one it found back): it becomes the entry's replacement once more,
     rather than be wrapped by another of ours."""
-    value = _own(entry.patch.target, entry.patch.name)
-    links = [value, *chain(value)]
+    links = list(reaches(_own(entry.patch.target, entry.patch.name)))
     for index, (own, original, replacement) in enumerate(entry.former):
         if any(link is replacement for link in links):
             entry.own, entry.original, entry.replacement = own, original, replacement
@@ -399,3 +399,44 @@ def chain(value: Any) -> Iterator[Any]:
             value = getattr(value, "__wrapped__", None)
         except Exception:
             value = None
+
+
+REACH_LIMIT = 64
+"""How many callables ``reaches`` looks at from one attribute, at most."""
+
+
+def reaches(value: Any) -> Iterator[Any]:
+    """``value`` and the callables it may call on to: the ``chain`` links, and what a plain
+    wrapper keeps its inner function in without saying so (no ``__wrapped__``): its
+    closure, its defaults, the globals its code reads, a bound method's function, a
+    ``functools.partial``'s. A wrapper someone put on ours this way still holds ours: it
+    must not be taken for ours being gone, and be wrapped again."""
+    seen: set[int] = set()
+    todo = [value]
+    while todo and len(seen) < REACH_LIMIT:
+        current = todo.pop(0)
+        for link in chain(current):
+            if id(link) in seen:
+                continue
+            seen.add(id(link))
+            yield link
+            todo.extend(_held_by(link))
+
+
+def _held_by(value: Any) -> list[Any]:
+    """The callables ``value`` holds directly (``reaches``)."""
+    held: list[Any] = []
+    function = getattr(value, "__func__", None) if isinstance(value, types.MethodType) else value
+    if isinstance(function, types.FunctionType):
+        for cell in function.__closure__ or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+        held.extend(function.__defaults__ or ())
+        held.extend((function.__kwdefaults__ or {}).values())
+        scope = function.__globals__
+        held.extend(scope[name] for name in function.__code__.co_names if name in scope)
+    elif isinstance(value, functools.partial):
+        held.append(value.func)
+    return [item for item in held if callable(item) and not isinstance(item, type)]
