@@ -194,7 +194,7 @@ class ProxyServer:
             # the connection before its first byte where another would refuse the handshake.
             try:
                 first_bytes = secure.recv(READ_SIZE)
-            except (ssl.SSLError, ConnectionResetError) as exc:
+            except OSError as exc:  # SSLError included
                 self._refused(host, exc)
                 return
             if not first_bytes:
