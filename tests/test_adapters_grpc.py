@@ -194,6 +194,16 @@ def test_a_bidi_ping_pong_replays_each_answer_as_its_message_arrives(tmp_path: P
     path = tmp_path / "chat.msgpack"
     first, second = ["ping 0", "ping 1", "ping 2"], ["ping 0", "other 1"]
     target = _record_ping_pongs(path, first, second)
+    # Each message is kept with when it was sent: after the answer to the one before.
+    recorded = agenttape.load(path).interactions[0]
+    assert recorded.response is not None
+    sent = [offset for _size, offset in recorded.request.chunks]
+    arrived = [offset for _size, offset in recorded.response.chunks]
+    assert len(sent) == len(arrived) == 3
+    assert sent[0] < arrived[0] < sent[1] < arrived[1] < sent[2] < arrived[2]
+    assert [size for size, _offset in recorded.request.chunks] == [
+        len(frame) for frame in _framed(recorded.request.body)
+    ]
     stub = services.VectorsStub(grpc.insecure_channel(target))
     with agenttape.use_cassette(path, mode="none") as tape:
         # Both recorded calls begin alike: the second message tells them apart.
@@ -203,6 +213,32 @@ def test_a_bidi_ping_pong_replays_each_answer_as_its_message_arrives(tmp_path: P
         ]
         assert len(_sync_ping_pong(stub, first)) == 3
         assert tape.all_played
+
+
+def _framed(body: bytes) -> list[bytes]:
+    return [grpc_wire.frame(message) for message in grpc_wire.split(body)]
+
+
+def test_a_bidi_ping_pong_recorded_without_send_times_replays_an_answer_a_message(
+    tmp_path: Path,
+) -> None:
+    """A cassette written before send times were kept (or by hand): each answer comes once
+    as many messages as it has answers before it were sent."""
+    from agenttape._core import codec, files
+
+    path = tmp_path / "chat.msgpack"
+    target = _record_ping_pongs(path, ["ping 0", "ping 1", "ping 2"])
+    tape = agenttape.load(path)
+    (interaction,) = tape.interactions
+    unstamped = dataclasses.replace(
+        interaction, request=dataclasses.replace(interaction.request, chunks=())
+    )
+    files.write_atomic(path, codec.encode(tape.metadata, [unstamped]))
+    assert agenttape.load(path).interactions[0].request.chunks == ()
+    stub = services.VectorsStub(grpc.insecure_channel(target))
+    with agenttape.use_cassette(path, mode="none") as replay:
+        assert len(_sync_ping_pong(stub, ["ping 0", "ping 1", "ping 2"])) == 3
+        assert replay.all_played
 
 
 def test_a_changed_message_of_a_bidi_stream_misses_as_it_is_sent(tmp_path: Path) -> None:
