@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -92,31 +94,41 @@ def test_a_bidi_ping_pong_gets_each_answer_as_it_comes_while_recording(tmp_path:
     _assert_ping_pong_recorded(path, turns, answers)
 
 
-async def _aio_ping_pong(target: str, turns: int, by_writes: bool) -> list[bytes]:
+async def _aio_ping_pong(
+    target: str, turns: int, by_writes: bool, texts: list[str] | None = None
+) -> list[bytes]:
     """A ping-pong on a grpc.aio channel: each message written (``write``, or yielded by an
-    async iterator) only once the answer to the last one arrived."""
+    async iterator) only once the answer to the last one arrived, each answer awaited for
+    at most 5 s."""
+    texts = texts or [f"ping {turn}" for turn in range(turns)]
     answered = asyncio.Event()
     answers: list[bytes] = []
 
     async def pings() -> AsyncIterator[Any]:
-        for turn in range(turns):
-            yield pb.ChatMessage(text=f"ping {turn}", turn=turn)
+        for turn, text in enumerate(texts):
+            yield pb.ChatMessage(text=text, turn=turn)
             await answered.wait()
             answered.clear()
 
     async with grpc.aio.insecure_channel(target) as channel:
         stub = services.VectorsStub(channel)
         if by_writes:
-            call = stub.Chat(timeout=5)
-            for turn in range(turns):
-                await call.write(pb.ChatMessage(text=f"ping {turn}", turn=turn))
-                answers.append((await call.read()).SerializeToString())
+            call = stub.Chat(timeout=30)
+            for turn, text in enumerate(texts):
+                await call.write(pb.ChatMessage(text=text, turn=turn))
+                answer = await asyncio.wait_for(call.read(), 5)
+                answers.append(answer.SerializeToString())
             await call.done_writing()
-            assert await call.read() is grpc.aio.EOF
+            assert await asyncio.wait_for(call.read(), 5) is grpc.aio.EOF
+            assert await call.code() is grpc.StatusCode.OK
         else:
-            async for answer in stub.Chat(pings(), timeout=5):
+            responses = stub.Chat(pings(), timeout=30).__aiter__()
+            for _turn in texts:
+                answer = await asyncio.wait_for(responses.__anext__(), 5)
                 answers.append(answer.SerializeToString())
                 answered.set()
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.wait_for(responses.__anext__(), 5)
     return answers
 
 
@@ -131,6 +143,158 @@ def test_a_grpc_aio_ping_pong_gets_each_answer_as_it_comes_while_recording(
             asyncio.wait_for(_aio_ping_pong(server.target, turns, by_writes), timeout=20)
         )
     _assert_ping_pong_recorded(path, turns, answers)
+
+
+def _sync_ping_pong(stub: Any, texts: list[str]) -> list[bytes]:
+    """A ping-pong on a sync channel: message i+1 is sent only once answer i arrived, each
+    answer (and the call itself) awaited for at most 5 s."""
+    pings: queue.Queue[Any] = queue.Queue()
+
+    def requests() -> Iterator[Any]:
+        while (message := pings.get()) is not None:
+            yield message
+
+    answers = []
+    pool = ThreadPoolExecutor(2)
+    try:
+        call = pool.submit(stub.Chat, requests(), timeout=30)
+        for turn, text in enumerate(texts):
+            pings.put(pb.ChatMessage(text=text, turn=turn))
+            responses = call.result(timeout=5)
+            answers.append(pool.submit(next, responses).result(timeout=5).SerializeToString())
+        pings.put(None)
+        assert pool.submit(list, responses).result(timeout=5) == []
+        assert responses.code() is grpc.StatusCode.OK
+    finally:
+        pings.put(None)  # a client that gave up ends its requests
+        pool.shutdown(wait=True)
+    return answers
+
+
+def _record_ping_pongs(path: Path, *conversations: list[str]) -> str:
+    """Records ping-pongs against a real server (each answered in turn); returns its target,
+    the server stopped."""
+    with GrpcServer() as server, grpc.insecure_channel(server.target) as channel:
+        stub = services.VectorsStub(channel)
+        with agenttape.use_cassette(path, mode="all"):
+            for texts in conversations:
+                answers = _sync_ping_pong(stub, texts)
+                assert answers == [
+                    pb.ChatMessage(text=text.upper(), turn=turn + 1).SerializeToString()
+                    for turn, text in enumerate(texts)
+                ]
+    target: str = server.target
+    return target
+
+
+def test_a_bidi_ping_pong_replays_each_answer_as_its_message_arrives(tmp_path: Path) -> None:
+    """Replayed with the server stopped, answer i comes once message i was sent, before
+    message i+1 is: a replay that waited for the whole request stream would leave the
+    client waiting for its first answer."""
+    path = tmp_path / "chat.msgpack"
+    first, second = ["ping 0", "ping 1", "ping 2"], ["ping 0", "other 1"]
+    target = _record_ping_pongs(path, first, second)
+    # Each message is kept with when it was sent: after the answer to the one before.
+    recorded = agenttape.load(path).interactions[0]
+    assert recorded.response is not None
+    sent = [offset for _size, offset in recorded.request.chunks]
+    arrived = [offset for _size, offset in recorded.response.chunks]
+    assert len(sent) == len(arrived) == 3
+    assert sent[0] < arrived[0] < sent[1] < arrived[1] < sent[2] < arrived[2]
+    assert [size for size, _offset in recorded.request.chunks] == [
+        len(frame) for frame in _framed(recorded.request.body)
+    ]
+    stub = services.VectorsStub(grpc.insecure_channel(target))
+    with agenttape.use_cassette(path, mode="none") as tape:
+        # Both recorded calls begin alike: the second message tells them apart.
+        assert _sync_ping_pong(stub, second) == [
+            pb.ChatMessage(text="PING 0", turn=1).SerializeToString(),
+            pb.ChatMessage(text="OTHER 1", turn=2).SerializeToString(),
+        ]
+        assert len(_sync_ping_pong(stub, first)) == 3
+        assert tape.all_played
+
+
+def _framed(body: bytes) -> list[bytes]:
+    return [grpc_wire.frame(message) for message in grpc_wire.split(body)]
+
+
+def test_a_bidi_ping_pong_recorded_without_send_times_replays_an_answer_a_message(
+    tmp_path: Path,
+) -> None:
+    """A cassette written before send times were kept (or by hand): each answer comes once
+    as many messages as it has answers before it were sent."""
+    from agenttape._core import codec, files
+
+    path = tmp_path / "chat.msgpack"
+    target = _record_ping_pongs(path, ["ping 0", "ping 1", "ping 2"])
+    tape = agenttape.load(path)
+    (interaction,) = tape.interactions
+    unstamped = dataclasses.replace(
+        interaction, request=dataclasses.replace(interaction.request, chunks=())
+    )
+    files.write_atomic(path, codec.encode(tape.metadata, [unstamped]))
+    assert agenttape.load(path).interactions[0].request.chunks == ()
+    stub = services.VectorsStub(grpc.insecure_channel(target))
+    with agenttape.use_cassette(path, mode="none") as replay:
+        assert len(_sync_ping_pong(stub, ["ping 0", "ping 1", "ping 2"])) == 3
+        assert replay.all_played
+
+
+def test_a_changed_message_of_a_bidi_stream_misses_as_it_is_sent(tmp_path: Path) -> None:
+    path = tmp_path / "chat.msgpack"
+    target = _record_ping_pongs(path, ["ping 0", "ping 1", "ping 2"])
+    stub = services.VectorsStub(grpc.insecure_channel(target))
+    pings: queue.Queue[Any] = queue.Queue()
+
+    def requests() -> Iterator[Any]:
+        while (message := pings.get()) is not None:
+            yield message
+
+    pool = ThreadPoolExecutor(2)
+    try:
+        with agenttape.use_cassette(path, mode="none"):
+            responses = pool.submit(stub.Chat, requests(), timeout=30).result(timeout=5)
+            for turn, text in enumerate(["ping 0", "ping 1"]):
+                pings.put(pb.ChatMessage(text=text, turn=turn))
+                assert pool.submit(next, responses).result(timeout=5).text == text.upper()
+            pings.put(pb.ChatMessage(text="pong 2", turn=2))
+            with pytest.raises(agenttape.UnmatchedInteractionError) as caught:
+                pool.submit(next, responses).result(timeout=5)
+    finally:
+        pings.put(None)
+        pool.shutdown(wait=True)
+    message = str(caught.value)
+    assert "vectors.v1.Vectors/Chat" in message
+    assert "body.messages[2].text: expected 'ping 2', got 'pong 2'" in message
+
+
+@pytest.mark.parametrize("by_writes", [True, False], ids=["write", "async-iterator"])
+def test_a_grpc_aio_bidi_ping_pong_replays_each_answer_as_its_message_arrives(
+    tmp_path: Path, by_writes: bool
+) -> None:
+    path = tmp_path / "chat.msgpack"
+    with GrpcServer() as server, agenttape.use_cassette(path, mode="all"):
+        recorded = asyncio.run(_aio_ping_pong(server.target, 3, by_writes))
+    with agenttape.use_cassette(path, mode="none") as tape:
+        assert asyncio.run(_aio_ping_pong(server.target, 3, by_writes)) == recorded
+        assert tape.all_played
+
+
+@pytest.mark.parametrize("by_writes", [True, False], ids=["write", "async-iterator"])
+def test_a_changed_message_of_a_grpc_aio_bidi_stream_misses_as_it_is_sent(
+    tmp_path: Path, by_writes: bool
+) -> None:
+    path = tmp_path / "chat.msgpack"
+    with GrpcServer() as server, agenttape.use_cassette(path, mode="all"):
+        asyncio.run(_aio_ping_pong(server.target, 3, by_writes))
+    texts = ["ping 0", "ping 1", "pong 2"]
+    with (
+        agenttape.use_cassette(path, mode="none"),
+        pytest.raises(agenttape.UnmatchedInteractionError) as caught,
+    ):
+        asyncio.run(_aio_ping_pong(server.target, 3, by_writes, texts))
+    assert "body.messages[2].text: expected 'ping 2', got 'pong 2'" in str(caught.value)
 
 
 def test_every_call_shape_replays_byte_exact_with_the_server_stopped(tmp_path: Path) -> None:

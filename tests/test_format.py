@@ -40,7 +40,11 @@ def sample() -> list[Interaction]:
     return [
         Interaction(
             request=Request(
-                "POST", "https://api.test/v1?a=1", [("X-A", "1"), ("x-a", "2")], b"\x00\xff"
+                "POST",
+                "https://api.test/v1?a=1",
+                [("X-A", "1"), ("x-a", "2")],
+                b"\x00\xff",
+                chunks=[(1, 0.0), (1, 0.015)],
             ),
             response=Response(
                 status=429,
@@ -162,6 +166,7 @@ FIELDS = [
     ("request", "url"),
     ("request", "headers"),
     ("request", "body"),
+    ("request", "chunks"),
     ("response",),
     ("response", "status"),
     ("response", "reason"),

@@ -598,6 +598,13 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             self._dirty = True
         return made
 
+    def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:
+        if self.is_recording or self._faults is not None or self._derived is not None:
+            return None
+        queue = self.queue
+        with self._lock:
+            return queue.candidates(self.redactor.request(request, stored=queue), boundary)
+
     def precedents(self, interaction: Interaction) -> Precedents | None:
         if not self.queue.overlapping:
             return None

@@ -114,6 +114,8 @@ def _encode_interaction(interaction: Interaction) -> dict[str, Any]:
             "body": request.body,
         },
     }
+    if request.chunks:
+        encoded["request"]["chunks"] = request.chunks
     response = interaction.response
     if response is not None:
         encoded["response"] = {
@@ -399,6 +401,12 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
     ):
         return None
     request = Request(method, url, request_headers, body)
+    raw_sent = req.get("chunks")
+    if raw_sent is not None:
+        sent = _plain_chunks(raw_sent, len(body))
+        if sent is None:
+            return None
+        request.chunks = sent
     response = None
     res = raw.get("response")
     if res is not None:
@@ -577,34 +585,43 @@ def _wire_text(value: Any, what: str) -> str:
     return text
 
 
+def _chunks(value: Any, body: bytes, side: str) -> list[tuple[int, float]]:
+    """A body's ``[size, offset]`` pieces, adding up to no more than the body."""
+    chunks = []
+    total = 0
+    for chunk in _expect(value, _ARRAYS, f"{side}.chunks"):
+        if (
+            not isinstance(chunk, _ARRAYS)
+            or len(chunk) != 2
+            or not isinstance(chunk[0], int)
+            or not isinstance(chunk[1], (int, float))
+            or chunk[0] < 0
+        ):
+            raise Invalid(f"{side}.chunks holds {chunk!r}, expected [size, offset]")
+        total += chunk[0]
+        chunks.append((chunk[0], _duration(chunk[1], f"{side}.chunks offset")))
+    if total > len(body):
+        raise Invalid(f"{side}.chunks add up to {total} bytes but the body has {len(body)}")
+    return chunks
+
+
 def _decode_interaction(raw: Any) -> Interaction:
     raw = _expect(raw, dict, "interaction")
     req = _expect(raw.get("request"), dict, "request")
+    request_body = _expect(req.get("body"), bytes, "request.body")
+    sent = req.get("chunks")
     request = Request(
         method=_expect(req.get("method"), str, "request.method"),
         url=_expect(req.get("url"), str, "request.url"),
         headers=_headers(req.get("headers"), "request.headers"),
-        body=_expect(req.get("body"), bytes, "request.body"),
+        body=request_body,
+        chunks=() if sent is None else _chunks(sent, request_body, "request"),
     )
     response = None
     if raw.get("response") is not None:
         res = _expect(raw["response"], dict, "response")
         body = _expect(res.get("body"), bytes, "response.body")
-        chunks = []
-        total = 0
-        for chunk in _expect(res.get("chunks", []), _ARRAYS, "response.chunks"):
-            if (
-                not isinstance(chunk, _ARRAYS)
-                or len(chunk) != 2
-                or not isinstance(chunk[0], int)
-                or not isinstance(chunk[1], (int, float))
-                or chunk[0] < 0
-            ):
-                raise Invalid(f"response.chunks holds {chunk!r}, expected [size, offset]")
-            total += chunk[0]
-            chunks.append((chunk[0], _duration(chunk[1], "response.chunks offset")))
-        if total > len(body):
-            raise Invalid(f"response.chunks add up to {total} bytes but the body has {len(body)}")
+        chunks = _chunks(res.get("chunks", []), body, "response")
         status = _expect(res.get("status"), int, "response.status")
         if status not in STATUSES:
             raise Invalid(f"response.status is {status}, expected three digits (100 to 999)")

@@ -50,10 +50,16 @@ def first_header(headers: Headers, name: str) -> str | None:
 
 @dataclass(slots=True)
 class Request:
+    """A request as it was sent. ``chunks`` holds ``(size, offset)`` per piece of a body
+    sent while the exchange ran (a streamed gRPC request's messages), ``offset`` being
+    seconds since the request started, so replay can answer each piece when it comes;
+    empty for a body sent at once."""
+
     method: str
     url: str
     headers: Headers = field(default_factory=list)
     body: bytes = b""
+    chunks: Sequence[tuple[int, float]] = ()
 
     def header(self, name: str) -> str | None:
         return first_header(self.headers, name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import UnmatchedInteractionError
 from .matching import Candidate, Matcher
@@ -232,6 +232,22 @@ class ReplayQueue:
         if self.allow_repeats:
             return positions[-1]
         return None
+
+    def candidates(self, request: Request, boundary: str = "http") -> list[Interaction]:
+        """The interactions of ``boundary`` whose requests match ``request`` in every field
+        but the body, in recorded order: those not played, then, with ``allow_repeats``,
+        those played."""
+        matcher = self.matcher
+        head = matcher.key(replace(request, body=b""))
+        fresh: list[Interaction] = []
+        again: list[Interaction] = []
+        for interaction, count in zip(self.interactions, self.play_counts, strict=True):
+            if (
+                interaction.boundary == boundary
+                and matcher.key(replace(interaction.request, body=b"")) == head
+            ):
+                (again if count else fresh).append(interaction)
+        return fresh + again if self.allow_repeats else fresh
 
     @property
     def unplayed(self) -> list[Interaction]:

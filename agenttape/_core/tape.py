@@ -67,6 +67,14 @@ class Tape(Protocol):
         only option and nothing matches."""
         ...
 
+    def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:
+        """For ``request`` whose body is still being sent (a streamed gRPC request, matched
+        message by message): the recorded interactions ``begin`` may serve it from once the
+        body is whole, those matching it in every field but the body, in the order ``begin``
+        takes them. None when ``begin`` may answer it otherwise (record it, inject a fault,
+        run it live): the body must then be whole first."""
+        ...
+
     def precedents(self, interaction: Interaction) -> Precedents | None:
         """The requests recorded as starting while the response of ``interaction`` (just
         served by ``begin``) was under way; None when there were none."""
@@ -125,6 +133,14 @@ class Recording:
         if data and not self.finished:
             self._parts.append(data)
             self._chunks.append((len(data), time.perf_counter() - self._t0))
+
+    def sent(self, data: bytes) -> None:
+        """A piece of the request body the client sent while the exchange ran (a streamed
+        gRPC request's message, already redacted), kept with its offset."""
+        if data:
+            request = self.interaction.request
+            request.body += data
+            request.chunks = [*request.chunks, (len(data), time.perf_counter() - self._t0)]
 
     def trail(self, trailers: Headers) -> None:
         """The trailers that followed the body (gRPC's status and trailing metadata), kept

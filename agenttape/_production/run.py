@@ -256,6 +256,10 @@ class Run(runtime.Block):
         self.spend(len(request.body) + HEADER_OVERHEAD * len(request.headers) + EXCHANGE_OVERHEAD)
         return _RunRecording(self, request, boundary)
 
+    def candidates(self, request: Request, boundary: str = "http") -> None:
+        """A run never replays: every request runs live."""
+        return None
+
     def precedents(self, interaction: Interaction) -> None:
         """A run never replays."""
         return None

@@ -57,6 +57,10 @@ class NetworkBlock(runtime.Block):
             )
         return Recording(self, request, boundary)
 
+    def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:
+        """Nothing is replayed: every request runs live."""
+        return None
+
     def precedents(self, interaction: Interaction) -> Precedents | None:
         return None
 

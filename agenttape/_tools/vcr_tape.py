@@ -390,6 +390,10 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
 
     # -- the Tape protocol, for recordings ---------------------------------------------------
 
+    def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:
+        """vcrpy's matchers take whole requests."""
+        return None
+
     def precedents(self, interaction: Interaction) -> Precedents | None:
         return None
 

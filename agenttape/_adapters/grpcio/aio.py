@@ -11,6 +11,7 @@ recording and not on replay.
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from .common import (
     records_unmatched,
     walk,
 )
+from .matched import ITERATING_FAILED, Conversation, Failed
 
 _DONE = object()
 """What ``done_writing`` puts after the last message written."""
@@ -138,23 +140,29 @@ class TapedCall:
             return [message async for message in request]
         return list(request)
 
-    async def _sent(self, recording: Recording) -> AsyncIterator[bytes]:
-        """The request's messages as the caller gives them (an iterator, or ``write`` until
-        ``done_writing``), each recorded as it is sent (``Method.written``)."""
-        method, tape = self._callable.method, self._tape
+    async def _given(self) -> AsyncIterator[Any]:
+        """The request's messages as the caller gives them: an iterator, or ``write`` until
+        ``done_writing``."""
         request = self._request
         if request is None:
             queue = self._queue = asyncio.Queue()
             for message in [*self._writes, *([_DONE] if self._written().is_set() else [])]:
                 queue.put_nowait(message)
             while (message := await queue.get()) is not _DONE:
-                yield method.written(tape, recording, message)
+                yield message
         elif hasattr(request, "__aiter__"):
             async for message in request:
-                yield method.written(tape, recording, message)
+                yield message
         else:
             for message in request:
-                yield method.written(tape, recording, message)
+                yield message
+
+    async def _sent(self, recording: Recording) -> AsyncIterator[bytes]:
+        """The request's messages as the caller gives them, each recorded as it is sent
+        (``Method.written``)."""
+        method, tape = self._callable.method, self._tape
+        async for message in self._given():
+            yield method.written(tape, recording, message)
 
     async def _open(self) -> _Source:
         method = self._callable.method
@@ -163,6 +171,13 @@ class TapedCall:
 
         async def replay(interaction: Interaction, schedule: Schedule) -> _Source:
             return _Replayed(interaction, schedule, timeout)
+
+        if self._callable.stream_request and self._callable.stream_response:
+            head, _none = method.request((), metadata)
+            candidates = self._tape.candidates(head)
+            if candidates is not None:
+                conversation = Conversation(self._tape, method, head, candidates)
+                return _Matched(conversation, self._given(), timeout)
 
         if self._callable.stream_request and records_unmatched(self._tape):
             # Recorded without a match: the messages are written down as they are sent.
@@ -400,6 +415,79 @@ class _Replayed(_Source):
                 return None
             self._ready.extend(self._reader.feed(piece))
         return self._ready.pop(0)
+
+
+class _Matched(_Source):
+    """A replayed call whose requests and answers stream, matched message by message
+    (``Conversation``); the caller's requests are read by a task of their own."""
+
+    def __init__(
+        self, conversation: Conversation, requests: AsyncIterator[Any], timeout: Any
+    ) -> None:
+        self._conversation = conversation
+        self._changed = asyncio.Event()
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._reader = asyncio.ensure_future(self._read(requests))
+
+    async def _read(self, requests: AsyncIterator[Any]) -> None:
+        conversation = self._conversation
+        try:
+            async for message in requests:
+                if self.outcome is not None or conversation.decided:
+                    return
+                conversation.heard(message)
+                self._changed.set()
+            if self.outcome is None and not conversation.decided:
+                conversation.end()
+        except Exception:
+            if not conversation.decided:
+                conversation.stopped(ITERATING_FAILED)
+        finally:
+            self._changed.set()
+
+    async def _wait(self, ready: Callable[[], bool]) -> None:
+        """Returns once ``ready()`` or the call ended; at its deadline, the call ends with
+        DEADLINE_EXCEEDED."""
+        while self.outcome is None and not ready():
+            self._changed.clear()
+            left = None if self._deadline is None else self._deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                self.outcome = Outcome.deadline()
+
+    async def initial_metadata(self) -> tuple[tuple[str, Any], ...]:
+        conversation = self._conversation
+        await self._wait(lambda: conversation.due() or conversation.decided)
+        return conversation.initial
+
+    def noted(self, error: E) -> E:
+        served = self._conversation.served
+        if served is not None and self.outcome == Outcome.of(served.interaction):
+            self._conversation.noted(error)
+        return error
+
+    async def next(self) -> bytes | None:
+        conversation = self._conversation
+        await self._wait(lambda: conversation.due() or conversation.over or conversation.decided)
+        if self.outcome is not None:
+            return None
+        if conversation.due():
+            return conversation.take()
+        error = conversation.error
+        if isinstance(error, Failed):
+            self.outcome = error.outcome
+        elif error is not None:
+            raise error
+        else:
+            assert conversation.served is not None
+            self.outcome = Outcome.of(conversation.served.interaction)
+        return None
+
+    def cancel(self) -> None:
+        super().cancel()
+        self._reader.cancel()
+        self._changed.set()
 
 
 class _Live(_Source):

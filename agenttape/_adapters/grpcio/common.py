@@ -97,11 +97,11 @@ class Method:
 
     def written(self, tape: Tape, recording: Recording, message: Any) -> bytes:
         """``message``'s bytes, added to the recorded request (redacted as a request body
-        is) as it is sent: the call runs while the caller still writes, so a client that
-        sends its next message once it has the answer to the last one (a bidirectional
-        ping-pong) gets each answer as it comes."""
+        is) with the moment it is sent: the call runs while the caller still writes, so a
+        client that sends its next message once it has the answer to the last one (a
+        bidirectional ping-pong) gets each answer as it comes, and replay answers it so."""
         payload = self.payload(message)
-        recording.interaction.request.body += tape.client_frame(grpc_wire.frame(payload))
+        recording.sent(tape.client_frame(grpc_wire.frame(payload)))
         return payload
 
     def _register(self, message: Any) -> None:

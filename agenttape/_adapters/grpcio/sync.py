@@ -7,10 +7,11 @@ for real through a multi-callable of the same method that sends and receives byt
 crosses the wire is exactly what is recorded. Interceptors of ``grpc.intercept_channel`` sit
 above the channel and run in both cases.
 
-Streaming requests are read to their end before the call is matched (the match is on every
-message), so in replay a bidirectional stream whose next request waits for a response is not
-served. A recording that matches nothing first (mode ``all``, ``once`` on a new cassette)
-sends each message as the caller gives it and passes each answer on as it arrives.
+A recording that matches nothing first (mode ``all``, ``once`` on a new cassette) sends each
+message as the caller gives it and passes each answer on as it arrives; replay matches a call
+whose requests and answers both stream message by message (``matched``), answering each
+message as it comes. A streamed request is otherwise read to its end before the call is
+matched (``new_episodes``, which may record it, and a call answered once).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .common import (
     record_message,
     records_unmatched,
 )
+from .matched import Conversation, MatchedStream
 from .replayed import ReplayedCall, ReplayedRpcError, ReplayedStream, unary
 
 # grpcio's multi-callable class -> (whether requests stream, whether answers stream, the
@@ -216,6 +218,13 @@ class _Taped:
     def stream(
         self, tape: Tape, request: Any, timeout: Any, metadata: Any, extra: tuple[Any, ...]
     ) -> Any:
+        if self.streaming_request:
+            model, _none = self._method.request((), metadata)
+            candidates = tape.candidates(model)
+            if candidates is not None:
+                conversation = Conversation(tape, self._method, model, candidates)
+                return MatchedStream(conversation, iter(request), timeout)
+
         def record(recording: Recording, argument: Any) -> Any:
             rendezvous = self.live()(argument, timeout, metadata, *extra)
             return _RecordingStream(rendezvous, recording, self._method)
