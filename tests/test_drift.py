@@ -12,6 +12,7 @@ import pytest
 # Imported here, once, as tests/test_recording_plugin.py does: libyaml's C loader keeps the
 # node classes of the first import of yaml.
 import vcr  # noqa: F401
+from llm_standin import StandIn
 
 from tests.servers import Server, json_reply
 
@@ -139,3 +140,37 @@ def test_drift_fail_says_which_tests_failed_on_their_drift(
     assert any(line.endswith("was recorded (failed on its drift)") for line in section)
     assert "1 failed on it: --agenttape-drift=fail; 1 failed or errored on its own" in section[-1]
     assert not (Path(pytester.path) / ".agenttape").exists()  # short: shown whole, no file
+
+
+CHAT_SUITE = """
+import os, pytest, requests
+
+@pytest.mark.vcr
+def test_support_answer():
+    messages = [{"role": "system", "content": "be brief"},
+                {"role": "user", "content": os.environ["ASKED"]}]
+    sent = {"model": "gpt-4o-mini", "messages": messages}
+    answer = requests.post(os.environ["API"] + "/v1/chat/completions", json=sent).json()
+    assert answer["choices"][0]["message"]["content"]
+"""
+
+
+def test_a_changed_user_message_is_drift(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, standin: StandIn
+) -> None:
+    """The user's message is what the code sends, not model output: a test whose prompt
+    changed since its cassette was recorded from the stand-in is named, and fails with
+    --agenttape-drift=fail."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_chat=CHAT_SUITE)
+    monkeypatch.setenv("API", standin.url)
+    monkeypatch.setenv("ASKED", "Where is my order?")
+    _run(pytester, *RECORDING, "--record-mode=once").assert_outcomes(passed=1)
+    monkeypatch.setenv("ASKED", "Where is my refund?")
+    result = _run(pytester, *AGENTTAPE, "--agenttape-drift=fail")
+    result.assert_outcomes(failed=1)
+    section = _section(result.stdout.str())
+    assert (
+        "request changed: request body.messages[1].content: 'Where is my order?', "
+        "now 'Where is my refund?'"
+    ) in [line.strip() for line in section]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import time_machine
 
 import agenttape
 from agenttape._production import deletions, run_index
@@ -300,11 +301,14 @@ def test_done_tombstones_are_retired_by_a_compaction_and_a_late_row_stays_gone(
 def test_the_newest_day_rule_stays_and_hides_late_files_in_old_days(tmp_path: Path) -> None:
     seed(tmp_path)
     store = open_store(tmp_path)
-    apply_retention(store, _dt.timedelta(days=0, hours=1))
-    [stone] = deletions.tombstones(store)
-    assert stone.before and stone.done
-    _age_done_markers(store, 30)
-    assert retire(store) == 0
+    # An hour's retention at noon of the runs' day: in the first hour after midnight the
+    # cutoff would be the day before, with nothing older to delete.
+    with time_machine.travel(NOW.replace(hour=12, minute=0, second=0), tick=False):
+        apply_retention(store, _dt.timedelta(days=0, hours=1))
+        [stone] = deletions.tombstones(store)
+        assert stone.before and stone.done
+        _age_done_markers(store, 30)
+        assert retire(store) == 0
     assert [found.name for found in deletions.tombstones(store)] == [stone.name]
 
 

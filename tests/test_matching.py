@@ -297,3 +297,33 @@ def test_multipart_bodies_compare_by_parts_not_by_their_random_boundary(
         upload(b"bye")
     assert "body.part[1](file): expected 5 bytes b'hello', got 3 bytes b'bye'" in str(miss.value)
     assert len(server.seen) == 2
+
+
+@pytest.mark.parametrize(
+    ("recorded", "sent", "named"),
+    [
+        (
+            b'{"temperature": 0.0}',
+            b'{"temperature": -0.0}',
+            "body.temperature: expected 0.0, got -0.0",
+        ),
+        (b'"where is my order"', b'"where is my \\u006frder"', "body: expected"),
+    ],
+)
+def test_a_miss_names_a_body_difference_that_json_equality_misses(
+    cassette_path: Path, recorded: bytes, sent: bytes, named: str
+) -> None:
+    """Bodies the match tells apart (canonical JSON, or bytes for a body that is no JSON
+    object or array) whose parsed values Python calls equal are still named as different."""
+    with agenttape.use_cassette(cassette_path, mode="once"), client() as c:
+        c.post("/chat", content=recorded)
+    with (
+        agenttape.use_cassette(cassette_path),
+        client() as c,
+        pytest.raises(agenttape.UnmatchedInteractionError) as miss,
+    ):
+        c.post("/chat", content=sent)
+    [candidate] = miss.value.candidates
+    assert not candidate.played
+    assert candidate.differences and candidate.differences[0].startswith(named)
+    assert "identical request" not in str(miss.value)

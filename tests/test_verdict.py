@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from llm_standin import StandIn
 
 import agenttape
 from agenttape._core.errors import AgentTapeWarning
@@ -289,3 +290,53 @@ def test_a_websocket_session_is_judged_frame_by_frame() -> None:
         "response shape changed: server frames[*].m: new",
         "benign (ids): client frames[0].id",
     ]
+
+
+def _agent_turn(path: Path, url: str, prompt: str, tool_result: str) -> None:
+    """One agent turn recorded from the stand-in through the openai SDK: the model calls a
+    tool, the code sends the tool's result back, the model answers."""
+    import openai
+
+    tools = [{"type": "function", "function": {"name": "lookup_order", "parameters": {
+        "type": "object", "properties": {"order_id": {"type": "string"}}}}}]  # fmt: skip
+    messages: list[Any] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": prompt},
+    ]
+    with agenttape.use_cassette(path, mode="all"):
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+        asked = client.chat.completions.create(model="m", messages=messages, tools=tools)
+        message = asked.choices[0].message
+        assert message.tool_calls
+        messages += [
+            message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": tool_result},
+        ]
+        client.chat.completions.create(model="m", messages=messages, tools=tools)
+
+
+def test_a_changed_prompt_or_tool_result_is_a_request_change(
+    tmp_path: Path, standin: StandIn
+) -> None:
+    """The user's message and a tool's result are what the code sends: a change of either is
+    a request change; only the model's own output, sent back in an assistant message, is
+    benign."""
+    old, new = tmp_path / "old.msgpack", tmp_path / "new.msgpack"
+    _agent_turn(old, standin.url, "Where is my order A-1?", '{"status": "shipped"}')
+    _agent_turn(new, standin.url, "Where is my refund A-1?", '{"status": "lost"}')
+    result = cli("diff", old, new, "--verdict", "--fail-on", "request,response")
+    assert result.returncode == 1, result.stdout
+    out = result.stdout
+    assert (
+        "    request changed: request body.messages[1].content: 'Where is my order A-1?', "
+        "now 'Where is my refund A-1?'\n"
+    ) in out
+    assert (
+        '    request changed: request body.messages[3].content: \'{"status": "shipped"}\', '
+        'now \'{"status": "lost"}\'\n'
+    ) in out
+    [benign] = [line for line in out.splitlines() if "request body.messages[2]" in line]
+    assert benign.startswith("    benign (ids, model output text): ")
+    assert "request body.messages[2].tool_calls[0].function.arguments" in benign
+    assert out.endswith("verdicts: 2 request changed\nfailing on: request changed "
+                        "(--fail-on request,response)\n")  # fmt: skip

@@ -212,13 +212,17 @@ class Matcher:
                 )
         if self._match_body and self.body_key(recorded.body) != self.body_key(request.body):
             if grpc_wire.is_grpc(request) and grpc_wire.is_grpc(recorded):
-                diffs.extend(
-                    grpc_wire.message_differences(
-                        request.url, recorded.body, request.body, json_differences
-                    )
+                found = grpc_wire.message_differences(
+                    request.url, recorded.body, request.body, json_differences
                 )
             else:
-                diffs.extend(self._body_differences(recorded.body, request.body))
+                found = self._body_differences(recorded.body, request.body)
+            # Bodies the match tells apart are named even where their parsed values compare
+            # equal (a JSON string that is no object or array is matched as bytes).
+            diffs.extend(
+                found
+                or [f"body: expected {_show_bytes(recorded.body)}, got {_show_bytes(request.body)}"]
+            )
         return diffs
 
     def _body_differences(self, want: bytes, got: bytes, path: str = "body") -> list[str]:
@@ -305,8 +309,13 @@ def json_differences(path: str, want: JsonValue, got: JsonValue, out: list[str])
     elif isinstance(want, str) and isinstance(got, str) and want != got:
         start = max(0, _common_prefix(want, got) - 24)
         out.append(f"{path}: expected {_show_from(want, start)}, got {_show_from(got, start)}")
-    elif want != got or type(want) is not type(got):
+    elif want != got or type(want) is not type(got) or _signed_zeros(want, got):
         out.append(f"{path}: expected {show_value(want)}, got {show_value(got)}")
+
+
+def _signed_zeros(want: JsonValue, got: JsonValue) -> bool:
+    """0.0 and -0.0: equal in Python, different in canonical JSON (and so in the match)."""
+    return isinstance(want, float) and isinstance(got, float) and str(want) != str(got)
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -181,13 +181,27 @@ def _value_reason(path: str) -> str:
     return "model output text" if key in _OUTPUT_KEYS else "values"
 
 
+_MODEL_ROLES = frozenset({"assistant", "model"})
+_MODEL_ITEMS = frozenset({"function_call", "reasoning"})
+
+
+def _said_by_model(item: dict[str, Any]) -> bool:
+    """Whether a message or input item sent back is the model's own output."""
+    return item.get("role") in _MODEL_ROLES or (
+        "role" not in item and item.get("type") in _MODEL_ITEMS
+    )
+
+
 def _walk(
     path: str, old: Any, new: Any, output: bool = False
 ) -> Iterator[tuple[str, str, Any, Any, bool]]:
     """Every difference: (path, ``added``/``removed``/``type``/``value``, old, new, whether
-    the path is model output). Items of an assistant message are model output."""
+    the path is model output). Only what the model said is: an assistant's (Gemini: the
+    model's) message, a Responses API function call or reasoning item, sent back. The user's
+    message, the system prompt and a tool's result are what the code sends, whatever their
+    key (``content`` too)."""
     if isinstance(old, dict) and isinstance(new, dict):
-        output = output or old.get("role") == new.get("role") == "assistant"
+        output = output or (_said_by_model(old) and _said_by_model(new))
         for key in dict.fromkeys([*old, *new]):
             child = f"{path}.{key}"
             if key not in new:
@@ -195,8 +209,7 @@ def _walk(
             elif key not in old:
                 yield child, "added", None, new[key], output
             else:
-                inner = output or (key in _OUTPUT_KEYS and _type(old[key]) == "string")
-                yield from _walk(child, old[key], new[key], inner)
+                yield from _walk(child, old[key], new[key], output)
     elif isinstance(old, list) and isinstance(new, list):
         for index in range(max(len(old), len(new))):
             child = f"{path}[{index}]"
