@@ -396,3 +396,40 @@ def test_sigterm_to_run_keeps_what_a_non_python_command_sent_through_the_proxy(
         f"{server.url}/step?i={i}" for i in range(3)
     ]
     assert tape.metadata["interrupted"] == {"after": 3, "by": "SIGTERM"}
+
+
+def test_a_python_program_s_native_clients_are_recorded_once_not_also_by_the_proxy(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """libcurl reads the run's recording proxy from the environment; a Python process that
+    records its own requests in-process sends curl_cffi's and pycurl's past it, as httpx's."""
+    pytest.importorskip("curl_cffi")
+    pytest.importorskip("pycurl")
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    program = tmp_path / "native.py"
+    program.write_text(
+        textwrap.dedent(
+            """
+            import io, os
+            import curl_cffi.requests, httpx, pycurl
+
+            api = os.environ["API"]
+            print(curl_cffi.requests.get(api + "/curl_cffi").text)
+            handle, sink = pycurl.Curl(), io.BytesIO()
+            handle.setopt(pycurl.URL, api + "/pycurl")
+            handle.setopt(pycurl.WRITEDATA, sink)
+            handle.perform()
+            print(sink.getvalue().decode())
+            print(httpx.get(api + "/httpx").text)
+            """
+        )
+    )
+    cassette = tmp_path / "native.msgpack"
+    command = ["run", "--cassette", str(cassette), "--mode", "once", "--", "python", program]
+    recorded = cli(*command, cwd=tmp_path, env={"API": server.url})
+    assert recorded.returncode == 0, recorded.stderr
+    assert sorted(seen.path for seen in server.seen) == ["/curl_cffi", "/httpx", "/pycurl"]
+    tape = agenttape.load(cassette)
+    assert sorted(i.request.url for i in tape.interactions) == [
+        f"{server.url}/{name}" for name in ("curl_cffi", "httpx", "pycurl")
+    ]

@@ -141,6 +141,7 @@ def failure_of(exc: BaseException) -> Failure | None:
 
 def _tee(curl: Any, setopt: Callable[..., Any], easy: libcurl.Easy, recording: Recording) -> Any:
     tee = libcurl.Tee(easy, recording)
+    libcurl.keep_off_the_run_proxy(easy, lambda option, value: setopt(curl, option, value))
     # A sink with ``write``, not a function: curl_cffi before 0.9 sets a HEADERFUNCTION up as
     # the body's write callback.
     setopt(curl, libcurl.HEADERDATA, SimpleNamespace(write=tee.header))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import re
 import sys
 import zlib
@@ -24,6 +25,7 @@ from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.tape import Recording
 
 URL = 10002
+PROXY = 10004
 HTTPHEADER = 10023
 POSTFIELDS = 10015
 COPYPOSTFIELDS = 10165
@@ -460,3 +462,30 @@ class Tee:
             self.recording.finish(truncated=True)
         else:
             self.recording.fail(failure)
+
+
+RUN_USER_PROXIES = "AGENTTAPE_RUN_USER_PROXIES"
+"""Set by ``agenttape run`` for the processes it starts: the proxies the user had (JSON). A
+Python process that records in-process reads its proxies from it, not the run's proxy."""
+
+
+def keep_off_the_run_proxy(easy: Easy, setopt: Callable[[int, Any], Any]) -> None:
+    """Under ``agenttape run``, libcurl would take the run's recording proxy from the
+    environment, and the request this process records in-process would be recorded by the
+    proxy too. Its live perform is given the user's own proxy for the URL instead (none: an
+    empty one), as ``urllib.request`` gives it to httpx and requests. A proxy the caller set
+    on the handle is left as it is."""
+    if os.environ.get(RUN_USER_PROXIES) is None or PROXY in easy.options:
+        return
+    import urllib.parse
+    import urllib.request
+
+    url = _text(easy.options.get(URL, ""))
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = (
+        ""
+        if urllib.request.proxy_bypass(parts.hostname or "")
+        else proxies.get(parts.scheme.lower(), proxies.get("all", ""))
+    )
+    setopt(PROXY, proxy.encode())

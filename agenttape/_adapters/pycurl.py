@@ -153,6 +153,9 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
 
         def record(recording: Recording) -> None:
             tee = libcurl.Tee(kept, recording)
+            libcurl.keep_off_the_run_proxy(
+                kept, lambda option, value: base_setopt(self, option, value)
+            )
             base_setopt(self, libcurl.HEADERFUNCTION, tee.header)
             base_setopt(self, libcurl.WRITEFUNCTION, tee.write)
             reader = kept.options.get(libcurl.READFUNCTION)

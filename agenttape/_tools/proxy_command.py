@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .._adapters.libcurl import RUN_USER_PROXIES
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError, UnmatchedInteractionError
 from .._core.faults import Fault
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from .._proxy.listener import ProxyServer
     from .._proxy.upstream import Origin
 
-USER_PROXIES_VARIABLE = "AGENTTAPE_RUN_USER_PROXIES"
+USER_PROXIES_VARIABLE = RUN_USER_PROXIES
 """The proxy settings the user had (``urllib.request.getproxies()``, as JSON) before
 ``agenttape run`` pointed the command at the recording proxy: Python processes, recorded
 in-process, keep using those (a corporate proxy, ``NO_PROXY``) instead of the recording
