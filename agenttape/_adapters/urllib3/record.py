@@ -168,6 +168,10 @@ class _TeeFile:
         self._saw(bytes(memoryview(buffer)[:count]), len(buffer) > 0)
         return count
 
+    def flush(self) -> None:
+        """Nothing to flush in a file that is only read: ``http.client`` flushes its file
+        when the response is collected, and by then the connection may have closed it."""
+
     def close(self) -> None:
         try:
             self._fp.close()

@@ -20,6 +20,21 @@ from .. import wire
 from .record import KIND_BY_EXCEPTION
 
 
+class _ReadOnly(io.BytesIO):
+    """A recorded body as a file: ``http.client`` flushes its file when the response is
+    collected, and a read-only file has nothing to flush, closed or not."""
+
+    def flush(self) -> None:
+        pass
+
+
+class _BufferedReadOnly(io.BufferedReader):
+    """As ``_ReadOnly``, over the replayed stream (closed when its cassette ends)."""
+
+    def flush(self) -> None:
+        pass
+
+
 class _ReplayRaw(io.RawIOBase):
     """The recorded response as a socket would deliver it, as the replay walk hands it over:
     never more than one piece per read, then EOF, the recorded transport error, or, for a
@@ -100,7 +115,7 @@ class _ReplaySocket:
     def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
         if buffering == 0:
             return self.source
-        return io.BufferedReader(self.source)
+        return _BufferedReadOnly(self.source)
 
     def settimeout(self, timeout: float | None) -> None:
         self.source.timeout = timeout
@@ -121,7 +136,7 @@ class WholeSocket:
         self._piece = piece
 
     def makefile(self, mode: str = "rb", buffering: int | None = None, **kwargs: Any) -> Any:
-        return io.BytesIO(self._piece)
+        return _ReadOnly(self._piece)
 
     def head_arrives(self) -> None:
         pass
