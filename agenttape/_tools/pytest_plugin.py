@@ -99,7 +99,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN_ID] = uuid.uuid4().hex
-    recording_switch.configure(config)
+    if recording_switch.configure(config):
+        from . import recording_plugin
+
+        config.pluginmanager.register(recording_plugin, recording_switch.NAME)
     if config.getoption("agenttape_orphans"):
         config.pluginmanager.register(
             orphans.Orphans(config, used_cassette, replayed), "agenttape-orphans"

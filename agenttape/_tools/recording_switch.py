@@ -142,18 +142,17 @@ def offered(config: pytest.Config) -> bool:
     return _OFFERED in config.stash
 
 
-def configure(config: pytest.Config) -> None:
+def configure(config: pytest.Config) -> bool:
     """The markers (a suite with ``--strict-markers`` imports its tests before it is known
     whether they use them), the check of the ini setting, and the drift summary (the summary
     is written where the reports arrive: under xdist, in the controller, which collects
-    nothing)."""
+    nothing). Whether the drop-in is offered: its fixtures are then registered, before the
+    conftests' (``pytest_plugin``)."""
     if not offered(config):
-        return
+        return False
     from .._core.matching import Matcher
-    from . import recording_plugin
     from .drift import DriftReport
 
-    config.pluginmanager.register(recording_plugin, NAME)
     for name, text in _MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     try:
@@ -163,6 +162,7 @@ def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(
         DriftReport(config.getoption("agenttape_drift")), "agenttape-drift"
     )
+    return True
 
 
 def option(config: pytest.Config, dest: str) -> Any:
