@@ -102,14 +102,17 @@ SUITES = (
         "vcrpy",
         "9.4.2",
         (
-            "pytest==8.4.2",
+            "pytest==9.0.2",  # its configuration is pytest 9's [tool.pytest]
             "pytest-asyncio==1.3.0",
+            "pytest-httpbin==2.1.0",
+            "httpbin==0.10.2",
             "httpx==0.28.1",
             "requests==2.34.2",
             "urllib3==2.5.0",
             "aiohttp==3.13.2",
         ),
-        # the unit tests: tests/integration record from httpbin and the internet
+        # the unit tests (a few serve httpbin on 127.0.0.1): tests/integration records from
+        # the internet
         ("tests/unit", "-m", "not online"),
     ),
 )
@@ -202,6 +205,7 @@ def run(suite: Suite, tree: Path, python: Path, label: str) -> Outcome:
         k: v for k, v in os.environ.items() if k not in removed and not k.startswith("AGENTTAPE")
     }
     command = [str(python), "-m", "pytest", *suite.arguments, "-q", "-p", "no:cacheprovider"]
+    command += ["-c", "pyproject.toml", "--rootdir", "."]  # its own configuration, not ours
     command += ["-o", "junit_family=xunit2", f"--junitxml={report}"]
     try:
         done = subprocess.run(
