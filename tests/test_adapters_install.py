@@ -69,7 +69,9 @@ RACE = """
         import os
         os._exit(3)
     import urllib3
-    patched = "agenttape" in urllib3.connectionpool.HTTPConnectionPool._make_request.__module__
+    from agenttape._adapters import ledger
+    pool = urllib3.connectionpool.HTTPConnectionPool
+    patched = ledger.installed(pool, "_make_request") is not None
     print("patched" if patched else "not patched", flush=True)
 """
 

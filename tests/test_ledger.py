@@ -651,3 +651,53 @@ def test_a_wrapper_put_on_any_patch_of_ours_stays_and_calls_through(
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+PICKLED = """
+import functools, inspect, os, pickle, signal, subprocess, sys, tempfile, warnings
+import agenttape
+from agenttape._adapters import ledger
+
+before = inspect.signature(os.system)
+folder = tempfile.mkdtemp()
+warnings.simplefilter("ignore")
+with agenttape.use_cassette(folder + "/c.msgpack", mode="once", block_network=True):
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+assert ledger.installed(os, "system") is not None, "the child-process guard is in place"
+assert pickle.loads(pickle.dumps(os.system)) is os.system
+assert inspect.signature(os.system) == before
+assert inspect.unwrap(os.system) is os.system.__wrapped__
+for entry in ledger.entries():
+    replacement = entry.replacement
+    if inspect.isfunction(replacement):
+        assert pickle.loads(pickle.dumps(replacement)) is replacement, entry.patch.name
+
+
+@functools.wraps(os.system)
+def later(command):
+    return later.__wrapped__(command)
+
+
+os.system = later  # named as ours is: os.system
+assert pickle.loads(pickle.dumps(os.system)) is later
+print("pickled")
+"""
+
+
+def test_a_patched_function_pickles_and_unwraps_after_a_cassette_guarded_children(
+    tmp_path: Path,
+) -> None:
+    """A cassette that blocks the network guards the children it starts by wrapping
+    ``os.system`` (and ``Popen``): the wrapper stays, and pickle, ``inspect`` and a later
+    wrapper still find it where it stands, in a process of its own as after any test."""
+    result = subprocess.run(
+        [sys.executable, "-c", PICKLED],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["pickled"]

@@ -120,10 +120,11 @@ ONLY_WHILE_OPEN = """
 import sys, threading
 from concurrent.futures import ThreadPoolExecutor
 import agenttape
+from agenttape._adapters import ledger
 
 def patched():
-    methods = (ThreadPoolExecutor.submit, threading.Thread.start)
-    return [method.__module__.startswith("agenttape") for method in methods]
+    places = ((ThreadPoolExecutor, "submit"), (threading.Thread, "start"))
+    return [ledger.installed(target, name) is not None for target, name in places]
 
 states = [patched()]
 first, second = agenttape.Recorder(sys.argv[1] + "/a"), agenttape.Recorder(sys.argv[1] + "/b")

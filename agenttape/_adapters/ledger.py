@@ -102,7 +102,7 @@ def apply(library: str, patches: Sequence[Patch]) -> list[Entry]:
                 )
         if problems:
             raise PatchError("; ".join(problems))
-        made = [(patch, original, patch.make(original)) for patch, original in todo]
+        made = [(patch, original, _named(patch, patch.make(original))) for patch, original in todo]
         done: list[Entry] = []
         try:
             for patch, original, replacement in made:
@@ -166,7 +166,7 @@ def reinstate() -> list[Entry]:
             if not _fits(patch, original := _found(patch)):
                 continue
             own = _own(patch.target, patch.name)
-            replacement = patch.make(original)
+            replacement = _named(patch, patch.make(original))
             setattr(patch.target, patch.name, replacement)
             entry.former.append((entry.own, entry.original, entry.replacement))
             entry.own, entry.original, entry.replacement = own, original, replacement
@@ -192,6 +192,23 @@ def _back_in_place(entry: Entry) -> bool:
             del entry.former[index:]
             return True
     return False
+
+
+def _named(patch: Patch, replacement: Any) -> Any:
+    """A function put in place answers by the name it stands under, so that pickle (which finds
+    a function again by its module and qualified name) and ``inspect.getmodule`` reach it: a
+    wrapper copying its original's name would claim ``posix.system`` for ``os.system``, where
+    the original stays, and could not be pickled. ``__wrapped__`` still leads to the original
+    (``inspect.signature``, ``inspect.unwrap``)."""
+    target = patch.target
+    if not isinstance(replacement, types.FunctionType):
+        return replacement
+    if isinstance(target, types.ModuleType):
+        replacement.__module__, replacement.__qualname__ = target.__name__, patch.name
+    elif isinstance(target, type):
+        replacement.__module__ = target.__module__
+        replacement.__qualname__ = f"{target.__qualname__}.{patch.name}"
+    return replacement
 
 
 def _found(patch: Patch) -> Any:

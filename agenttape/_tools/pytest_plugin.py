@@ -6,7 +6,8 @@ A test that fails because a request had no recording shows the request and the n
 recorded candidates with their differences, not a traceback through HTTP library internals.
 
 Where pytest-recording is not active, ``recording_plugin`` serves its interface, so a suite
-written for it runs unchanged.
+written for it runs unchanged; only a suite that uses that interface gets it
+(``recording_switch``).
 
 Under pytest-xdist every test runs in one worker and, by default, has a cassette of its own;
 tests that name the same cassette take an exclusive lock on it while they record, so two
@@ -17,9 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
-import importlib.metadata
 import os
 import re
 import stat
@@ -39,7 +38,7 @@ from .._core.options import (
     environment_mode,
     mode_argument,
 )
-from . import markers, orphans
+from . import markers, orphans, recording_switch
 
 if TYPE_CHECKING:
     from .._core.cassette import Cassette
@@ -51,40 +50,17 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
 _MAX_NAME = 120
 
 
-_RECORDING_PLUGINS = ("recording", "cassetter")
-"""Plugins that serve pytest-recording's interface themselves: pytest-recording, and
-cassetter, which replaces it."""
-
-
-def _recording_active(pluginmanager: pytest.PytestPluginManager) -> bool:
-    """Whether another plugin serves pytest-recording's markers and fixtures in this run (it
-    may not be registered yet: entry points load in no set order)."""
-    names = [name for name in _RECORDING_PLUGINS if not pluginmanager.is_blocked(name)]
-    if any(pluginmanager.has_plugin(name) for name in names):
-        return True
-    if not names or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return False
-    return any(name in _installed_plugins() for name in names)
-
-
-@functools.cache
-def _installed_plugins() -> frozenset[str]:
-    """The names of the installed pytest plugins (a walk over every distribution: once)."""
-    return frozenset(entry.name for entry in importlib.metadata.entry_points(group="pytest11"))
-
-
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    if not _recording_active(pluginmanager):
-        from . import recording_hooks
-
-        pluginmanager.add_hookspecs(recording_hooks)
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser
+) -> Iterator[None]:
+    """pytest-recording's options are added once the project's conftests added theirs: each
+    one the project defines itself stays the project's."""
+    yield
+    recording_switch.offer(early_config, parser)
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    if not _recording_active(pluginmanager):
-        from . import recording_plugin
-
-        recording_plugin.add_options(parser)
     group = parser.getgroup("agenttape", "agenttape cassettes")
     group.addoption(
         "--agenttape-mode",
@@ -123,10 +99,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RUN_ID] = uuid.uuid4().hex
-    if not _recording_active(config.pluginmanager):
+    if recording_switch.configure(config):
         from . import recording_plugin
 
-        config.pluginmanager.register(recording_plugin, recording_plugin.NAME)
+        config.pluginmanager.register(recording_plugin, recording_switch.NAME)
     if config.getoption("agenttape_orphans"):
         config.pluginmanager.register(
             orphans.Orphans(config, used_cassette, replayed), "agenttape-orphans"
@@ -141,6 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     markers.check_spelling(config, items)
+    recording_switch.switch_on(config, items)
 
 
 def cassette_name(item: pytest.Item) -> str:
@@ -324,9 +301,12 @@ def agenttape_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
 
 @pytest.fixture(autouse=True)
 def _agenttape_marker(request: pytest.FixtureRequest) -> None:
-    """Autouse, so the cassette is active before the test's other fixtures set up."""
+    """Autouse, so the cassette is active before the test's other fixtures set up; the one
+    fixture agenttape adds to every test, and it asks for nothing unless the test is marked."""
     if request.node.get_closest_marker("agenttape") is not None:
         request.getfixturevalue("agenttape_cassette")
+    if recording_switch.engaged(request):
+        request.getfixturevalue(recording_switch.ENGINE)
 
 
 def _agenttape_error(error: BaseException | None) -> AgentTapeError | None:

@@ -3,9 +3,11 @@ suite written for it (``@pytest.mark.vcr``, ``vcr_config``, a conftest's
 ``pytest_recording_configure``, YAML or JSON cassettes) runs unchanged, its cassettes read
 where and as pytest-recording reads them and replayed by agenttape.
 
-Registered by ``pytest_plugin`` only when pytest-recording is not installed or is disabled
-(``-p no:recording``): ``pytest_plugin`` adds the options and the hook, and registers this
-module at configure time. Names, defaults and precedence follow pytest-recording 0.13's.
+Registered by ``recording_switch`` only where pytest-recording is not active (not installed, or
+``-p no:recording``) and the collected suite uses its interface; ``recording_switch`` adds the
+options and the hook. Its fixtures are never autouse: ``pytest_plugin``'s one autouse fixture
+asks for ``ENGINE`` in the tests that need it. Names, defaults and precedence follow
+pytest-recording 0.13's.
 """
 
 from __future__ import annotations
@@ -17,22 +19,20 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .._adapters.network_guard import REGEX_PREFIX
-from .._core.matching import Matcher
-from .drift import DRIFT_MODES, DriftReport, changed_requests, drift_text
-from .network_block import NetworkBlock
-from .vcr_cache import deserialize_cached
-from .vcr_tape import VcrTape, msgpack_path
+from .recording_switch import ENGINE, IGNORE_JSON_FIELDS, option
 
-NAME = "agenttape.recording"
-RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
-_TAPE = pytest.StashKey[VcrTape]()
-_DRIFT = "agenttape-drift"
-_IGNORE_JSON_FIELDS = "agenttape_ignore_json_fields"
+if TYPE_CHECKING:
+    from .vcr_tape import VcrTape
+
+# What a suite that uses the interface needs (the tape, vcrpy, the network block) is
+# imported by its first test that does: registered in every project, this module costs
+# the others nothing.
+
+_TAPE = pytest.StashKey["VcrTape"]()
 
 try:
     MAX_FILENAME_LEN = os.pathconf(".", "PC_NAME_MAX")
@@ -40,75 +40,15 @@ except (AttributeError, ValueError, OSError):
     MAX_FILENAME_LEN = 255
 
 
-def add_options(parser: pytest.Parser) -> None:
-    """pytest-recording's options, and agenttape's for the drift report."""
-    group = parser.getgroup("recording")
-    group.addoption(
-        "--record-mode",
-        action="store",
-        default=None,
-        choices=RECORD_MODES,
-        help='VCR.py record mode. Default to "none".',
-    )
-    group.addoption(
-        "--block-network",
-        action="store_true",
-        default=False,
-        help="Block network access except for VCR recording.",
-    )
-    group.addoption(
-        "--allowed-hosts",
-        action="store",
-        default=None,
-        help="Hosts, separated by comma, to where connection must be allowed.",
-    )
-    group.addoption(
-        "--disable-recording",
-        action="store_true",
-        default=False,
-        help="Disable VCR.py integration.",
-    )
-    parser.getgroup("agenttape").addoption(
-        "--agenttape-drift",
-        choices=DRIFT_MODES,
-        default="report",
-        help="requests that changed since their vcrpy cassette was recorded: report them at "
-        "the end of the session (default), fail the test, or say nothing",
-    )
-    parser.addini(
-        _IGNORE_JSON_FIELDS,
-        type="linelist",
-        default=[],
-        help="JSON paths (a.b, items[*].id) the drift report leaves out of the request bodies "
-        "it compares: ids and times the code draws anew on each run",
-    )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "vcr: Mark the test as using VCR.py.")
-    config.addinivalue_line(
-        "markers", "block_network: Block network access except for VCR recording."
-    )
-    config.addinivalue_line("markers", "default_cassette: Override the default cassette name.")
-    config.addinivalue_line(
-        "markers", "allowed_hosts: List of hosts to where connection must be allowed."
-    )
-    try:
-        Matcher(ignore_json_fields=config.getini(_IGNORE_JSON_FIELDS))
-    except ValueError as error:
-        raise pytest.UsageError(f"{_IGNORE_JSON_FIELDS}: {error}") from None
-    config.pluginmanager.register(DriftReport(config.getoption("agenttape_drift")), _DRIFT)
-
-
 @pytest.fixture(scope="session")
 def record_mode(request: pytest.FixtureRequest) -> str:
     """The record mode given on the command line, else ``none``."""
-    return str(request.config.getoption("--record-mode") or "none")
+    return str(option(request.config, "record_mode") or "none")
 
 
 @pytest.fixture(scope="session")
 def disable_recording(request: pytest.FixtureRequest) -> bool:
-    return bool(request.config.getoption("--disable-recording"))
+    return bool(option(request.config, "disable_recording"))
 
 
 @pytest.fixture
@@ -125,7 +65,7 @@ def allowed_hosts(request: pytest.FixtureRequest) -> list[str] | None:
     config = request.getfixturevalue("vcr_config")
     hosts = (
         getattr(marker, "kwargs", {}).get("allowed_hosts")
-        or request.config.getoption("--allowed-hosts")
+        or option(request.config, "allowed_hosts")
         or config.get("allowed_hosts")
     )
     if isinstance(hosts, str):
@@ -141,6 +81,8 @@ def vcr_markers(request: pytest.FixtureRequest) -> list[pytest.Mark]:
 def as_patterns(hosts: list[str] | None) -> tuple[str, ...]:
     """pytest-recording's allowed hosts, each a regular expression matched from the start of
     the host, as agenttape's network guard takes them."""
+    from .._adapters.network_guard import REGEX_PREFIX
+
     patterns = tuple(hosts or ())
     for pattern in patterns:
         try:
@@ -167,43 +109,40 @@ def _blocks(request: pytest.FixtureRequest, record_mode: str, markers: list[pyte
             "Invalid arguments to `block_network`. It accepts only the following keyword "
             f"arguments: `allowed_hosts`. Got args: {marker.args!r}; kwargs: {marker.kwargs!r}"
         )
-    if markers and request.config.getoption("--record-mode") is None:
+    if markers and option(request.config, "record_mode") is None:
         merged = merge_kwargs(request.getfixturevalue("vcr_config"), markers)
         record_mode = merged.get("record_mode", "none")
-    wanted = marker is not None or bool(request.config.getoption("--block-network"))
+    wanted = marker is not None or bool(option(request.config, "block_network"))
     return wanted and (not markers or record_mode == "none")
 
 
-@pytest.fixture(autouse=True)
-def block_network(
-    request: pytest.FixtureRequest, record_mode: str, vcr_markers: list[pytest.Mark]
-) -> Iterator[None]:
-    """Network access blocked in a test marked ``block_network`` (or under
-    ``--block-network``) except where a cassette records; a test with a cassette has its
-    tape block instead."""
-    if vcr_markers or not _blocks(request, record_mode, vcr_markers):
-        yield
-        return
-    hosts = as_patterns(request.getfixturevalue("allowed_hosts"))
-    with NetworkBlock(Path(str(request.node.path)), hosts):
-        yield
-
-
-@pytest.fixture(autouse=True)
-def vcr(
+@pytest.fixture(name=ENGINE)
+def recording(
     request: pytest.FixtureRequest,
     vcr_markers: list[pytest.Mark],
-    vcr_cassette_dir: str,
     record_mode: str,
     disable_recording: bool,
     pytestconfig: pytest.Config,
 ) -> Iterator[Any]:
-    """The test's cassette (vcrpy's ``Cassette``, served by agenttape) when it is marked
-    ``vcr``; else None."""
-    if disable_recording or not vcr_markers:
+    """What pytest-recording's autouse fixtures do, for a test marked ``vcr`` or
+    ``block_network`` (or under ``--block-network``): the test's cassette (vcrpy's
+    ``Cassette``, served by agenttape) when it is marked ``vcr``; else the network blocked
+    where asked, and None. A test with a cassette has its tape block the network instead."""
+    if not vcr_markers:
+        if _blocks(request, record_mode, vcr_markers):
+            from .network_block import NetworkBlock
+
+            hosts = as_patterns(request.getfixturevalue("allowed_hosts"))
+            with NetworkBlock(Path(str(request.node.path)), hosts):
+                yield None
+        else:
+            yield None
+        return
+    if disable_recording:
         yield None
         return
-    tape = open_tape(request, vcr_markers, vcr_cassette_dir, record_mode, pytestconfig)
+    cassette_dir = request.getfixturevalue("vcr_cassette_dir")
+    tape = open_tape(request, vcr_markers, cassette_dir, record_mode, pytestconfig)
     item = request.node
     tape.start()
     item.stash[_TAPE] = tape
@@ -211,6 +150,14 @@ def vcr(
         yield tape.vcr
     finally:
         tape.stop()
+
+
+@pytest.fixture
+def vcr(request: pytest.FixtureRequest) -> Any:
+    """The test's cassette (vcrpy's ``Cassette``, served by agenttape) when it is marked
+    ``vcr``; else None. Not autouse: a test marked ``vcr`` has its cassette whether it asks
+    for this fixture or not."""
+    return request.getfixturevalue(ENGINE)
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +195,8 @@ def open_tape(
 ) -> VcrTape:
     """The test's tape, configured as pytest-recording configures vcrpy: ``vcr_config``
     under the markers' keywords, the conftest's hook called with the ``VCR``."""
+    from .vcr_tape import VcrTape, msgpack_path
+
     try:
         from vcr import VCR
         from vcr.cassette import Cassette
@@ -290,7 +239,7 @@ def open_tape(
     if transformer:
         config["path"] = transformer(config["path"])
     drift = pytestconfig.getoption("agenttape_drift") != "off"
-    ignored = tuple(pytestconfig.getini(_IGNORE_JSON_FIELDS))
+    ignored = tuple(pytestconfig.getini(IGNORE_JSON_FIELDS))
     blocks = _blocks(request, record_mode, markers)
     hosts = as_patterns(request.getfixturevalue("allowed_hosts")) if blocks else ()
     return VcrTape(
@@ -309,6 +258,8 @@ def combined_persister(extra_paths: list[str]) -> Any:
     (``@pytest.mark.vcr("shared.yaml")``) read as one, each held to import-vcr's bounds and
     parsed once (``vcr_cache``)."""
     from vcr.persisters.filesystem import CassetteNotFoundError, FilesystemPersister
+
+    from .vcr_cache import deserialize_cached
 
     class CombinedPersister(FilesystemPersister):  # type: ignore[misc]
         @classmethod
@@ -338,6 +289,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     tape = item.stash.get(_TAPE, None)
     if tape is None or not tape.drifts:
         return
+    from .drift import changed_requests, drift_text
+
     cassette = tape.vcr_path
     with contextlib.suppress(ValueError):
         cassette = cassette.relative_to(item.config.rootpath)
