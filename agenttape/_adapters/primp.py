@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .._core import runtime
-from .._core.exchange import Schedule, continue_exchange, exchange_async
+from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.tape import Recording
 from . import ledger
@@ -422,13 +422,11 @@ def _serve(request: Request, call: Callable[[], Any], stream: bool) -> Any:
         return call()
     token = _inside.set(True)
     try:
-        return continue_exchange(
-            tape,
-            tape.begin(request),
-            replay=lambda interaction, schedule: _replayed(interaction, ReplayedResponse),
-            record=lambda recording: _recorded(call(), recording, stream),
-            failure_of=failure_of,
-        )
+        plan = begin(tape, request)
+        with serving(tape, plan, failure_of):
+            if isinstance(plan, Replay):
+                return _replayed(plan.interaction, ReplayedResponse)
+            return _recorded(call(), plan.recording, stream)
     finally:
         _inside.reset(token)
 
@@ -437,18 +435,13 @@ async def _serve_async(request: Request, call: Callable[[], Any], stream: bool) 
     tape = runtime.active()
     if tape is None or _inside.get():
         return await call()
-
-    async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-        return _replayed(interaction, ReplayedAsyncResponse)
-
-    async def record(recording: Recording) -> Any:
-        return _recorded(await call(), recording, stream)
-
     token = _inside.set(True)
     try:
-        return await exchange_async(
-            tape, request, replay=replay, record=record, failure_of=failure_of
-        )
+        plan = begin(tape, request)
+        with serving(tape, plan, failure_of):
+            if isinstance(plan, Replay):
+                return _replayed(plan.interaction, ReplayedAsyncResponse)
+            return _recorded(await call(), plan.recording, stream)
     finally:
         _inside.reset(token)
 

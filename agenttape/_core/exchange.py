@@ -2,14 +2,17 @@
 goes in; the tape decides whether it is replayed or recorded; the adapter gets back what its
 library expects.
 
-An adapter translates and nothing more. It hands ``exchange`` (or ``exchange_async``) the
-request and three translations of its own: how to build its library's answer from a recorded
-interaction (``replay``), how to run the real exchange while feeding a recording
-(``record``), and what failure one of its library's exceptions stands for (``failure_of``).
-What happens in between is decided here, once for every library: which branch runs, how a
-failure is written down, that live traffic inside it is never recorded twice, the signal
-that lets retry waits after a replayed response take no time, and when each replayed part is
-due (``Schedule``), also against the other requests the client makes meanwhile.
+An adapter translates and nothing more. It hands ``begin`` the request and gets back a
+value: ``Replay`` (the recorded interaction, its ``playback`` and, for nearly every one, the
+body to hand over at once) or ``Live`` (the recording a real exchange feeds). It branches on
+that value: it builds its library's answer from the recording, or calls the library's own
+transport (with or without ``await``), inside one ``with serving(tape, plan, failure_of)``.
+What happens around the branch is decided here, once for every library, sync or async: the
+signal that lets retry waits after a replayed response take no time, the note that says a
+replayed failure was replayed, how a live failure is written down (``failure_of``: what one of
+the library's exceptions stands for), that live traffic inside it is never recorded twice,
+and when each replayed part is due (``Schedule``), also against the other requests the client
+makes meanwhile.
 """
 
 from __future__ import annotations
@@ -64,37 +67,49 @@ def skip_retry_wait() -> bool:
     return tape is not None and tape.fast_retries
 
 
-def exchange(
-    tape: Tape,
-    request: Request,
-    *,
-    replay: Callable[[Interaction, Schedule], R],
-    record: Callable[[Recording], R],
-    failure_of: FailureOf,
-    boundary: str = "http",
-) -> R:
-    """Serve ``request`` from ``tape``: ``replay`` the recorded interaction, or ``record``
-    the real exchange into a recording."""
-    return continue_exchange(
-        tape,
-        tape.begin(request, boundary),
-        replay=replay,
-        record=record,
-        failure_of=failure_of,
-    )
+@dataclass(slots=True)
+class Replay:
+    """The tape's answer for a request it replays: the recorded ``interaction``.
+
+    ``body`` is given for nearly every one: an interaction with nothing to pace, hold, fail
+    or wait for, whose body is handed over in at most one piece. The adapter hands that body
+    to its library as any response read from memory, with no ``playback`` made and nothing
+    of ``serving`` run (the exchange is marked replayed already). Any other is served inside
+    ``serving`` by way of ``playback``."""
+
+    interaction: Interaction
+    tape: Tape = field(repr=False)
+    body: bytes | None = None
+    _playback: Schedule | None = field(default=None, repr=False)
+
+    @property
+    def playback(self) -> Schedule:
+        """When each part of the replayed answer is due, counted from the first time it is
+        asked for (where the adapter starts serving it, not where it began)."""
+        playback = self._playback
+        if playback is None:
+            tape, interaction = self.tape, self.interaction
+            playback = self._playback = Schedule.of(
+                interaction, _paced(tape, interaction), tape.precedents(interaction), tape
+            )
+        return playback
 
 
-def begin_exchange(
-    tape: Tape, request: Request, boundary: str = "http"
-) -> tuple[Interaction | Recording, bytes | None]:
-    """``tape.begin(request)``, and for nearly every replayed interaction its body: one with
-    nothing to pace, hold, fail or wait for, whose body is handed over in at most one piece.
-    The adapter hands that body to its library as any response read from memory, with no
-    schedule made and nothing else of ``continue_exchange`` run (the exchange is marked
-    replayed here, as there). None for any other plan, which ``continue_exchange`` serves."""
+@dataclass(slots=True)
+class Live:
+    """The tape's answer for a request it records: the real exchange runs (inside
+    ``serving``) and feeds ``recording``."""
+
+    recording: Recording
+
+
+def begin(tape: Tape, request: Request, boundary: str = "http") -> Replay | Live:
+    """The tape's decision for ``request``: replay a recorded interaction or record a live
+    one. Raises UnmatchedInteractionError when replay is the only option and nothing
+    matches."""
     plan = tape.begin(request, boundary)
     if not isinstance(plan, Interaction):
-        return plan, None
+        return Live(plan)
     response = plan.response
     if (
         response is None
@@ -104,77 +119,46 @@ def begin_exchange(
         or (response.truncated and _held(plan))
         or tape.precedents(plan) is not None
     ):
-        return plan, None
+        return Replay(plan, tape)
     chunks, body = response.chunks, response.body
     if chunks and (len(chunks) > 1 or chunks[0][0] != len(body)):
-        return plan, None  # more than one piece (``Response.pieces``)
+        return Replay(plan, tape)  # more than one piece (``Response.pieces``)
     _replayed.set(True)
-    return plan, body
+    return Replay(plan, tape, body)
 
 
-def continue_exchange(
-    tape: Tape,
-    plan: Interaction | Recording,
-    *,
-    replay: Callable[[Interaction, Schedule], R],
-    record: Callable[[Recording], R],
-    failure_of: FailureOf,
-) -> R:
-    """``exchange`` past the tape's decision: an adapter that began an exchange where its
-    library is entered hands the interaction or the recording down to the layer that
-    builds the response, which serves it here as ``exchange`` would have."""
-    if isinstance(plan, Interaction):
-        _replayed.set(True)
+class serving:
+    """Around the adapter serving ``plan``, sync or async (``with`` works in a coroutine):
+    marks the exchange replayed or not (``skip_retry_wait``); a replayed failure's exception
+    leaves with the note that says it was replayed (``note_replayed``); a live exchange
+    passes the network guard, and an exception escaping it is written down (``failure_of``)
+    as the recording's failure."""
+
+    __slots__ = ("failure_of", "plan", "tape", "token")
+
+    def __init__(self, tape: Tape, plan: Replay | Live, failure_of: FailureOf) -> None:
+        self.tape = tape
+        self.plan = plan
+        self.failure_of = failure_of
+
+    def __enter__(self) -> None:
+        if isinstance(self.plan, Replay):
+            _replayed.set(True)
+            return
+        _replayed.set(False)
+        self.token = runtime.enter_adapter()
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        plan = self.plan
+        if isinstance(plan, Replay):
+            if isinstance(exc, Exception):
+                note_replayed(exc, self.tape, plan.interaction)
+            return
         try:
-            schedule = Schedule.of(plan, _paced(tape, plan), tape.precedents(plan), tape)
-            return replay(plan, schedule)
-        except Exception as exc:
-            note_replayed(exc, tape, plan)
-            raise
-    _replayed.set(False)
-    with _LiveExchange(plan, failure_of):
-        return record(plan)
-
-
-async def exchange_async(
-    tape: Tape,
-    request: Request,
-    *,
-    replay: Callable[[Interaction, Schedule], Awaitable[R]],
-    record: Callable[[Recording], Awaitable[R]],
-    failure_of: FailureOf,
-    boundary: str = "http",
-) -> R:
-    """``exchange`` for ``async`` libraries."""
-    return await continue_exchange_async(
-        tape,
-        tape.begin(request, boundary),
-        replay=replay,
-        record=record,
-        failure_of=failure_of,
-    )
-
-
-async def continue_exchange_async(
-    tape: Tape,
-    plan: Interaction | Recording,
-    *,
-    replay: Callable[[Interaction, Schedule], Awaitable[R]],
-    record: Callable[[Recording], Awaitable[R]],
-    failure_of: FailureOf,
-) -> R:
-    """``continue_exchange`` for ``async`` libraries."""
-    if isinstance(plan, Interaction):
-        _replayed.set(True)
-        try:
-            schedule = Schedule.of(plan, _paced(tape, plan), tape.precedents(plan), tape)
-            return await replay(plan, schedule)
-        except Exception as exc:
-            note_replayed(exc, tape, plan)
-            raise
-    _replayed.set(False)
-    with _LiveExchange(plan, failure_of):
-        return await record(plan)
+            if exc is not None:
+                _failed(plan.recording, exc, self.failure_of)
+        finally:
+            runtime.exit_adapter(self.token)
 
 
 def _paced(tape: Tape, interaction: Interaction) -> bool:
@@ -343,27 +327,6 @@ def unplayable(tape: Tape, interaction: Interaction, library: str, problem: str)
         f"{tape.path}: {which} cannot be replayed through {library}: {problem}; "
         "correct the cassette or record it again"
     )
-
-
-class _LiveExchange:
-    """Around a live exchange: the adapters' own connections pass the network guard, and an
-    exception that escapes is written down (``_failed``)."""
-
-    __slots__ = ("failure_of", "recording", "token")
-
-    def __init__(self, recording: Recording, failure_of: FailureOf) -> None:
-        self.recording = recording
-        self.failure_of = failure_of
-
-    def __enter__(self) -> None:
-        self.token = runtime.enter_adapter()
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
-        try:
-            if exc is not None:
-                _failed(self.recording, exc, self.failure_of)
-        finally:
-            runtime.exit_adapter(self.token)
 
 
 def _failed(recording: Recording, exc: BaseException, failure_of: FailureOf) -> None:
