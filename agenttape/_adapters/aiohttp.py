@@ -16,10 +16,10 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Live, Schedule, begin, serving, unplayable
+from .._core.exchange import Live, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
-from .._core.walk import Walk
 from .._core.websocket import SessionRecording, session_of
 from . import ledger, wire
 from .memory_transport import MemoryTransport

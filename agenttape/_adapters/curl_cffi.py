@@ -19,9 +19,10 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Replay, begin, noting, noting_async, serving
+from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure
 from .._core.tape import Recording
+from .._core.tracebacks import noting, noting_async
 from . import ledger, libcurl, native_guard
 
 _EASY = "_agenttape_easy"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._core.exchange import note_injected
+from .._core.tracebacks import note_injected
 from . import ledger
 
 HeadersOf = Callable[[Any], object]

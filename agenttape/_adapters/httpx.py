@@ -15,10 +15,10 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Live, Replay, Schedule, begin, serving
+from .._core.exchange import Live, Replay, begin, serving
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
+from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
-from .._core.walk import Walk
 from .._core.websocket import SessionRecording, SessionReplay, session_of
 from . import instrumented, ledger, tls_contexts
 from .forwarding import Forwarding

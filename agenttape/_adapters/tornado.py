@@ -28,8 +28,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._core import runtime
-from .._core.exchange import Replay, Schedule, begin, serving
+from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure, Interaction, Request
+from .._core.playback import Schedule
 from .._core.tape import Recording, Tape
 from . import ledger, wire
 from .http_client import complete

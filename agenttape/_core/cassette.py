@@ -23,7 +23,6 @@ from .errors import (
     FaultNotFiredError,
     UnmatchedInteractionError,
 )
-from .exchange import note_fired
 from .faults import HTTP_KINDS, LIVE_KINDS, RESPONSE_KINDS, Fault, FaultPlan, FiredFault, inject
 from .matching import Candidate, Matcher
 from .models import Interaction, Request
@@ -33,6 +32,7 @@ from .replay_queue import RERECORD_HINT, KeepsMisses, Precedents, ReplayQueue
 from .scope import Scope
 from .tape import Recording, Tape
 from .text import counted, interrupted
+from .tracebacks import note_fired
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from .errors import UnmatchedInteractionError
-from .exchange import Live, Replay, Schedule
+from .exchange import Live, Replay
 from .matching import Matcher
 from .models import OPCODE_NUMBERS, Closed, Frame, Interaction, Opcode, Request
+from .playback import Schedule
 from .replay_queue import RERECORD_HINT
 from .tape import Recording, Tape
 

@@ -21,8 +21,9 @@ import grpc
 from grpc import aio
 
 from ..._core import grpc_wire, runtime
-from ..._core.exchange import Replay, Schedule, begin, serving
+from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Interaction
+from ..._core.playback import Schedule
 from ..._core.tape import Recording, Tape
 from .. import ledger
 from .common import (

@@ -23,8 +23,9 @@ from typing import Any
 import grpc
 
 from ..._core import runtime
-from ..._core.exchange import Replay, Schedule, begin, serving
+from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Interaction
+from ..._core.playback import Schedule
 from ..._core.tape import Recording, Tape
 from .. import ledger
 from .common import (
