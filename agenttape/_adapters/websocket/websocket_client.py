@@ -58,7 +58,7 @@ def install(core: ModuleType) -> list[ledger.Patch]:
     web_socket = core.WebSocket
     handshake = sys.modules["websocket._handshake"]
     http = sys.modules["websocket._http"]
-    module_attribute = "module attribute"
+    module_attribute: ledger.Technique = "module attribute"
     return [
         ledger.default(web_socket, _SESSION, None),
         ledger.wrap(web_socket, "connect", lambda found: _make_connect(found, handshake)),

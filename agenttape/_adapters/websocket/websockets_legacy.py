@@ -73,7 +73,7 @@ def install(module: ModuleType) -> list[ledger.Patch]:
             (UnmatchedInteractionError, errors.ProtocolError),
             {"__module__": __name__, "__doc__": UnmatchedInteractionError.__doc__},
         )
-    module_attribute = "module attribute"
+    module_attribute: ledger.Technique = "module attribute"
     return [
         ledger.default(common, _SESSION, None),
         ledger.Patch(handshake, "generate_key", _make_generate_key, module_attribute),
