@@ -566,9 +566,9 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         changeable = (
             recorded is not None and recorded.response is not None and recorded.frames is None
         )
-        from . import fault_sessions  # only a cassette given faults loads them
+        from .faults import sessions  # only a cassette given faults loads them
 
-        kinds = fault_sessions.kinds_for(request, recorded) or (
+        kinds = sessions.kinds_for(request, recorded) or (
             HTTP_KINDS if changeable else LIVE_KINDS
         )
         chosen = plan.pick(request, position, kinds=kinds)
@@ -576,22 +576,22 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             return None
         if chosen.kind in RESPONSE_KINDS or chosen.kind == "close":
             self.queue.take(key)
-        if chosen.kind in fault_sessions.KINDS:
-            return fault_sessions.injected(chosen, request, recorded, self.realtime)
+        if chosen.kind in sessions.KINDS:
+            return sessions.injected(chosen, request, recorded, self.realtime)
         return inject(chosen, request, recorded, self.realtime)
 
     def _inject_live(self, plan: FaultPlan, request: Request) -> Interaction | None:
         """While recording: the interaction a fault answers ``request`` with instead of the
         network, kept in the cassette marked ``injected``; None when no fault fires."""
-        from . import fault_sessions  # only a cassette given faults loads them
+        from .faults import sessions  # only a cassette given faults loads them
 
         with self._lock:
-            kinds = fault_sessions.kinds_for(request, None) or LIVE_KINDS
+            kinds = sessions.kinds_for(request, None) or LIVE_KINDS
             chosen = plan.pick(request, len(self.interactions), kinds=kinds)
             if chosen is None:
                 return None
-            if chosen.kind in fault_sessions.KINDS:
-                made = fault_sessions.injected(chosen, request, None, self.realtime)
+            if chosen.kind in sessions.KINDS:
+                made = sessions.injected(chosen, request, None, self.realtime)
             else:
                 made = inject(chosen, request, None, self.realtime)
             self.queue.add(made, played=True)
