@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENVIRONMENT = ROOT / ".coexist"
+ENVIRONMENT = ROOT / ".coexist" / f"{sys.version_info[0]}.{sys.version_info[1]}"
 SUITE = ROOT / "tests" / "coexistence"
 CELL_TIMEOUT = 300
 
@@ -265,7 +265,10 @@ def main(argv: list[str]) -> int:
             f"{result.failed:>6}  {result.skipped:>7}  {result.seconds:>7.1f}"
         )
     broken = [result.cell.name for result in results if result.status != 0]
-    print(f"coexistence: {len(results) - len(broken)} of {len(results)} cells pass")
+    print(
+        f"coexistence (Python {sys.version.split()[0]}): {len(results) - len(broken)} of "
+        f"{len(results)} cells pass"
+    )
     return 1 if broken else 0
 
 

@@ -5,6 +5,7 @@ servers. Two cells run at a time.
 
     python .ci/matrix.py              # every cell
     python .ci/matrix.py websockets   # the cells of one library
+    python .ci/matrix.py --newest     # each library's newest version only
 
 docs/libraries.md states the same versions ("tested" columns); tests/test_matrix_table.py
 keeps the two in step. Exit status 0 when every cell passed.
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENVIRONMENTS = ROOT / ".matrix"
+# One folder of environments per Python (CI runs the newest cells on 3.14 too).
+ENVIRONMENTS = ROOT / ".matrix" / f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 # What every cell's tests need besides the library under test (tests/conftest.py imports httpx
 # and the stand-ins; the WebSocket tests' server is the websockets library's). The SDKs, slow to
@@ -256,11 +258,17 @@ def main(argv: list[str]) -> int:
     if not Path(uv).exists():
         print("uv is needed: python -m pip install uv", file=sys.stderr)
         return 2
+    newest = "--newest" in argv
+    argv = [argument for argument in argv if argument != "--newest"]
     named = set(argv) | {lib.runs_in for lib in LIBRARIES if lib.runs_in and lib.name in argv}
     chosen = [lib for lib in LIBRARIES if not lib.runs_in and (not argv or lib.name in named)]
-    ENVIRONMENTS.mkdir(exist_ok=True)
+    ENVIRONMENTS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    jobs = [(library, version) for library in chosen for version in library.versions]
+    jobs = [
+        (library, version)
+        for library in chosen
+        for version in (library.versions[-1:] if newest else library.versions)
+    ]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda job: cell(uv, *job), jobs))
     print("\n| library | version | result | seconds |\n|---|---|---|---|")
@@ -273,7 +281,8 @@ def main(argv: list[str]) -> int:
         )
         print("\n".join(result.log.read_text().splitlines()[-30:]))
     print(
-        f"\nmatrix: {len(results) - len(failed)} of {len(results)} cells passed in "
+        f"\nmatrix (Python {sys.version.split()[0]}): {len(results) - len(failed)} of "
+        f"{len(results)} cells passed in "
         f"{time.monotonic() - started:.0f} s"
     )
     return 1 if failed else 0

@@ -84,3 +84,24 @@ def test_every_page_installs_from_a_checkout_until_the_first_release() -> None:
             if re.search(r"pip install[^\n]*['\"\s]agenttape-recorder", line):
                 wrong.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert wrong == []
+
+
+def test_the_pythons_declared_are_the_ones_ci_runs() -> None:
+    """``requires-python`` and the classifiers say what CI tests: the machine's own Python
+    (3.11, README's) and those ``.ci/pythons.py`` runs the whole suite on; pre-releases aside."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    run = (ROOT / ".ci" / "run").read_text()
+    suites = re.search(r"\.ci/pythons\.py((?: 3\.\d+)+) ", run)
+    assert suites is not None
+    tested = {"3.11", *suites.group(1).split()}
+    classified = {
+        line.rsplit("::", 1)[1].strip()
+        for line in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", line)
+    }
+    assert classified == tested
+    lowest = min(tested, key=lambda version: tuple(map(int, version.split("."))))
+    assert project["requires-python"] == f">={lowest}"
+    assert "3.11" in (ROOT / "README.md").read_text()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import subprocess
 import sys
 import textwrap
 import threading
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -452,3 +454,203 @@ def test_the_ledger_table_in_the_docs_is_the_one_the_code_makes() -> None:
     docs = (Path(__file__).parent.parent / "docs" / "architecture.md").read_text()
     shown = docs.split("<!-- ledger table:", 1)[1].split("-->", 1)[1]
     assert shown.split("<!-- end of ledger table -->", 1)[0].strip() == made
+
+
+def _plain(value: int) -> list[int]:
+    return [value]
+
+
+async def _coroutine(value: int) -> list[int]:
+    await asyncio.sleep(0)
+    return [value]
+
+
+def _generator(value: int) -> Iterator[int]:
+    yield value
+    yield value + 1
+
+
+async def _async_generator(value: int) -> Any:
+    yield value
+    yield value + 1
+
+
+async def _drain(agen: Any) -> list[int]:
+    return [item async for item in agen]
+
+
+def _run(function: Any, value: int) -> list[int]:
+    result = function(value)
+    if inspect.iscoroutine(result):
+        return list(asyncio.run(result))
+    if inspect.isasyncgen(result):
+        return asyncio.run(_drain(result))
+    return list(result)
+
+
+@pytest.mark.parametrize("original", [_plain, _coroutine, _generator, _async_generator])
+def test_a_pass_through_keeps_the_kind_of_function_it_replaces(original: Any) -> None:
+    """A pass-through of ours stays what it was for ``inspect`` (a coroutine function stays
+    one), and CPython 3.14's warning on code of another kind is never raised."""
+
+    def ours_of(kind: Any) -> Any:
+        # A wrapper of the same kind as the original, holding a free variable as ours do.
+        if inspect.iscoroutinefunction(kind):
+
+            async def ours(value: int) -> list[int]:
+                return [*await kind(value), -1]
+        elif inspect.isasyncgenfunction(kind):
+
+            async def ours(value: int) -> Any:  # type: ignore[misc]
+                async for item in kind(value):
+                    yield item
+                yield -1
+        elif inspect.isgeneratorfunction(kind):
+
+            def ours(value: int) -> Iterator[int]:  # type: ignore[misc]
+                yield from kind(value)
+                yield -1
+        else:
+
+            def ours(value: int) -> list[int]:  # type: ignore[misc]
+                return [*kind(value), -1]
+
+        return ours
+
+    ours = ours_of(original)
+    assert _run(ours, 1)[-1] == -1
+    kinds = (
+        inspect.iscoroutinefunction,
+        inspect.isgeneratorfunction,
+        inspect.isasyncgenfunction,
+    )
+    before = [check(ours) for check in kinds]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ledger.inert(ours, original)
+    assert [check(ours) for check in kinds] == before
+    assert _run(ours, 1) == _run(original, 1)
+
+
+@pytest.mark.parametrize("original", [_plain, _coroutine, _generator])
+def test_redirected_code_keeps_the_kind_of_the_function(original: Any) -> None:
+    module = types.ModuleType("fakelib_redirect")
+    function = types.FunctionType(
+        original.__code__, vars(module), original.__name__, original.__defaults__
+    )
+    module.__dict__.update(asyncio=asyncio, target=function)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        patches = ledger.redirect_code(module, "target", lambda copy: copy)
+        ledger.apply("fakelib", patches)
+    try:
+        assert inspect.iscoroutinefunction(function) == inspect.iscoroutinefunction(original)
+        assert inspect.isgeneratorfunction(function) == inspect.isgeneratorfunction(original)
+        assert _run(function, 3) == _run(original, 3)
+    finally:
+        ledger.remove("fakelib")
+
+
+# -- every entry, a wrapper put on top of ours ---------------------------------------------------
+
+WALK = """
+import functools, os, socket, sys, threading, types, warnings
+from concurrent.futures import ThreadPoolExecutor
+
+warnings.simplefilter("ignore")
+import http.client
+import httpx, httpx2, httpcore, httpcore2, urllib3, requests, aiohttp, grpc, grpc._channel, grpc.aio
+import botocore.endpoint, botocore.httpsession, openai, anthropic
+import websockets.asyncio.client, websockets.sync.client, websockets.legacy.client
+import httplib2, tornado.simple_httpclient, curl_cffi.requests, curl_cffi.aio, pycurl, primp
+
+import agenttape
+from agenttape._adapters import ledger
+
+ABSENT = object()
+folder, style = sys.argv[1], sys.argv[2]
+calls = set()
+
+
+def own(target, name):
+    if isinstance(target, (type, types.ModuleType)):
+        return vars(target).get(name, ABSENT)
+    return getattr(target, name, ABSENT)
+
+
+def theirs(where, inner):
+    # Instrumentation put on top of ours: with functools.wraps (OpenTelemetry's wrapt proxies,
+    # Sentry), or a plain closure that does not say what it wraps.
+    def wrapper(*args, **kwargs):
+        calls.add(where)
+        return inner(*args, **kwargs)
+
+    return functools.wraps(inner)(wrapper) if style == "wraps" else wrapper
+
+
+def activate():
+    with agenttape.use_cassette(folder + "/t.msgpack", mode="none"):
+        import websocket, httpx_ws  # imported while a cassette is open: patched on import
+        recorder = agenttape.Recorder(folder + "/runs")
+        with recorder.run():
+            yield
+        recorder.close()
+
+
+agenttape.Cassette(folder + "/t.msgpack", mode="all").save()
+on_top = {}
+for _ in activate():
+    for entry in ledger.entries():
+        target, name = entry.patch.target, entry.patch.name
+        value = own(target, name)
+        if callable(value) and not isinstance(value, type):  # not a class, nor a default
+            on_top[ledger.where(entry.patch)] = target, name, value, entry.original
+            setattr(target, name, theirs(ledger.where(entry.patch), value))
+assert len(on_top) >= 100, len(on_top)
+wrappers = {where: own(target, name) for where, (target, name, _, _) in on_top.items()}
+
+
+def kept(stage):
+    gone = [where for where, (t, n, _, _) in on_top.items() if own(t, n) is not wrappers[where]]
+    assert not gone, (stage, gone)
+
+
+kept("the cassette and the recorder closed")
+for _ in activate():
+    pass
+kept("opened and closed again")
+agenttape.uninstall()
+kept("uninstalled")
+for where, (_, _, ours, original) in on_top.items():
+    # What their wrapper calls is ours, now only a pass-through to the original.
+    assert ours.__kwdefaults__[ledger.MARK] is original, where
+threading.Thread(target=lambda: None).start()
+with ThreadPoolExecutor(1) as pool:
+    pool.submit(lambda: None).result()
+os.environ.get("HOME")
+socket.getaddrinfo("127.0.0.1", 80)
+assert calls == {
+    "threading.Thread.start",
+    "concurrent.futures.thread.ThreadPoolExecutor.submit",
+    "os._Environ.get",
+    "socket.getaddrinfo",
+}, calls
+"""
+
+
+@pytest.mark.parametrize("style", ["wraps", "closure"])
+def test_a_wrapper_put_on_any_patch_of_ours_stays_and_calls_through(
+    tmp_path: Path, style: str
+) -> None:
+    """Every entry the ledger installs (adapters, the recorder's threads): a wrapper put on top
+    of ours stays through the cassette and recorder closing, opening again and
+    ``uninstall()``, and still reaches the original, ours passing through. In a process of
+    its own, so that every library is imported and nothing of another test is in the way."""
+    done = subprocess.run(
+        [sys.executable, "-c", WALK, str(tmp_path), style],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -10,6 +10,8 @@ walk (a list stays tracked).
 
 from __future__ import annotations
 
+import email.message
+import re
 from collections.abc import Iterable
 
 from .._core.models import Headers
@@ -72,3 +74,31 @@ def decode_text(raw: bytes) -> str:
             _texts.clear()
         text = _texts[raw] = raw.decode("latin-1")
     return text
+
+
+# The characters RFC 5322 allows in a header name, as ``email`` checks them.
+_ODD_NAME_CHARACTER = re.compile("[^\041-\071\073-\176]")
+
+
+def _email_checks_names() -> bool:
+    """Whether the running Python's ``email`` package refuses a name RFC 5322 does not allow
+    (3.14 on): asked of it, not of its version."""
+    try:
+        email.message.Message()["x\x01"] = ""
+    except ValueError:
+        return True
+    return False
+
+
+EMAIL_CHECKS_NAMES = _email_checks_names()
+"""Where true, a library that hands response headers to ``email`` (httpx's cookie jar, on
+every response) fails deep inside itself on a header name a cassette edited by hand holds."""
+
+
+def name_email_refuses(headers: Headers) -> str | None:
+    """The first header name ``email`` refuses, said as a problem (``EMAIL_CHECKS_NAMES``
+    says whether it refuses any)."""
+    for name, _value in headers:
+        if not name or _ODD_NAME_CHARACTER.search(name):
+            return f"the header name {name!r} is not one RFC 5322 allows"
+    return None

@@ -15,14 +15,21 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Live, Replay, begin, serving
+from .._core.exchange import Live, Replay, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
 from .._core.websocket import SessionRecording, SessionReplay, session_of
 from . import instrumented, ledger, tls_contexts
 from .forwarding import Forwarding
-from .header_tables import Encoded, decode_header_set, decode_headers, decode_text
+from .header_tables import (
+    EMAIL_CHECKS_NAMES,
+    Encoded,
+    decode_header_set,
+    decode_headers,
+    decode_text,
+    name_email_refuses,
+)
 from .websocket import httpx_ws
 
 # httpx exception name -> library-neutral kind.
@@ -176,9 +183,7 @@ def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, str
     lowered, as ``Headers`` keeps them, in a ``Headers`` made without its constructor, which
     checks and encodes each item in two calls and asks whether nothing is a mapping: the
     response copies them as they are."""
-    response = interaction.response
-    if response is None:
-        raise _exception_for(hx, interaction, request)
+    response = _recorded_response(hx, interaction, request)
     headers = hx.Headers.__new__(hx.Headers)
     headers._list = [
         (name := key.encode("latin-1"), name.lower(), value.encode("latin-1"))
@@ -250,6 +255,11 @@ def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -
     response = interaction.response
     if response is None:
         raise _exception_for(hx, interaction, request)
+    if EMAIL_CHECKS_NAMES:
+        problem = name_email_refuses(response.headers)
+        tape = runtime.active()
+        if problem is not None and tape is not None:
+            raise unplayable(tape, interaction, "httpx", problem)
     return response
 
 

@@ -15,6 +15,8 @@ original (``inert``). The exotic techniques sit behind the helpers below (``subc
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -192,15 +194,14 @@ def _in_place(entry: Entry) -> bool:
     if entry.state != "installed":
         return True
     value = _own(entry.patch.target, entry.patch.name)
-    return value is entry.replacement or any(link is entry.replacement for link in chain(value))
+    return value is entry.replacement or any(link is entry.replacement for link in reaches(value))
 
 
 def _back_in_place(entry: Entry) -> bool:
     """Whether an earlier replacement of ``entry`` stands there again (the tool that took the
     newer one away put the one it found back): it becomes the entry's replacement once more,
     rather than be wrapped by another of ours."""
-    value = _own(entry.patch.target, entry.patch.name)
-    links = [value, *chain(value)]
+    links = list(reaches(_own(entry.patch.target, entry.patch.name)))
     for index, (own, original, replacement) in enumerate(entry.former):
         if any(link is replacement for link in links):
             entry.own, entry.original, entry.replacement = own, original, replacement
@@ -266,21 +267,41 @@ def inert(function: Any, original: Any) -> bool:
     a keyword default. False when ``function`` is not a plain function."""
     if not isinstance(function, types.FunctionType) or original is ABSENT:
         return False
-    function.__code__ = _passthrough(function.__code__.co_freevars)
+    function.__code__ = _passthrough(function.__code__)
     function.__defaults__ = None
     function.__kwdefaults__ = {MARK: original}
     return True
 
 
-def _passthrough(free: tuple[str, ...]) -> types.CodeType:
+_KINDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _forwarding(flags: int, head: str, call: str) -> str:
+    """``def head`` returning ``call``, of the kind ``flags`` give (plain, generator,
+    coroutine or async generator): CPython 3.14 deprecates giving a function code of
+    another kind, and each kind must also stay one for ``inspect`` and its callers."""
+    kind = flags & _KINDS
+    if kind & inspect.CO_COROUTINE:
+        return f"async def {head}:\n    return await {call}\n"
+    if kind & inspect.CO_ASYNC_GENERATOR:
+        return f"async def {head}:\n    async for item in {call}:\n        yield item\n"
+    if kind & inspect.CO_GENERATOR:
+        return f"def {head}:\n    return (yield from {call})\n"
+    return f"def {head}:\n    return {call}\n"
+
+
+def _passthrough(replaced: types.CodeType) -> types.CodeType:
     """The code of ``def f(*args, __agenttape__=original, **kwargs)`` returning the call of
-    the original, with the free variables ``free`` (a function's code can only be replaced by
-    code with as many)."""
-    body = f"def inner(*args, {MARK}=None, **kwargs):\n"
+    the original, of the same kind as ``replaced`` and with its free variables (a function's
+    code can only be replaced by code with as many)."""
+    free = replaced.co_freevars
+    body = _forwarding(
+        replaced.co_flags, f"inner(*args, {MARK}=None, **kwargs)", f"{MARK}(*args, **kwargs)"
+    )
     if free:
-        names = ", ".join(free)
-        body += f"    if {MARK} is None:\n        ({names},)\n"
-    body += f"    return {MARK}(*args, **kwargs)\n"
+        # Read once so that the compiler makes them free variables of ``inner``.
+        first, rest = body.split("\n", 1)
+        body = f"{first}\n    if {MARK} is None:\n        ({', '.join(free)},)\n{rest}"
     source = "def outer():\n"
     if free:
         source += f"    {', '.join(free)} = {', '.join('None' for _ in free)}\n"
@@ -348,7 +369,9 @@ def redirect_code(module: Any, name: str, make: Callable[[Any], Any]) -> list[Pa
     copy.__kwdefaults__ = function.__kwdefaults__
     copy.__qualname__ = function.__qualname__
     scope: dict[str, Any] = {}
-    source = f"def {name}(*args, **kwargs):\n    return {MARK}[{name!r}](*args, **kwargs)\n"
+    source = _forwarding(
+        function.__code__.co_flags, f"{name}(*args, **kwargs)", f"{MARK}[{name!r}](*args, **kwargs)"
+    )
     exec(compile(source, module.__name__, "exec"), scope)
     code = scope[name].__code__
     table = {name: make(copy)}
@@ -381,3 +404,44 @@ def chain(value: Any) -> Iterator[Any]:
             value = getattr(value, "__wrapped__", None)
         except Exception:
             value = None
+
+
+REACH_LIMIT = 64
+"""How many callables ``reaches`` looks at from one attribute, at most."""
+
+
+def reaches(value: Any) -> Iterator[Any]:
+    """``value`` and the callables it may call on to: the ``chain`` links, and what a plain
+    wrapper keeps its inner function in without saying so (no ``__wrapped__``): its
+    closure, its defaults, the globals its code reads, a bound method's function, a
+    ``functools.partial``'s. A wrapper someone put on ours this way still holds ours: it
+    must not be taken for ours being gone, and be wrapped again."""
+    seen: set[int] = set()
+    todo = [value]
+    while todo and len(seen) < REACH_LIMIT:
+        current = todo.pop(0)
+        for link in chain(current):
+            if id(link) in seen:
+                continue
+            seen.add(id(link))
+            yield link
+            todo.extend(_held_by(link))
+
+
+def _held_by(value: Any) -> list[Any]:
+    """The callables ``value`` holds directly (``reaches``)."""
+    held: list[Any] = []
+    function = getattr(value, "__func__", None) if isinstance(value, types.MethodType) else value
+    if isinstance(function, types.FunctionType):
+        for cell in function.__closure__ or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+        held.extend(function.__defaults__ or ())
+        held.extend((function.__kwdefaults__ or {}).values())
+        scope = function.__globals__
+        held.extend(scope[name] for name in function.__code__.co_names if name in scope)
+    elif isinstance(value, functools.partial):
+        held.append(value.func)
+    return [item for item in held if callable(item) and not isinstance(item, type)]

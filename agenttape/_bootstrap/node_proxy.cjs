@@ -17,9 +17,12 @@
   }
   const net = require('node:net');
   const tls = require('node:tls');
-  const key = Symbol.for('undici.globalDispatcher.1');
-  // Reading a lazily defined fetch global loads Node's bundled undici, which sets its Agent.
-  const current = globalThis[key];
+  // Reading a lazily defined fetch global loads Node's bundled undici, which sets its Agent:
+  // under the first symbol up to Node 22; from Node 24 (undici 7) under the second, the first
+  // then holding a wrapper of it for older undici copies.
+  const legacyKey = Symbol.for('undici.globalDispatcher.1');
+  const key = Symbol.for('undici.globalDispatcher.2');
+  const current = globalThis[key] || globalThis[legacyKey];
   if (!current || typeof current.constructor !== 'function') return;
   const Agent = current.constructor;
 
@@ -68,5 +71,12 @@
     socket.on('data', onData);
   }
 
-  globalThis[key] = new Agent({ connect });
+  const agent = new Agent({ connect });
+  if (globalThis[key]) {
+    const Wrapper = globalThis[legacyKey] && globalThis[legacyKey].constructor;
+    globalThis[key] = agent;
+    if (typeof Wrapper === 'function') globalThis[legacyKey] = new Wrapper(agent);
+  } else {
+    globalThis[legacyKey] = agent;
+  }
 })();

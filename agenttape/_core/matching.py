@@ -330,6 +330,22 @@ def show_value(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def show_change(before: Any, after: Any, limit: int = 40) -> str:
+    """``before, now after`` in one short line. Two strings too long to show whole are shown
+    from a little before their first difference, cut on either side with ``...``: two long
+    prompts that differ near their end do not read as the same value twice."""
+    if (
+        isinstance(before, str)
+        and isinstance(after, str)
+        and before != after
+        and max(len(repr(before)), len(repr(after))) > limit
+    ):
+        start = max(0, _common_prefix(before, after) - limit // 2)
+        width = limit - 8  # the quotes and the ellipses
+        return f"{_show_from(before, start, width)}, now {_show_from(after, start, width)}"
+    return f"{show_value(before, limit)}, now {show_value(after, limit)}"
+
+
 def _show_bytes(body: bytes, limit: int = 80) -> str:
     if not body:
         return "empty"

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from . import jsonpath
 from .bodies import decode_body, is_sse, parse_json, parse_sse
-from .matching import Matcher, show_value
+from .matching import Matcher, show_change, show_value
 from .models import Headers, Interaction, Request, Response
 
 Kind = Literal["identical", "benign", "response shape changed", "request changed"]
@@ -241,7 +241,7 @@ def request_json_changes(where: str, old: Any, new: Any) -> list[Change]:
                 Change(
                     BENIGN if why else REQUEST,
                     path,
-                    f"{show_value(before, 40)}, now {show_value(after, 40)}",
+                    show_change(before, after),
                     reason=why,
                 )
             )
@@ -399,8 +399,8 @@ def _pairs_changes(
             changes.append(Change(REQUEST, path, f"added ({show_value(now[name], 40)})"))
         elif was[name] != now[name]:
             why = benign_reason(path, was[name], now[name])
-            changes.append(Change(BENIGN if why else REQUEST, path, f"{show_value(was[name], 40)},"
-                                  f" now {show_value(now[name], 40)}", reason=why))  # fmt: skip
+            changes.append(Change(BENIGN if why else REQUEST, path,
+                                  show_change(was[name], now[name]), reason=why))  # fmt: skip
     return changes
 
 

@@ -23,6 +23,7 @@ from .guard import is_loopback
 from .http1 import H1Connection, peek
 from .http2 import H2Connection
 from .upstream import (
+    READ_SIZE,
     ClientGone,
     Origin,
     UpstreamError,
@@ -189,10 +190,19 @@ class ProxyServer:
         with self._lock:
             self._connections.add(secure)
         try:
+            # A client that checks the certificate once the handshake is done (curl 8) resets
+            # the connection before its first byte where another would refuse the handshake.
+            try:
+                first_bytes = secure.recv(READ_SIZE)
+            except OSError as exc:  # SSLError included
+                self._refused(host, exc)
+                return
+            if not first_bytes:
+                return
             if secure.selected_alpn_protocol() == "h2":
-                H2Connection(self, secure, pool, origin).run()
+                H2Connection(self, secure, pool, origin, first_bytes).run()
             else:
-                H1Connection(self, secure, pool, origin).run()
+                H1Connection(self, secure, pool, origin, first_bytes).run()
         finally:
             with self._lock:
                 self._connections.discard(secure)

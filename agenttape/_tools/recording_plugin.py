@@ -346,6 +346,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.passed and failing:
         report.outcome = "failed"
         report.longrepr = drift_text(item.nodeid, str(cassette), drifts)
+        report.agenttape_drift_failed = True  # type: ignore[attr-defined]
     if call.when == "teardown":
         report.agenttape_drift = {  # type: ignore[attr-defined]
             "cassette": str(cassette),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.message
 import gzip
 import math
 import pickle
@@ -464,6 +465,14 @@ def _replay_through(library: str, url: str) -> dict[str, str]:
     return asyncio.run(get())
 
 
+def _email_checks_names() -> bool:
+    try:
+        email.message.Message()["X\x01Note"] = "1"
+    except ValueError:
+        return True
+    return False
+
+
 ODD_HEADERS = {
     "a non-ASCII name": ("X-Na\xefve", "1"),
     "a control character in a name": ("X\x01Note", "1"),
@@ -488,12 +497,15 @@ def test_a_header_a_library_cannot_take_is_an_agenttape_error_naming_the_interac
 
     path = tmp_path / "odd.msgpack"
     url = recorded_then_edited(path, edit)
+    # httpx hands every response's headers to ``email`` (its cookie jar), which refuses a
+    # name RFC 5322 does not allow from Python 3.14 on.
+    refused_by = {"aiohttp"} | ({"httpx"} if "name" in odd and _email_checks_names() else set())
     with agenttape.use_cassette(path):
-        if library == "aiohttp":
+        if library in refused_by:
             with pytest.raises(agenttape.CassetteFormatError) as caught:
                 _replay_through(library, url)
             message = str(caught.value)
-            assert message.startswith(f"{path}: interaction 0 cannot be replayed through aiohttp")
+            assert message.startswith(f"{path}: interaction 0 cannot be replayed through {library}")
         else:
             headers = _replay_through(library, url)
             assert {key.lower(): item for key, item in headers.items()}[name.lower()] == value
