@@ -73,11 +73,30 @@ class _Library:
             "ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
         )
 
+    def begin(
+        self, tape: Any, model: Request, request: Any, core: ModuleType | None = None
+    ) -> tuple[Replay | Live, Any]:
+        """The tape's plan for ``request`` and, for a replayed body served at once
+        (``Replay.body``), the answer built right away, its body the library's own in-memory
+        stream; None for any other plan, served inside ``serving``."""
+        plan = begin(tape, model)
+        if isinstance(plan, Replay) and plan.body is not None:
+            return plan, self.answer(plan, request, self.hx.ByteStream(plan.body), core)
+        return plan, None
+
     def stream(self, plan: Replay, request: Any) -> Any:
         """The replayed body's stream, handed over by the replay walk; the caller waits for
-        the head (``walk.arrives``) before it answers. A body served at once is the library's
-        own in-memory stream, built without this (``Replay.body``)."""
+        the head (``walk.arrives``) before it answers."""
         return self.replay(self.hx, plan.interaction, request, plan.playback)
+
+    def answer(
+        self, plan: Replay, request: Any, stream: Any, core: ModuleType | None = None
+    ) -> Any:
+        """The replayed response, its body ``stream``: httpx's, or, given httpcore's module
+        (``core``), the one its connection pool gives the transport."""
+        if core is None:
+            return _replay_response(self.hx, plan.interaction, request, stream)
+        return _replay_core_response(self.hx, core, plan.interaction, request, stream)
 
     def failure_of(self, exc: BaseException) -> Failure | None:
         """The failure an httpx transport error (or the httpcore error it maps, met at the
@@ -353,17 +372,16 @@ class _TapeTransport(Forwarding):
                 self._wrapped.handle_request, request, self._innermost(tape, request, model)
             )
 
-        plan = begin(tape, model)
-        if isinstance(plan, Replay) and plan.body is not None:
-            stream = library.hx.ByteStream(plan.body)
-            return _replay_response(library.hx, plan.interaction, request, stream)
+        plan, answer = library.begin(tape, model, request)
+        if answer is not None:
+            return answer
         with serving(tape, plan, library.failure_of):
             if isinstance(plan, Live):
                 response = self._wrapped.handle_request(request)
                 return _recorded(library, response, plan.recording, library.tee)
             stream = library.stream(plan, request)
             stream.walk.arrives(plan.playback.head)
-            return _replay_response(library.hx, plan.interaction, request, stream)
+            return library.answer(plan, request, stream)
 
     def _innermost(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
         """The exchange made at the connection pool, below whatever wraps the transport:
@@ -371,16 +389,15 @@ class _TapeTransport(Forwarding):
         library = self._library
 
         def innermost(core: ModuleType, live: Any) -> Any:
-            plan = begin(tape, model)
-            if isinstance(plan, Replay) and plan.body is not None:
-                stream = library.hx.ByteStream(plan.body)
-                return _replay_core_response(library.hx, core, plan.interaction, request, stream)
+            plan, answer = library.begin(tape, model, request, core)
+            if answer is not None:
+                return answer
             with serving(tape, plan, library.failure_of):
                 if isinstance(plan, Live):
                     return _recorded_core(library, live(), plan.recording, library.tee)
                 stream = library.stream(plan, request)
                 stream.walk.arrives(plan.playback.head)
-                return _replay_core_response(library.hx, core, plan.interaction, request, stream)
+                return library.answer(plan, request, stream, core)
 
         return innermost
 
@@ -469,32 +486,30 @@ class _AsyncTapeTransport(_TapeTransport):
                 self._innermost_async(tape, request, model),
             )
 
-        plan = begin(tape, model)
-        if isinstance(plan, Replay) and plan.body is not None:
-            stream = library.hx.ByteStream(plan.body)
-            return _replay_response(library.hx, plan.interaction, request, stream)
+        plan, answer = library.begin(tape, model, request)
+        if answer is not None:
+            return answer
         with serving(tape, plan, library.failure_of):
             if isinstance(plan, Live):
                 response = await self._wrapped.handle_async_request(request)
                 return _recorded(library, response, plan.recording, library.async_tee)
             stream = library.stream(plan, request)
             await stream.walk.arrives_async(plan.playback.head)
-            return _replay_response(library.hx, plan.interaction, request, stream)
+            return library.answer(plan, request, stream)
 
     def _innermost_async(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
         library = self._library
 
         async def innermost(core: ModuleType, live: Any) -> Any:
-            plan = begin(tape, model)
-            if isinstance(plan, Replay) and plan.body is not None:
-                stream = library.hx.ByteStream(plan.body)
-                return _replay_core_response(library.hx, core, plan.interaction, request, stream)
+            plan, answer = library.begin(tape, model, request, core)
+            if answer is not None:
+                return answer
             with serving(tape, plan, library.failure_of):
                 if isinstance(plan, Live):
                     return _recorded_core(library, await live(), plan.recording, library.async_tee)
                 stream = library.stream(plan, request)
                 await stream.walk.arrives_async(plan.playback.head)
-                return _replay_core_response(library.hx, core, plan.interaction, request, stream)
+                return library.answer(plan, request, stream, core)
 
         return innermost
 
