@@ -19,9 +19,9 @@ TARGET = 1.3
 
 
 def requests_adapter_present() -> bool:
-    from agenttape._adapters import ADAPTERS
+    from agenttape._adapters import LIBRARIES
 
-    return "urllib3" in ADAPTERS or "requests" in ADAPTERS
+    return "urllib3" in LIBRARIES or "requests.adapters" in LIBRARIES
 
 
 def requests_floor(interactions: list[Any]) -> Any:

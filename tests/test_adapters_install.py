@@ -138,8 +138,9 @@ UNKNOWN_VERSION = """
     import agenttape
     from agenttape import _adapters
 
-    _adapters.ADAPTERS["fakelib.client"] = "fake_adapter"
-    _adapters.TRAFFIC["fakelib.client"] = ("fakelib", "its sessions")
+    _adapters.LIBRARIES["fakelib.client"] = _adapters.Library(
+        "fake_adapter", "fakelib", "its sessions"
+    )
     warnings.simplefilter("always")
     agenttape.Cassette(sys.argv[1], mode="all").save()
     with warnings.catch_warnings(record=True) as caught:

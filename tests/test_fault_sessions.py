@@ -178,7 +178,7 @@ def test_grpc_aio_sees_the_injected_status(search_recorded: tuple[Path, Any, Any
 
 
 def test_a_code_that_is_no_status_is_named() -> None:
-    from agenttape._core.fault_sessions import check
+    from agenttape._core.faults.sessions import check
 
     with pytest.raises(ValueError, match="not a gRPC status"):
         check(agenttape.fault("grpc_status", code="EXHAUSTED"))

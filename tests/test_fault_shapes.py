@@ -30,8 +30,8 @@ from llm_standin import StandIn
 
 import agenttape
 from agenttape import fault
-from agenttape._core.fault_shapes import provider_of
 from agenttape._core.faults import inject
+from agenttape._core.faults.shapes import provider_of
 from agenttape._core.models import Request
 from tests.servers import Seen, Server, json_reply
 

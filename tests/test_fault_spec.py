@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 import agenttape
-from agenttape._core.fault_spec import (
+from agenttape._core.faults import FaultPlan
+from agenttape._core.faults.spec import (
     FaultSpecError,
     fault_to_python,
     fault_to_text,
     parse_fault,
 )
-from agenttape._core.faults import FaultPlan
 from agenttape._core.models import Request
 
 

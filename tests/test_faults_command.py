@@ -8,9 +8,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from agenttape._core.fault_sessions import kinds_for
-from agenttape._core.fault_spec import parse_fault
 from agenttape._core.faults import HTTP_KINDS, FaultPlan, fault_from_json
+from agenttape._core.faults.sessions import kinds_for
+from agenttape._core.faults.spec import parse_fault
 from agenttape._core.files import read
 from tests.cli_support import assert_one_line_error, cli
 

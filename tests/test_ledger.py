@@ -255,8 +255,11 @@ def test_the_adapter_of_a_library_it_does_not_fit_stays_off_and_the_import_works
         """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(_adapters.ADAPTERS, "fakelib_unfit.client", "fakelib_unfit_adapter")
-    monkeypatch.setitem(_adapters.TRAFFIC, "fakelib_unfit.client", ("fakelib-unfit", "all"))
+    monkeypatch.setitem(
+        _adapters.LIBRARIES,
+        "fakelib_unfit.client",
+        _adapters.Library("fakelib_unfit_adapter", "fakelib-unfit", "all"),
+    )
     cassette = agenttape.Cassette(tmp_path / "empty.msgpack", mode="all")
     cassette.save()
     try:

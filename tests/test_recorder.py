@@ -641,7 +641,11 @@ def test_a_run_that_cannot_start_recording_leaves_the_agent_alone(
     def broken(library: str, module: object) -> None:
         raise RuntimeError("the import machinery is broken")
 
-    monkeypatch.setitem(_adapters.ADAPTERS, "json", "agenttape._adapters.missing_adapter")
+    monkeypatch.setitem(
+        _adapters.LIBRARIES,
+        "json",
+        _adapters.Library("agenttape._adapters.missing_adapter", "Python", "nothing"),
+    )
     monkeypatch.setattr(_adapters, "_installed", set(_adapters._installed))
     monkeypatch.setattr(_adapters, "_install", broken)
     with recorder.run() as run:

@@ -40,7 +40,7 @@ def read(target, name):
 
 def points():
     found = {}
-    for library in _adapters.ADAPTERS:
+    for library in _adapters.LIBRARIES:
         module = sys.modules.get(library)
         if module is not None:
             for patch in _adapters.declared(library, module):
@@ -54,7 +54,7 @@ def threads():
 
 before = [(point, read(point[1], point[2])) for point in points()]
 libraries = {library for (library, _, _), _ in before}
-missing = set(_adapters.ADAPTERS) - LATE - libraries
+missing = set(_adapters.LIBRARIES) - LATE - libraries
 assert not missing, missing
 threads_before = threads()
 meta_path = list(sys.meta_path)

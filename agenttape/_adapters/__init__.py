@@ -13,8 +13,9 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._core import runtime
 from .._core.errors import AgentTapeWarning
@@ -23,105 +24,161 @@ from . import children, ledger, native_guard
 if TYPE_CHECKING:
     import importlib.abc
 
-# library module -> adapter module; an adapter's ``install(library_module)`` declares the
-# patches it needs (``ledger.Patch``); the ledger installs them all or none.
-ADAPTERS: dict[str, str] = {
-    "httpx": "agenttape._adapters.httpx",
-    "httpx2": "agenttape._adapters.httpx",
-    "httpcore": "agenttape._adapters.instrumented",
-    "httpcore2": "agenttape._adapters.instrumented",
-    "openai._base_client": "agenttape._adapters.sdk_retries",
-    "anthropic._base_client": "agenttape._adapters.sdk_retries",
-    "os": "agenttape._adapters.sdk_keys",
-    "urllib3": "agenttape._adapters.urllib3",
-    "requests.adapters": "agenttape._adapters.requests",
-    "requests.sessions": "agenttape._adapters.requests",
-    "botocore.endpoint": "agenttape._adapters.botocore",
-    "botocore.httpsession": "agenttape._adapters.botocore_session",
-    "aiohttp": "agenttape._adapters.aiohttp",
-    "websockets.asyncio.client": "agenttape._adapters.websocket.websockets",
-    "websockets.sync.client": "agenttape._adapters.websocket.websockets",
-    "websockets.legacy.client": "agenttape._adapters.websocket.websockets_legacy",
-    "websocket._core": "agenttape._adapters.websocket.websocket_client",
-    "httpx_ws._api": "agenttape._adapters.websocket.httpx_ws",
-    "grpc._channel": "agenttape._adapters.grpcio.sync",
-    "grpc.aio._channel": "agenttape._adapters.grpcio.aio",
-    "curl_cffi.curl": "agenttape._adapters.curl_cffi",
-    "curl_cffi.aio": "agenttape._adapters.curl_cffi",
-    "curl_cffi.requests.session": "agenttape._adapters.curl_cffi",
-    "pycurl": "agenttape._adapters.pycurl",
-    "primp": "agenttape._adapters.primp",
-    "http.client": "agenttape._adapters.http_client",
-    "httplib2": "agenttape._adapters.httplib2",
-    "tornado.simple_httpclient": "agenttape._adapters.tornado",
-    "socket": "agenttape._adapters.network_guard",
-    **dict.fromkeys(
-        (
-            "openai._exceptions",
-            "anthropic._exceptions",
-            "google.genai.errors",
-            "botocore.exceptions",
-            "requests.exceptions",
-            "httpx._exceptions",
-            "httpx2._exceptions",
-            "aiohttp.client_exceptions",
-            "mistralai.client.errors.mistralerror",
-            "cohere.core.api_error",
-        ),
-        "agenttape._adapters.fault_notes",
-    ),
-}
 
-# library module -> (its distribution, what is not recorded while its adapter is off)
-TRAFFIC: dict[str, tuple[str, str]] = {
-    "httpx": ("httpx", "its requests"),
-    "httpx2": ("httpx2", "its requests (the openai and anthropic SDKs' included)"),
-    "httpcore": ("httpcore", "httpx's requests through an instrumented or mocked transport"),
-    "httpcore2": ("httpcore2", "httpx2's requests through an instrumented or mocked transport"),
-    "openai._base_client": ("openai", "nothing, but its retry waits are not skipped"),
-    "anthropic._base_client": ("anthropic", "nothing, but its retry waits are not skipped"),
-    "os": ("Python", "nothing, but an SDK client made in a replay needs a key"),
-    "urllib3": ("urllib3", "requests through urllib3, requests and botocore"),
-    "requests.adapters": ("requests", "nothing, but its replays take urllib3's longer path"),
-    "requests.sessions": ("requests", "nothing, but a replayed body cut short lacks its note"),
-    "botocore.endpoint": ("botocore", "nothing, but its retry waits are not skipped"),
-    "botocore.httpsession": ("botocore", "nothing, but its replays take urllib3's longer path"),
-    "aiohttp": ("aiohttp", "its requests and ws_connect sessions"),
-    "websockets.asyncio.client": ("websockets", "sessions of its asyncio client"),
-    "websockets.sync.client": ("websockets", "sessions of its sync client"),
-    "websockets.legacy.client": ("websockets", "sessions of its legacy client"),
-    "websocket._core": ("websocket-client", "its sessions"),
-    "httpx_ws._api": ("httpx-ws", "its sessions"),
-    "grpc._channel": ("grpcio", "calls on its sync channels"),
-    "grpc.aio._channel": ("grpcio", "calls on its grpc.aio channels"),
-    "curl_cffi.curl": ("curl_cffi", "its sync requests and Curl handles"),
-    "curl_cffi.aio": ("curl_cffi", "its AsyncSession requests"),
-    "curl_cffi.requests.session": (
-        "curl_cffi",
-        "nothing, but a replayed failure's note is on libcurl's error",
+HeadersAt = Literal["response", "own", "botocore"]
+"""Where a status exception keeps the headers of the response it was made from: on its
+``response``, as its own ``headers``, or in botocore's parsed ``ResponseMetadata``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """One library module agenttape patches, and all it knows about it in one place.
+
+    ``adapter`` is the module whose ``install(library_module)`` declares the patches it
+    needs (``ledger.Patch``; the ledger installs them all or none). ``distribution`` and
+    ``unrecorded`` name, when the adapter cannot patch this version, what is then not
+    recorded. ``status_error`` is, for a module whose status exceptions carry the note of an
+    injected fault (``fault_notes``), the class every one is or derives from, and where its
+    instance keeps the response headers (``headers_at``)."""
+
+    adapter: str
+    distribution: str
+    unrecorded: str
+    status_error: str | None = None
+    headers_at: HeadersAt = "response"
+
+
+def _status_errors(
+    distribution: str, status_error: str, headers_at: HeadersAt = "response"
+) -> Library:
+    return Library(
+        "agenttape._adapters.fault_notes",
+        distribution,
+        "nothing, but its status errors from faults carry no note",
+        status_error,
+        headers_at,
+    )
+
+
+_HTTPX = "agenttape._adapters.httpx"
+_CURL_CFFI = "agenttape._adapters.curl_cffi"
+_WEBSOCKETS = "agenttape._adapters.websocket.websockets"
+
+LIBRARIES: dict[str, Library] = {
+    "httpx": Library(_HTTPX, "httpx", "its requests"),
+    "httpx2": Library(_HTTPX, "httpx2", "its requests (the openai and anthropic SDKs' included)"),
+    "httpcore": Library(
+        "agenttape._adapters.instrumented",
+        "httpcore",
+        "httpx's requests through an instrumented or mocked transport",
     ),
-    "pycurl": ("pycurl", "its Curl handles' performs"),
-    "primp": ("primp", "its Client and AsyncClient requests"),
-    "http.client": ("Python", "requests through http.client and urllib.request"),
-    "httplib2": ("httplib2", "its requests (the Google API clients' included)"),
-    "tornado.simple_httpclient": ("tornado", "AsyncHTTPClient's requests"),
-    "socket": ("Python", "nothing, but no connection is blocked"),
-    **{
-        library: (distribution, "nothing, but its status errors from faults carry no note")
-        for library, distribution in (
-            ("openai._exceptions", "openai"),
-            ("anthropic._exceptions", "anthropic"),
-            ("google.genai.errors", "google-genai"),
-            ("botocore.exceptions", "botocore"),
-            ("requests.exceptions", "requests"),
-            ("httpx._exceptions", "httpx"),
-            ("httpx2._exceptions", "httpx2"),
-            ("aiohttp.client_exceptions", "aiohttp"),
-            ("mistralai.client.errors.mistralerror", "mistralai"),
-            ("cohere.core.api_error", "cohere"),
-        )
-    },
+    "httpcore2": Library(
+        "agenttape._adapters.instrumented",
+        "httpcore2",
+        "httpx2's requests through an instrumented or mocked transport",
+    ),
+    "openai._base_client": Library(
+        "agenttape._adapters.sdk_retries", "openai", "nothing, but its retry waits are not skipped"
+    ),
+    "anthropic._base_client": Library(
+        "agenttape._adapters.sdk_retries",
+        "anthropic",
+        "nothing, but its retry waits are not skipped",
+    ),
+    "os": Library(
+        "agenttape._adapters.sdk_keys",
+        "Python",
+        "nothing, but an SDK client made in a replay needs a key",
+    ),
+    "urllib3": Library(
+        "agenttape._adapters.urllib3", "urllib3", "requests through urllib3, requests and botocore"
+    ),
+    "requests.adapters": Library(
+        "agenttape._adapters.requests",
+        "requests",
+        "nothing, but its replays take urllib3's longer path",
+    ),
+    "requests.sessions": Library(
+        "agenttape._adapters.requests",
+        "requests",
+        "nothing, but a replayed body cut short lacks its note",
+    ),
+    "botocore.endpoint": Library(
+        "agenttape._adapters.botocore", "botocore", "nothing, but its retry waits are not skipped"
+    ),
+    "botocore.httpsession": Library(
+        "agenttape._adapters.botocore_session",
+        "botocore",
+        "nothing, but its replays take urllib3's longer path",
+    ),
+    "aiohttp": Library(
+        "agenttape._adapters.aiohttp", "aiohttp", "its requests and ws_connect sessions"
+    ),
+    "websockets.asyncio.client": Library(
+        _WEBSOCKETS, "websockets", "sessions of its asyncio client"
+    ),
+    "websockets.sync.client": Library(_WEBSOCKETS, "websockets", "sessions of its sync client"),
+    "websockets.legacy.client": Library(
+        "agenttape._adapters.websocket.websockets_legacy",
+        "websockets",
+        "sessions of its legacy client",
+    ),
+    "websocket._core": Library(
+        "agenttape._adapters.websocket.websocket_client", "websocket-client", "its sessions"
+    ),
+    "httpx_ws._api": Library("agenttape._adapters.websocket.httpx_ws", "httpx-ws", "its sessions"),
+    "grpc._channel": Library(
+        "agenttape._adapters.grpcio.sync", "grpcio", "calls on its sync channels"
+    ),
+    "grpc.aio._channel": Library(
+        "agenttape._adapters.grpcio.aio", "grpcio", "calls on its grpc.aio channels"
+    ),
+    "curl_cffi.curl": Library(_CURL_CFFI, "curl_cffi", "its sync requests and Curl handles"),
+    "curl_cffi.aio": Library(_CURL_CFFI, "curl_cffi", "its AsyncSession requests"),
+    "curl_cffi.requests.session": Library(
+        _CURL_CFFI, "curl_cffi", "nothing, but a replayed failure's note is on libcurl's error"
+    ),
+    "pycurl": Library("agenttape._adapters.pycurl", "pycurl", "its Curl handles' performs"),
+    "primp": Library("agenttape._adapters.primp", "primp", "its Client and AsyncClient requests"),
+    "http.client": Library(
+        "agenttape._adapters.http_client",
+        "Python",
+        "requests through http.client and urllib.request",
+    ),
+    "httplib2": Library(
+        "agenttape._adapters.httplib2",
+        "httplib2",
+        "its requests (the Google API clients' included)",
+    ),
+    "tornado.simple_httpclient": Library(
+        "agenttape._adapters.tornado", "tornado", "AsyncHTTPClient's requests"
+    ),
+    "socket": Library(
+        "agenttape._adapters.network_guard", "Python", "nothing, but no connection is blocked"
+    ),
+    "openai._exceptions": _status_errors("openai", "APIStatusError"),
+    "anthropic._exceptions": _status_errors("anthropic", "APIStatusError"),
+    "google.genai.errors": _status_errors("google-genai", "APIError"),
+    "botocore.exceptions": _status_errors("botocore", "ClientError", "botocore"),
+    "requests.exceptions": _status_errors("requests", "HTTPError"),
+    "httpx._exceptions": _status_errors("httpx", "HTTPStatusError"),
+    "httpx2._exceptions": _status_errors("httpx2", "HTTPStatusError"),
+    "aiohttp.client_exceptions": _status_errors("aiohttp", "ClientResponseError", "own"),
+    "mistralai.client.errors.mistralerror": _status_errors("mistralai", "MistralError", "own"),
+    "cohere.core.api_error": _status_errors("cohere", "ApiError", "own"),
 }
+"""Library module -> what agenttape patches there and how (``Library``); a library is
+patched only once the process imports it."""
+
+
+def library_of(name: str) -> Library:
+    """The record of library module ``name``; one not in ``LIBRARIES`` (a test's own) is
+    named after its top package."""
+    found = LIBRARIES.get(name)
+    if found is None:
+        return Library("", name.partition(".")[0], "its traffic")
+    return found
+
 
 _installed: set[str] = set()
 _off: dict[str, str] = {}
@@ -148,7 +205,7 @@ def _install(library: str, module: ModuleType) -> None:
         return
     failure: Exception
     try:
-        adapter = importlib.import_module(ADAPTERS[library])
+        adapter = importlib.import_module(LIBRARIES[library].adapter)
     except Exception as exc:  # never break the library's own import
         failure = exc
     else:
@@ -172,7 +229,8 @@ def _install(library: str, module: ModuleType) -> None:
 
 def _warn_off(library: str, failure: Exception) -> None:
     """Says once that ``library`` is not intercepted: which version, why, what that means."""
-    distribution, what = TRAFFIC.get(library, (library.partition(".")[0], "its traffic"))
+    record = library_of(library)
+    distribution, what = record.distribution, record.unrecorded
     version = version_of(distribution, library)
     warnings.warn(
         f"agenttape cannot intercept {distribution} {version} ({library}): "
@@ -205,7 +263,7 @@ def install_adapters() -> None:
         _hook is not None
         and all(
             library in _installed or library in _off or library not in sys.modules
-            for library in ADAPTERS
+            for library in LIBRARIES
         )
         and all(top in _native or top not in sys.modules for top in native_guard.NATIVE)
     ):
@@ -215,7 +273,7 @@ def install_adapters() -> None:
             # First, so that a library whose import starts from now on is patched as it ends.
             _hook = _ImportHook()
             sys.meta_path.insert(0, _hook)
-    for library in ADAPTERS:
+    for library in LIBRARIES:
         module = sys.modules.get(library)
         if module is None or library in _installed or library in _off:
             continue
@@ -236,7 +294,7 @@ def _guard_native() -> None:
         module = sys.modules.get(top)
         if module is None or top in _native:
             continue
-        mine = [library for library in ADAPTERS if library.partition(".")[0] == top]
+        mine = [library for library in LIBRARIES if library.partition(".")[0] == top]
         imported = [library for library in mine if library in sys.modules]
         if imported and all(library in _installed for library in imported):
             with _lock:
@@ -292,7 +350,7 @@ def uninstall() -> list[ledger.Entry]:
 def declared(library: str, module: ModuleType) -> list[ledger.Patch]:
     """The patches the adapter of ``library`` would make on ``module`` (nothing is patched;
     raises what keeps the adapter off)."""
-    adapter = importlib.import_module(ADAPTERS[library])
+    adapter = importlib.import_module(LIBRARIES[library].adapter)
     return list(adapter.install(module))
 
 
@@ -317,7 +375,7 @@ class _ImportHook:
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        adapted = fullname in ADAPTERS and fullname not in _installed and fullname not in _off
+        adapted = fullname in LIBRARIES and fullname not in _installed and fullname not in _off
         native = fullname in native_guard.NATIVE and fullname not in _native
         if not (adapted or native):
             return None

@@ -16,11 +16,11 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, exchange_async, unplayable
+from .._core.exchange import Live, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
+from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
-from .._core.walk import Walk
-from .._core.websocket import SessionRecording, SessionReplay, open_session_async
+from .._core.websocket import SessionRecording, session_of
 from . import ledger, wire
 from .memory_transport import MemoryTransport
 from .websocket import aiohttp as aiohttp_ws
@@ -67,7 +67,13 @@ def _make_connect(
         if sockets and aiohttp_ws.upgrades(req.headers):
             return await _open_session(tape, self, req, traces, timeout, original, aiohttp)
 
-        async def replay(interaction: Interaction, schedule: Schedule) -> Any:
+        plan = begin(tape, await _to_model(req))
+        with serving(tape, plan, failure_of):
+            if isinstance(plan, Live):
+                conn = await original(self, req, traces, timeout)
+                _Tap(conn.protocol, plan.recording, req.method)
+                return conn
+            interaction, schedule = plan.interaction, plan.playback
             error = interaction.error
             if interaction.response is None and error is not None and error.kind in _CONNECT_KINDS:
                 await schedule.wait_async(schedule.head)  # the error comes when it came live
@@ -78,15 +84,6 @@ def _make_connect(
             return _replay_connection(
                 self, req, interaction, schedule, handler_class, connection_class
             )
-
-        async def record(recording: Recording) -> Any:
-            conn = await original(self, req, traces, timeout)
-            _Tap(conn.protocol, recording, req.method)
-            return conn
-
-        return await exchange_async(
-            tape, await _to_model(req), replay=replay, record=record, failure_of=failure_of
-        )
 
     return connect
 
@@ -101,34 +98,30 @@ async def _open_session(
     aiohttp: ModuleType,
 ) -> Any:
     """``ws_connect``'s upgrade request: a WebSocket session (see ``aiohttp_ws``)."""
-
-    async def replay(session: SessionReplay) -> Any:
-        interaction = session.interaction
+    plan = begin(tape, await _to_model(req))
+    with serving(tape, plan, failure_of):
+        opened = session_of(tape, plan)
+        if isinstance(opened, SessionRecording):
+            conn = await original(connector, req, traces, timeout)
+            aiohttp_ws.record(conn.protocol, opened)
+            return conn
+        interaction = opened.interaction
         error = interaction.error
         if interaction.response is None and error is not None:
             raise _connect_exception(aiohttp, error, req)
         connection_class = _connection_class(aiohttp.connector.Connection)
-        if not session.is_session:  # a refused upgrade replays as the answer it got
+        if not opened.is_session:  # a refused upgrade replays as the answer it got
             return _replay_connection(
                 connector,
                 req,
                 interaction,
-                session.schedule,
+                opened.schedule,
                 aiohttp.client_proto.ResponseHandler,
                 connection_class,
             )
         peer = (req.url.host or "", req.url.port or 0)
-        protocol = aiohttp_ws.replay_protocol(aiohttp, session, peer)
+        protocol = aiohttp_ws.replay_protocol(aiohttp, opened, peer)
         return connection_class(connector, req.connection_key, protocol, asyncio.get_running_loop())
-
-    async def record(session: SessionRecording) -> Any:
-        conn = await original(connector, req, traces, timeout)
-        aiohttp_ws.record(conn.protocol, session)
-        return conn
-
-    return await open_session_async(
-        tape, await _to_model(req), replay=replay, record=record, failure_of=failure_of
-    )
 
 
 async def _to_model(req: Any) -> Request:

@@ -19,9 +19,10 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, continue_exchange, noting, noting_async
-from .._core.models import Failure, Interaction
+from .._core.exchange import Replay, begin, serving
+from .._core.models import Failure
 from .._core.tape import Recording
+from .._core.tracebacks import noting, noting_async
 from . import ledger, libcurl, native_guard
 
 _EASY = "_agenttape_easy"
@@ -173,18 +174,17 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
         setopt = type(self).setopt
         unwrapped = ledger.installed(type(self), "setopt")
         raw_setopt = setopt if unwrapped is None else unwrapped.original
-        request = easy.request(flavour.library)
-
-        def replay(interaction: Interaction, schedule: Schedule) -> None:
-            try:
-                schedule.wait(schedule.head)
-                libcurl.replay(easy, interaction, flavour)
-            finally:
-                _forget(easy)
-            _hold_until_the_head_is_read(self)
-
-        def record(recording: Recording) -> Any:
-            tee = _tee(self, raw_setopt, easy, recording)
+        plan = begin(tape, easy.request(flavour.library))
+        with serving(tape, plan, failure_of):
+            if isinstance(plan, Replay):
+                try:
+                    plan.playback.wait(plan.playback.head)
+                    libcurl.replay(easy, plan.interaction, flavour)
+                finally:
+                    _forget(easy)
+                _hold_until_the_head_is_read(self)
+                return None
+            tee = _tee(self, raw_setopt, easy, plan.recording)
             try:
                 result = original(self, *args, **kwargs)
             except BaseException as exc:
@@ -198,10 +198,6 @@ def _make_perform(original: Callable[..., Any]) -> Callable[..., Any]:
             tee.ended(None)
             _hold_until_the_head_is_read(self)
             return result
-
-        return continue_exchange(
-            tape, tape.begin(request), replay=replay, record=record, failure_of=failure_of
-        )
 
     return perform
 
@@ -225,15 +221,12 @@ def _make_add_handle(original: Callable[..., Any]) -> Callable[..., Any]:
         flavour = _flavour
         easy = _easy(curl)
         easy.replayed = None
-        plan = tape.begin(easy.request(flavour.library))
-        if isinstance(plan, Interaction):
+        plan = begin(tape, easy.request(flavour.library))
+        if isinstance(plan, Replay):
             future = self.loop.create_future()
-
-            def replay(interaction: Interaction, schedule: Schedule) -> None:
-                libcurl.replay(easy, interaction, flavour)
-
             try:
-                continue_exchange(tape, plan, replay=replay, record=_never, failure_of=failure_of)
+                with serving(tape, plan, failure_of):
+                    libcurl.replay(easy, plan.interaction, flavour)
             except sys.modules["curl_cffi.curl"].CurlError as exc:
                 future.set_exception(exc)  # as libcurl's multi handle reports it
             else:
@@ -243,7 +236,7 @@ def _make_add_handle(original: Callable[..., Any]) -> Callable[..., Any]:
             return future
         unwrapped = ledger.installed(type(curl), "setopt")
         raw_setopt = type(curl).setopt if unwrapped is None else unwrapped.original
-        tee = _tee(curl, raw_setopt, easy, plan)
+        tee = _tee(curl, raw_setopt, easy, plan.recording)
         _forget(easy)
         future = original(self, curl)
 
@@ -261,7 +254,3 @@ def _make_add_handle(original: Callable[..., Any]) -> Callable[..., Any]:
         return future
 
     return add_handle
-
-
-def _never(recording: Recording) -> None:
-    raise AssertionError("a replayed plan is never recorded")

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .._core.exchange import note_injected
-from . import ledger
+from .._core.tracebacks import note_injected
+from . import LIBRARIES, HeadersAt, ledger
 
 HeadersOf = Callable[[Any], object]
 
@@ -35,26 +35,20 @@ def _botocore_headers(error: Any) -> object:
     return metadata.get("HTTPHeaders") if isinstance(metadata, dict) else None
 
 
-STATUS_ERRORS: dict[str, tuple[str, HeadersOf]] = {
-    "openai._exceptions": ("APIStatusError", _response_headers),
-    "anthropic._exceptions": ("APIStatusError", _response_headers),
-    "google.genai.errors": ("APIError", _response_headers),
-    "botocore.exceptions": ("ClientError", _botocore_headers),
-    "requests.exceptions": ("HTTPError", _response_headers),
-    "httpx._exceptions": ("HTTPStatusError", _response_headers),
-    "httpx2._exceptions": ("HTTPStatusError", _response_headers),
-    "aiohttp.client_exceptions": ("ClientResponseError", _own_headers),
-    "mistralai.client.errors.mistralerror": ("MistralError", _own_headers),
-    "cohere.core.api_error": ("ApiError", _own_headers),
+HEADERS_OF: dict[HeadersAt, HeadersOf] = {
+    "response": _response_headers,
+    "own": _own_headers,
+    "botocore": _botocore_headers,
 }
-"""Library module -> (the class every status exception of the library is or derives from,
-where its instance keeps the response headers)."""
 
 
 def install(module: ModuleType) -> list[ledger.Patch]:
-    """Patches the status exception's ``__init__`` in one of ``STATUS_ERRORS``' modules."""
-    name, headers_of = STATUS_ERRORS[module.__name__]
-    return [ledger.wrap(getattr(module, name), "__init__", _noting(headers_of))]
+    """Patches the status exception's ``__init__`` in a module whose ``Library`` names one
+    (``status_error``)."""
+    record = LIBRARIES[module.__name__]
+    assert record.status_error is not None
+    noting = _noting(HEADERS_OF[record.headers_at])
+    return [ledger.wrap(getattr(module, record.status_error), "__init__", noting)]
 
 
 def _noting(headers_of: HeadersOf) -> Callable[[Any], Any]:

@@ -27,9 +27,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._core import runtime
-from .._core.exchange import Schedule, continue_exchange
-from .._core.models import Failure, Interaction, Request
-from .._core.tape import Recording, Tape
+from .._core.exchange import Live, Replay, begin, serving
+from .._core.models import Failure, Request
+from .._core.tape import Tape
 from . import ledger, wire
 from .urllib3.record import KIND_BY_EXCEPTION, failure_of, hook_response
 from .urllib3.replay import parsed_response, socket_for
@@ -141,7 +141,7 @@ class _Begun:
 
     __slots__ = ("plan", "request", "tape")
 
-    def __init__(self, tape: Tape, request: Request, plan: Interaction | Recording) -> None:
+    def __init__(self, tape: Tape, request: Request, plan: Replay | Live) -> None:
         self.tape = tape
         self.request = request
         self.plan = plan
@@ -164,21 +164,19 @@ def _begin(connection: Any, send: Callable[[Any, Any], None]) -> None:
     method, target, headers, body = wire.parse_request(raw)
     url = _url_of(connection, target)
     request = Request(method=method, url=url, headers=headers, body=body)
-    plan = tape.begin(request)
-    if isinstance(plan, Interaction):
-        error = plan.error
-        if plan.response is None and error is not None and error.kind in _SENDING_FAILURES:
+    plan = begin(tape, request)
+    if isinstance(plan, Replay):
+        interaction = plan.interaction
+        error = interaction.error
+        if interaction.response is None and error is not None and error.kind in _SENDING_FAILURES:
             raise _exception_for(error, connection)  # it failed connecting or sending, as live
         vars(connection)[_BEGUN] = _Begun(tape, request, plan)
         return
     vars(connection)[_BEGUN] = _Begun(tape, request, plan)
-
-    def open_and_send(recording: Recording) -> None:
+    with serving(tape, plan, failure_of):
         if connection.sock is None:
             connection.connect()
         send(connection, raw)
-
-    continue_exchange(tape, plan, replay=_never, record=open_and_send, failure_of=failure_of)
 
 
 _SENDING_FAILURES = frozenset(("connect_error", "connect_timeout", "write_error", "write_timeout"))
@@ -205,10 +203,6 @@ def _awaits_continue(kept: bytearray) -> bool:
     return expect is not None and expect.strip().lower() == "100-continue"
 
 
-def _never(interaction: Interaction, schedule: Schedule) -> None:
-    raise AssertionError("a recording is never replayed")
-
-
 def _connect_live(connection: Any) -> None:
     token = runtime.enter_adapter()
     try:
@@ -232,7 +226,15 @@ def _make_getresponse(
             return original(self)
         method = begun.request.method
 
-        def replay(interaction: Interaction, schedule: Schedule) -> Any:
+        plan = begun.plan
+        with serving(begun.tape, plan, _failure_of_reading):
+            if isinstance(plan, Live):
+                undo = hook_response(self, plan.recording, method)
+                try:
+                    return self.getresponse()
+                finally:
+                    undo()
+            interaction, schedule = plan.interaction, plan.playback
             if interaction.response is None:
                 schedule.wait(schedule.head)
                 raise _exception_for(interaction.error)
@@ -247,17 +249,6 @@ def _make_getresponse(
                 self.response_class = response_class
                 if self.sock is replayed:
                     self.sock = own
-
-        def record(recording: Recording) -> Any:
-            undo = hook_response(self, recording, method)
-            try:
-                return self.getresponse()
-            finally:
-                undo()
-
-        return continue_exchange(
-            begun.tape, begun.plan, replay=replay, record=record, failure_of=_failure_of_reading
-        )
 
     return getresponse
 

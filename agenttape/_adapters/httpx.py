@@ -15,17 +15,11 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import (
-    Schedule,
-    begin_exchange,
-    continue_exchange,
-    continue_exchange_async,
-    unplayable,
-)
+from .._core.exchange import Live, Replay, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
+from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
-from .._core.walk import Walk
-from .._core.websocket import SessionRecording, SessionReplay, open_session, open_session_async
+from .._core.websocket import SessionRecording, SessionReplay, session_of
 from . import instrumented, ledger, tls_contexts
 from .forwarding import Forwarding
 from .header_tables import (
@@ -79,17 +73,30 @@ class _Library:
             "ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
         )
 
-    def stream(self, interaction: Interaction, request: Any, schedule: Schedule) -> Any:
-        """The replayed body's stream, handed over by the replay walk, once the head is due
-        (a body served at once is the library's own in-memory stream: ``begin_exchange``)."""
-        stream = self.replay(self.hx, interaction, request, schedule)
-        stream.walk.arrives(schedule.head)
-        return stream
+    def begin(
+        self, tape: Any, model: Request, request: Any, core: ModuleType | None = None
+    ) -> tuple[Replay | Live, Any]:
+        """The tape's plan for ``request`` and, for a replayed body served at once
+        (``Replay.body``), the answer built right away, its body the library's own in-memory
+        stream; None for any other plan, served inside ``serving``."""
+        plan = begin(tape, model)
+        if isinstance(plan, Replay) and plan.body is not None:
+            return plan, self.answer(plan, request, self.hx.ByteStream(plan.body), core)
+        return plan, None
 
-    async def stream_async(self, interaction: Interaction, request: Any, schedule: Schedule) -> Any:
-        stream = self.replay(self.hx, interaction, request, schedule)
-        await stream.walk.arrives_async(schedule.head)
-        return stream
+    def stream(self, plan: Replay, request: Any) -> Any:
+        """The replayed body's stream, handed over by the replay walk; the caller waits for
+        the head (``walk.arrives``) before it answers."""
+        return self.replay(self.hx, plan.interaction, request, plan.playback)
+
+    def answer(
+        self, plan: Replay, request: Any, stream: Any, core: ModuleType | None = None
+    ) -> Any:
+        """The replayed response, its body ``stream``: httpx's, or, given httpcore's module
+        (``core``), the one its connection pool gives the transport."""
+        if core is None:
+            return _replay_response(self.hx, plan.interaction, request, stream)
+        return _replay_core_response(self.hx, core, plan.interaction, request, stream)
 
     def failure_of(self, exc: BaseException) -> Failure | None:
         """The failure an httpx transport error (or the httpcore error it maps, met at the
@@ -365,22 +372,16 @@ class _TapeTransport(Forwarding):
                 self._wrapped.handle_request, request, self._innermost(tape, request, model)
             )
 
-        plan, body = begin_exchange(tape, model)
-        if body is not None:
-            assert isinstance(plan, Interaction)
-            return _replay_response(library.hx, plan, request, library.hx.ByteStream(body))
-
-        def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            stream = library.stream(interaction, request, schedule)
-            return _replay_response(library.hx, interaction, request, stream)
-
-        def record(recording: Recording) -> Any:
-            response = self._wrapped.handle_request(request)
-            return _recorded(library, response, recording, library.tee)
-
-        return continue_exchange(
-            tape, plan, replay=replay, record=record, failure_of=library.failure_of
-        )
+        plan, answer = library.begin(tape, model, request)
+        if answer is not None:
+            return answer
+        with serving(tape, plan, library.failure_of):
+            if isinstance(plan, Live):
+                response = self._wrapped.handle_request(request)
+                return _recorded(library, response, plan.recording, library.tee)
+            stream = library.stream(plan, request)
+            stream.walk.arrives(plan.playback.head)
+            return library.answer(plan, request, stream)
 
     def _innermost(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
         """The exchange made at the connection pool, below whatever wraps the transport:
@@ -388,25 +389,15 @@ class _TapeTransport(Forwarding):
         library = self._library
 
         def innermost(core: ModuleType, live: Any) -> Any:
-            plan, body = begin_exchange(tape, model)
-            if body is not None:
-                assert isinstance(plan, Interaction)
-                stream = library.hx.ByteStream(body)
-                return _replay_core_response(library.hx, core, plan, request, stream)
-
-            def replay(interaction: Interaction, schedule: Schedule) -> Any:
-                stream = library.stream(interaction, request, schedule)
-                return _replay_core_response(library.hx, core, interaction, request, stream)
-
-            def record(recording: Recording) -> Any:
-                response = live()
-                _record_core_head(library, recording, response)
-                response.stream = library.tee(library, response.stream, recording)
-                return response
-
-            return continue_exchange(
-                tape, plan, replay=replay, record=record, failure_of=library.failure_of
-            )
+            plan, answer = library.begin(tape, model, request, core)
+            if answer is not None:
+                return answer
+            with serving(tape, plan, library.failure_of):
+                if isinstance(plan, Live):
+                    return _recorded_core(library, live(), plan.recording, library.tee)
+                stream = library.stream(plan, request)
+                stream.walk.arrives(plan.playback.head)
+                return library.answer(plan, request, stream, core)
 
         return innermost
 
@@ -414,24 +405,21 @@ class _TapeTransport(Forwarding):
         """An upgrade to WebSocket (httpx-ws): a session, see ``httpx_ws``."""
         library = self._library
 
-        def replay(session: SessionReplay) -> Any:
-            response = self._refused(session, request)
+        plan = begin(tape, model)
+        with serving(tape, plan, library.failure_of):
+            opened = session_of(tape, plan)
+            if isinstance(opened, SessionRecording):
+                response = self._wrapped.handle_request(request)
+                body = None
+                if response.status_code != 101:
+                    body = b"".join(response.stream)
+                    response.stream.close()
+                return _opened(library, opened, response, body, asynchronous=False)
+            response = self._refused(opened, request)
             if response is None:
-                response = _replay_response(library.hx, session.interaction, request, None)
-                httpx_ws.replay(session, response, _request_head(request))
+                response = _replay_response(library.hx, opened.interaction, request, None)
+                httpx_ws.replay(opened, response, _request_head(request))
             return response
-
-        def record(session: SessionRecording) -> Any:
-            response = self._wrapped.handle_request(request)
-            body = None
-            if response.status_code != 101:
-                body = b"".join(response.stream)
-                response.stream.close()
-            return _opened(library, session, response, body, asynchronous=False)
-
-        return open_session(
-            tape, model, replay=replay, record=record, failure_of=library.failure_of
-        )
 
     def _refused(self, session: SessionReplay, request: Any) -> Any:
         """The replayed answer to an upgrade that was not a session (an error or a refusal),
@@ -498,70 +486,58 @@ class _AsyncTapeTransport(_TapeTransport):
                 self._innermost_async(tape, request, model),
             )
 
-        plan, body = begin_exchange(tape, model)
-        if body is not None:
-            assert isinstance(plan, Interaction)
-            return _replay_response(library.hx, plan, request, library.hx.ByteStream(body))
-
-        async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            stream = await library.stream_async(interaction, request, schedule)
-            return _replay_response(library.hx, interaction, request, stream)
-
-        async def record(recording: Recording) -> Any:
-            response = await self._wrapped.handle_async_request(request)
-            return _recorded(library, response, recording, library.async_tee)
-
-        return await continue_exchange_async(
-            tape, plan, replay=replay, record=record, failure_of=library.failure_of
-        )
+        plan, answer = library.begin(tape, model, request)
+        if answer is not None:
+            return answer
+        with serving(tape, plan, library.failure_of):
+            if isinstance(plan, Live):
+                response = await self._wrapped.handle_async_request(request)
+                return _recorded(library, response, plan.recording, library.async_tee)
+            stream = library.stream(plan, request)
+            await stream.walk.arrives_async(plan.playback.head)
+            return library.answer(plan, request, stream)
 
     def _innermost_async(self, tape: Any, request: Any, model: Request) -> instrumented.Innermost:
         library = self._library
 
         async def innermost(core: ModuleType, live: Any) -> Any:
-            plan, body = begin_exchange(tape, model)
-            if body is not None:
-                assert isinstance(plan, Interaction)
-                stream = library.hx.ByteStream(body)
-                return _replay_core_response(library.hx, core, plan, request, stream)
-
-            async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-                stream = await library.stream_async(interaction, request, schedule)
-                return _replay_core_response(library.hx, core, interaction, request, stream)
-
-            async def record(recording: Recording) -> Any:
-                response = await live()
-                _record_core_head(library, recording, response)
-                response.stream = library.async_tee(library, response.stream, recording)
-                return response
-
-            return await continue_exchange_async(
-                tape, plan, replay=replay, record=record, failure_of=library.failure_of
-            )
+            plan, answer = library.begin(tape, model, request, core)
+            if answer is not None:
+                return answer
+            with serving(tape, plan, library.failure_of):
+                if isinstance(plan, Live):
+                    return _recorded_core(library, await live(), plan.recording, library.async_tee)
+                stream = library.stream(plan, request)
+                await stream.walk.arrives_async(plan.playback.head)
+                return library.answer(plan, request, stream, core)
 
         return innermost
 
     async def _open_session_async(self, tape: Any, request: Any, model: Request) -> Any:
         library = self._library
 
-        async def replay(session: SessionReplay) -> Any:
-            response = self._refused(session, request)
+        plan = begin(tape, model)
+        with serving(tape, plan, library.failure_of):
+            opened = session_of(tape, plan)
+            if isinstance(opened, SessionRecording):
+                response = await self._wrapped.handle_async_request(request)
+                body = None
+                if response.status_code != 101:
+                    body = b"".join([chunk async for chunk in response.stream])
+                    await response.stream.aclose()
+                return _opened(library, opened, response, body, asynchronous=True)
+            response = self._refused(opened, request)
             if response is None:
-                response = _replay_response(library.hx, session.interaction, request, None)
-                await httpx_ws.replay_async(session, response, _request_head(request))
+                response = _replay_response(library.hx, opened.interaction, request, None)
+                await httpx_ws.replay_async(opened, response, _request_head(request))
             return response
 
-        async def record(session: SessionRecording) -> Any:
-            response = await self._wrapped.handle_async_request(request)
-            body = None
-            if response.status_code != 101:
-                body = b"".join([chunk async for chunk in response.stream])
-                await response.stream.aclose()
-            return _opened(library, session, response, body, asynchronous=True)
 
-        return await open_session_async(
-            tape, model, replay=replay, record=record, failure_of=library.failure_of
-        )
+def _recorded_core(library: _Library, response: Any, recording: Recording, tee: type) -> Any:
+    """httpcore's live response, its head recorded and its body teed into ``recording``."""
+    _record_core_head(library, recording, response)
+    response.stream = tee(library, response.stream, recording)
+    return response
 
 
 def _recorded(library: _Library, response: Any, recording: Recording, tee: type) -> Any:

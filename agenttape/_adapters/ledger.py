@@ -10,7 +10,7 @@ attribute holds the replacement itself.
 Another wrapper put on top of ours after we installed (OpenTelemetry's, Sentry's) is never
 removed: ours, which it calls, is left in place and made inert, a pass-through to the
 original (``inert``). The exotic techniques sit behind the helpers below (``subclass``,
-``forwarder``, ``override_new``, ``redirect_code``, ``default``); an adapter uses ``wrap``.
+``forwarder``, ``redirect_code``, ``default``); an adapter uses ``wrap``.
 """
 
 from __future__ import annotations
@@ -21,13 +21,28 @@ import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 MARK = "__agenttape__"
 """The one name agenttape ever sets on an object of another library."""
 
 ABSENT: Any = types.SimpleNamespace(name="(absent)")
 """What a target held under a name it had none of (nothing of its own: inherited or new)."""
+
+
+Technique = Literal[
+    "wrapper",
+    "module attribute",
+    "subclass made with type()",
+    "__getattr__ forwarder",
+    "attribute added",
+    "__code__ swap",
+]
+"""How a patch replaces its attribute: a wrapper (``wrap``) on a class or, under this other
+name, on a module; or one of the helpers below."""
+
+State = Literal["installed", "inert", "covered", "restored"]
+"""Where a patch in place stands (``Entry.state``)."""
 
 
 def _is_callable(value: Any) -> bool:
@@ -42,7 +57,7 @@ class Patch:
     target: Any
     name: str
     make: Callable[[Any], Any]
-    technique: str = "wrapper"
+    technique: Technique = "wrapper"
     expect: Callable[[Any], bool] = _is_callable
     new: bool = False
 
@@ -50,15 +65,16 @@ class Patch:
 @dataclass(slots=True, eq=False)
 class Entry:
     """One patch in place: what it replaced (``own``: the target's own value, or ``ABSENT``)
-    and with what. ``state`` is "installed", "inert" (another wrapper sits on ours: ours only
-    passes through) or "restored"."""
+    and with what. ``state`` is "installed"; "inert" (another wrapper sits on ours: ours only
+    passes through) or "covered" (another sits on ours and ours cannot be made inert: left
+    as it is) once removed; or "restored" (the original is back)."""
 
     library: str
     patch: Patch
     own: Any
     original: Any
     replacement: Any
-    state: str = field(default="installed")
+    state: State = field(default="installed")
     # (own, original, replacement) of each earlier installation, newest last: what was put
     # back by the tool that took ours away is one of them, and is in place again as it was
     former: list[tuple[Any, Any, Any]] = field(default_factory=list)
@@ -345,17 +361,6 @@ def forwarder(module: Any, name: str, stand_in: type, expected: Any) -> Patch:
     )
 
 
-def override_new(cls: type, make: Callable[[type], Callable[..., Any]]) -> Patch:
-    """``cls.__new__`` (inherited; a class defining its own is refused) set to ``make(cls)``."""
-    return Patch(
-        cls,
-        "__new__",
-        lambda original: make(cls),
-        "__new__ override",
-        expect=lambda value: "__new__" not in vars(cls),
-    )
-
-
 def default(cls: type, name: str, value: Any) -> Patch:
     """A class attribute ``cls`` did not have: the default of per-connection state."""
     return Patch(
@@ -387,7 +392,7 @@ def redirect_code(module: Any, name: str, make: Callable[[Any], Any]) -> list[Pa
     exec(compile(source, module.__name__, "exec"), scope)
     code = scope[name].__code__
     table = {name: make(copy)}
-    swap = "__code__ swap"
+    swap: Technique = "__code__ swap"
     keep = _anything
     return [
         Patch(module, MARK, lambda found: table, swap, expect=lambda _: False, new=True),

@@ -18,6 +18,7 @@ what is read. A replayed failure is primp's own exception (``ConnectError``,
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json as _json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -27,7 +28,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .._core import runtime
-from .._core.exchange import Schedule, continue_exchange, exchange_async
+from .._core.exchange import Live, Replay, begin, serving
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.tape import Recording
 from . import ledger
@@ -416,41 +417,39 @@ _inside: ContextVar[bool] = ContextVar("agenttape_primp_inside", default=False)
 patched; the inner call is the outer one's own."""
 
 
-def _serve(request: Request, call: Callable[[], Any], stream: bool) -> Any:
+@contextlib.contextmanager
+def _exchange(request: Request) -> Iterator[Replay | Live | None]:
+    """The tape's plan for ``request``, served inside ``serving``; None with no tape active,
+    or for a call the outer one makes (``_inside``), which goes through as it is."""
     tape = runtime.active()
     if tape is None or _inside.get():
-        return call()
+        yield None
+        return
     token = _inside.set(True)
     try:
-        return continue_exchange(
-            tape,
-            tape.begin(request),
-            replay=lambda interaction, schedule: _replayed(interaction, ReplayedResponse),
-            record=lambda recording: _recorded(call(), recording, stream),
-            failure_of=failure_of,
-        )
+        plan = begin(tape, request)
+        with serving(tape, plan, failure_of):
+            yield plan
     finally:
         _inside.reset(token)
+
+
+def _serve(request: Request, call: Callable[[], Any], stream: bool) -> Any:
+    with _exchange(request) as plan:
+        if plan is None:
+            return call()
+        if isinstance(plan, Replay):
+            return _replayed(plan.interaction, ReplayedResponse)
+        return _recorded(call(), plan.recording, stream)
 
 
 async def _serve_async(request: Request, call: Callable[[], Any], stream: bool) -> Any:
-    tape = runtime.active()
-    if tape is None or _inside.get():
-        return await call()
-
-    async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-        return _replayed(interaction, ReplayedAsyncResponse)
-
-    async def record(recording: Recording) -> Any:
-        return _recorded(await call(), recording, stream)
-
-    token = _inside.set(True)
-    try:
-        return await exchange_async(
-            tape, request, replay=replay, record=record, failure_of=failure_of
-        )
-    finally:
-        _inside.reset(token)
+    with _exchange(request) as plan:
+        if plan is None:
+            return await call()
+        if isinstance(plan, Replay):
+            return _replayed(plan.interaction, ReplayedAsyncResponse)
+        return _recorded(await call(), plan.recording, stream)
 
 
 def _make_request(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -16,9 +16,8 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Schedule, continue_exchange
-from .._core.models import Failure, Interaction
-from .._core.tape import Recording
+from .._core.exchange import Replay, begin, serving
+from .._core.models import Failure
 from . import ledger, libcurl, native_guard
 
 _CALLBACKS = (
@@ -145,14 +144,13 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
             native_guard.check("pycurl's Curl.perform of a raw connection (CONNECT_ONLY)")
             base_perform(self)
             return
-        request = kept.request(flavour.library)
-
-        def replay(interaction: Interaction, schedule: Schedule) -> None:
-            schedule.wait(schedule.head)
-            libcurl.replay(kept, interaction, flavour)
-
-        def record(recording: Recording) -> None:
-            tee = libcurl.Tee(kept, recording)
+        plan = begin(tape, kept.request(flavour.library))
+        with serving(tape, plan, failure_of):
+            if isinstance(plan, Replay):
+                plan.playback.wait(plan.playback.head)
+                libcurl.replay(kept, plan.interaction, flavour)
+                return
+            tee = libcurl.Tee(kept, plan.recording)
             libcurl.keep_off_the_run_proxy(
                 kept, lambda option, value: base_setopt(self, option, value)
             )
@@ -173,10 +171,6 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
                 if tee.decoding:
                     base_setopt(self, libcurl.HTTP_CONTENT_DECODING, 1)
             tee.ended(None)
-
-        continue_exchange(
-            tape, tape.begin(request), replay=replay, record=record, failure_of=failure_of
-        )
 
     def _put_back(self: Any, kept: libcurl.Easy) -> None:
         """The user's own callbacks again, where the tees stood for the live perform."""

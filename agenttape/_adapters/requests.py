@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import noting
+from .._core.tracebacks import noting
 from . import ledger
 from .urllib3 import send as urllib3_adapter
 from .urllib3.exchange import handing_down

@@ -13,7 +13,8 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from .._core.exchange import noting, noting_async, skip_retry_wait
+from .._core.exchange import skip_retry_wait
+from .._core.tracebacks import noting, noting_async
 from . import ledger
 
 

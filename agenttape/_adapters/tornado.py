@@ -28,8 +28,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._core import runtime
-from .._core.exchange import Schedule, exchange_async
+from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure, Interaction, Request
+from .._core.playback import Schedule
 from .._core.tape import Recording, Tape
 from . import ledger, wire
 from .http_client import complete
@@ -187,15 +188,7 @@ class _Tap:
             method, target, headers, body = wire.parse_request(bytes(kept))
             request = Request(method, self._url(target), headers, body)
             reading = asyncio.ensure_future(inner.read_response(delegate))
-            pump = self.pump = asyncio.ensure_future(
-                exchange_async(
-                    self.tape,
-                    request,
-                    replay=self._replay,
-                    record=lambda recording: self._record(recording, bytes(kept), method),
-                    failure_of=self._failure_of,
-                )
-            )
+            pump = self.pump = asyncio.ensure_future(self._exchange(request, bytes(kept), method))
             # tornado done reading (a callback of the caller's raised): nothing more to send
             reading.add_done_callback(lambda _: pump.cancel())
             try:
@@ -230,6 +223,16 @@ class _Tap:
         self.sent = True
         stream.pieces.append(len(data))
         await asyncio.get_running_loop().sock_sendall(self.ours, data)
+
+    async def _exchange(self, request: Request, sent: bytes, method: str) -> None:
+        """The exchange of the request tornado wrote, as a task of its own (tornado's read
+        of the response runs beside it)."""
+        plan = begin(self.tape, request)
+        with serving(self.tape, plan, self._failure_of):
+            if isinstance(plan, Replay):
+                await self._replay(plan.interaction, plan.playback)
+            else:
+                await self._record(plan.recording, sent, method)
 
     async def _replay(self, interaction: Interaction, schedule: Schedule) -> None:
         response, error = interaction.response, interaction.error

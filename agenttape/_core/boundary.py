@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from . import json_values, runtime
-from .exchange import Schedule, exchange, exchange_async
+from .exchange import Replay, begin, serving
 from .models import Failure, Interaction, Request
 from .tape import Recording
 
@@ -60,26 +60,17 @@ def boundary(name: str) -> Callable[[F], F]:
                 if tape is None or request is None:
                     return await function(*args, **kwargs)
 
-                async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-                    return call.replay(interaction)
-
-                async def record(recording: Recording) -> Any:
+                plan = begin(tape, request, label)
+                with serving(tape, plan, _not_recorded):
+                    if isinstance(plan, Replay):
+                        return call.replay(plan.interaction)
                     try:
                         result = await function(*args, **kwargs)
                     except Exception as exc:
-                        call.raised(recording, exc)
+                        call.raised(plan.recording, exc)
                         raise
-                    call.returned(recording, result)
+                    call.returned(plan.recording, result)
                     return result
-
-                return await exchange_async(
-                    tape,
-                    request,
-                    replay=replay,
-                    record=record,
-                    failure_of=_not_recorded,
-                    boundary=label,
-                )
 
             return run_async  # type: ignore[return-value]
 
@@ -90,23 +81,17 @@ def boundary(name: str) -> Callable[[F], F]:
             if tape is None or request is None:
                 return function(*args, **kwargs)
 
-            def record(recording: Recording) -> Any:
+            plan = begin(tape, request, label)
+            with serving(tape, plan, _not_recorded):
+                if isinstance(plan, Replay):
+                    return call.replay(plan.interaction)
                 try:
                     result = function(*args, **kwargs)
                 except Exception as exc:
-                    call.raised(recording, exc)
+                    call.raised(plan.recording, exc)
                     raise
-                call.returned(recording, result)
+                call.returned(plan.recording, result)
                 return result
-
-            return exchange(
-                tape,
-                request,
-                replay=lambda interaction, _schedule: call.replay(interaction),
-                record=record,
-                failure_of=_not_recorded,
-                boundary=label,
-            )
 
         return run  # type: ignore[return-value]
 

@@ -23,16 +23,16 @@ from .errors import (
     FaultNotFiredError,
     UnmatchedInteractionError,
 )
-from .exchange import note_fired
-from .faults import HTTP_KINDS, LIVE_KINDS, RESPONSE_KINDS, Fault, FaultPlan, FiredFault, inject
+from .faults import Fault, FaultPlan, FiredFault
 from .matching import Candidate, Matcher
 from .models import Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
 from .redaction import Redacting, Redactor
-from .replay_queue import RERECORD_HINT, KeepsMisses, Precedents, ReplayQueue
+from .replay_queue import RERECORD_HINT, KeepsMisses, Key, Precedents, ReplayQueue
 from .scope import Scope
 from .tape import Recording, Tape
 from .text import counted, interrupted
+from .tracebacks import note_fired
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -526,17 +526,13 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             request = self.redactor.request(request)
             if bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request):
                 return self._serve_frozen(request, boundary)
-            if self._faults is not None and boundary == "http":
-                injected = self._inject_live(self._faults, request)
-                if injected is not None:
-                    return injected
-            return Recording(self, request, boundary)
+            return self._live(request, boundary)
         queue = self.queue
         with self._lock:
             request = self.redactor.request(request, stored=queue)
             key = boundary, queue.matcher.key(request)  # queue.key, one call fewer
             if self._faults is not None and boundary == "http":
-                injected = self._inject(self._faults, request, key)
+                injected = self._faulted(self._faults, request, key)
                 if injected is not None:
                     return injected
             found = queue.take(key)
@@ -547,56 +543,43 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         if bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request):
             raise self._miss(request, boundary, frozen=True)
         if self.mode == "new_episodes":
-            if self._faults is not None and boundary == "http":
-                injected = self._inject_live(self._faults, request)
-                if injected is not None:
-                    return injected
-            return Recording(self, request, boundary)
+            return self._live(request, boundary)
         if self._derived is not None and self._live_scope.matches(boundary, request):
             return Recording(self, request, boundary, derived=True)
         raise self._miss(request, boundary)
 
-    def _inject(self, plan: FaultPlan, request: Request, key: Any) -> Interaction | None:
-        """While replaying (under the lock): the interaction a fault makes of ``request``,
-        from the recorded one that would serve it; None when no fault fires. A fault that
-        answers in the recorded one's place leaves it for the retry; one that changes it
-        (a cut stream) serves it."""
+    def _live(self, request: Request, boundary: str) -> Interaction | Recording:
+        """``request`` made live: the Recording the adapter feeds, or what a fault answers
+        in the network's place."""
+        if self._faults is not None and boundary == "http":
+            with self._lock:
+                injected = self._faulted(self._faults, request, None)
+            if injected is not None:
+                return injected
+        return Recording(self, request, boundary)
+
+    def _faulted(self, plan: FaultPlan, request: Request, key: Key | None) -> Interaction | None:
+        """(Under the lock) what a fault answers ``request`` with (``faults.answer``);
+        None when no fault fires. With ``key``, while replaying: in place of the recorded
+        interaction that would serve it; a fault that changes that one (a cut stream) serves
+        it, any other leaves it for the retry. Without, in place of the network: the answer
+        is kept in the cassette, marked ``injected``."""
+        from .faults.answer import answer  # only a cassette given faults loads it
+
+        if key is None:
+            answered = answer(plan, request, None, len(self.interactions), self.realtime)
+            if answered is not None:
+                self.queue.add(answered.interaction, played=True)
+                self._dirty = True
+            return None if answered is None else answered.interaction
         position = self.queue.next_position(key)
         recorded = None if position is None else self.interactions[position]
-        changeable = (
-            recorded is not None and recorded.response is not None and recorded.frames is None
-        )
-        from . import fault_sessions  # only a cassette given faults loads them
-
-        kinds = fault_sessions.kinds_for(request, recorded) or (
-            HTTP_KINDS if changeable else LIVE_KINDS
-        )
-        chosen = plan.pick(request, position, kinds=kinds)
-        if chosen is None:
+        answered = answer(plan, request, recorded, position, self.realtime)
+        if answered is None:
             return None
-        if chosen.kind in RESPONSE_KINDS or chosen.kind == "close":
+        if answered.serves_recorded:
             self.queue.take(key)
-        if chosen.kind in fault_sessions.KINDS:
-            return fault_sessions.injected(chosen, request, recorded, self.realtime)
-        return inject(chosen, request, recorded, self.realtime)
-
-    def _inject_live(self, plan: FaultPlan, request: Request) -> Interaction | None:
-        """While recording: the interaction a fault answers ``request`` with instead of the
-        network, kept in the cassette marked ``injected``; None when no fault fires."""
-        from . import fault_sessions  # only a cassette given faults loads them
-
-        with self._lock:
-            kinds = fault_sessions.kinds_for(request, None) or LIVE_KINDS
-            chosen = plan.pick(request, len(self.interactions), kinds=kinds)
-            if chosen is None:
-                return None
-            if chosen.kind in fault_sessions.KINDS:
-                made = fault_sessions.injected(chosen, request, None, self.realtime)
-            else:
-                made = inject(chosen, request, None, self.realtime)
-            self.queue.add(made, played=True)
-            self._dirty = True
-        return made
+        return answered.interaction
 
     def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:
         if self.is_recording or self._faults is not None or self._derived is not None:

@@ -1,14 +1,15 @@
-"""WebSocket sessions: the seam every WebSocket adapter calls, as ``exchange`` is for HTTP.
+"""WebSocket sessions: what the exchange seam (``begin``, ``serving``) hands a WebSocket
+adapter, as it hands an HTTP adapter a ``Replay`` or a ``Live``.
 
 A session is one interaction: the upgrade request and its response, then every frame both
-ways in order and how it ended. An adapter hands ``open_session`` (or
-``open_session_async``) the upgrade request and two translations of its own:
+ways in order and how it ended. The adapter begins the upgrade request and serves, inside
+``serving``, the session the tape decided on (``session_of``):
 
-- ``record(SessionRecording)`` opens the real connection and reports what passes on it:
+- a ``SessionRecording``: it opens the real connection and reports what passes on it:
   ``opened`` with the response head, ``sent``/``received`` per frame (payload unmasked and
   inflated), ``closed`` with the closing handshake, ``failed`` with a transport error, and
   ``finish`` when the connection is gone;
-- ``replay(SessionReplay)`` builds its library's connection without a socket: it feeds the
+- a ``SessionReplay``: it builds its library's connection without a socket: it feeds the
   library the ``handshake`` bytes and the server frames of ``opening()``, then hands each
   frame the client sends to ``sent``, which checks it against the recording and returns the
   server frames that followed it (``Step``); a step's ``end`` says how the session ends.
@@ -22,21 +23,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 from .errors import UnmatchedInteractionError
-from .exchange import FailureOf, Schedule, exchange, exchange_async
+from .exchange import Live, Replay
 from .matching import Matcher
 from .models import OPCODE_NUMBERS, Closed, Frame, Interaction, Opcode, Request
+from .playback import Schedule
 from .replay_queue import RERECORD_HINT
 from .tape import Recording, Tape
 
 if TYPE_CHECKING:
     from .models import Direction, Failure, Headers, Response
-
-R = TypeVar("R")
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _MATCHED: frozenset[str] = frozenset(("text", "binary", "continuation", "close"))
@@ -156,42 +155,14 @@ _MESSAGES = frozenset(("text", "binary", "continuation"))
 control frames or the fragments of one message."""
 
 
-def open_session(
-    tape: Tape,
-    request: Request,
-    *,
-    replay: Callable[[SessionReplay], R],
-    record: Callable[[SessionRecording], R],
-    failure_of: FailureOf,
-) -> R:
-    """Serve the upgrade ``request`` from ``tape``: ``replay`` the recorded session, or
-    ``record`` the real one. A failure escaping ``record`` before the response is written
-    down as the session's error, as for any exchange."""
-    return exchange(
-        tape,
-        request,
-        replay=lambda interaction, schedule: replay(SessionReplay(tape, interaction, schedule)),
-        record=lambda recording: record(SessionRecording(tape, recording)),
-        failure_of=failure_of,
-    )
-
-
-async def open_session_async(
-    tape: Tape,
-    request: Request,
-    *,
-    replay: Callable[[SessionReplay], Awaitable[R]],
-    record: Callable[[SessionRecording], Awaitable[R]],
-    failure_of: FailureOf,
-) -> R:
-    """``open_session`` for ``async`` libraries."""
-    return await exchange_async(
-        tape,
-        request,
-        replay=lambda interaction, schedule: replay(SessionReplay(tape, interaction, schedule)),
-        record=lambda recording: record(SessionRecording(tape, recording)),
-        failure_of=failure_of,
-    )
+def session_of(tape: Tape, plan: Replay | Live) -> SessionReplay | SessionRecording:
+    """The session ``begin`` decided for an upgrade request: the recorded one to replay, or
+    the live one to record. The adapter serves it inside ``serving``, so a failure escaping
+    the live one before the response is written down as the session's error, as for any
+    exchange."""
+    if isinstance(plan, Replay):
+        return SessionReplay(tape, plan.interaction, plan.playback)
+    return SessionRecording(tape, plan.recording)
 
 
 class SessionRecording:

@@ -26,11 +26,11 @@ from .._adapters.header_tables import decode_headers, decode_text
 from .._adapters.wire import header
 from .._core import grpc_wire
 from .._core.errors import UnmatchedInteractionError
-from .._core.exchange import Schedule, exchange
+from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure, Headers, Interaction, Request, Response
+from .._core.playback import Schedule, Walk
 from .._core.tape import Recording, Tape
-from .._core.walk import Walk
-from .._core.websocket import SessionRecording, SessionReplay, open_session
+from .._core.websocket import SessionReplay, session_of
 from . import grpc_upstream
 from .upstream import (
     ClientGone,
@@ -113,17 +113,15 @@ class ProxyAdapter:
             url = f"grpc://{grpc_upstream.authority(incoming.origin)}{path}"
             request = dataclasses.replace(request, url=url)
 
-        def replay(interaction: Interaction, schedule: Schedule) -> None:
-            _replay(interaction, schedule, client)
-
-        def record(recording: Recording) -> None:
-            if grpc:
-                _record_grpc(incoming, recording, client)
-            else:
-                _record(incoming, recording, client, pool)
-
         try:
-            exchange(self.tape, request, replay=replay, record=record, failure_of=failure_of)
+            plan = begin(self.tape, request)
+            with serving(self.tape, plan, failure_of):
+                if isinstance(plan, Replay):
+                    _replay(plan.interaction, plan.playback, client)
+                elif grpc:
+                    _record_grpc(incoming, plan.recording, client)
+                else:
+                    _record(incoming, plan.recording, client, pool)
         except UnmatchedInteractionError as miss:
             self.misses.append(miss)
             self.log(
@@ -165,15 +163,15 @@ class ProxyAdapter:
             self.misses.append(miss)
             self.log(f"{miss}".splitlines()[0] + f": closed the session with {MISS_CLOSE}")
 
-        def replay(session: SessionReplay) -> None:
-            replay_session(session, sock, pending, key, missed)
-
-        def record(session: SessionRecording) -> None:
-            head = request_head(request.method, incoming.target, request.headers)
-            record_session(session, sock, pending, pool, incoming.origin, head)
-
         try:
-            open_session(self.tape, request, replay=replay, record=record, failure_of=failure_of)
+            plan = begin(self.tape, request)
+            with serving(self.tape, plan, failure_of):
+                opened = session_of(self.tape, plan)
+                if isinstance(opened, SessionReplay):
+                    replay_session(opened, sock, pending, key, missed)
+                else:
+                    head = request_head(request.method, incoming.target, request.headers)
+                    record_session(opened, sock, pending, pool, incoming.origin, head)
         except UnmatchedInteractionError as miss:
             self.misses.append(miss)
             self.log(f"no recorded WebSocket session for {request.url}: answered {MISS_STATUS}")

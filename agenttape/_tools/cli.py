@@ -277,7 +277,7 @@ def _routes(routes: list[str]) -> dict[Any, Any]:
 
 
 def _faults(texts: list[str]) -> list[Any]:
-    from .._core.fault_spec import FaultSpecError, parse_fault
+    from .._core.faults.spec import FaultSpecError, parse_fault
 
     try:
         return [parse_fault(text) for text in texts]

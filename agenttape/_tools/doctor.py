@@ -29,13 +29,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
 from .._adapters import (
-    ADAPTERS,
-    TRAFFIC,
+    LIBRARIES,
     children,
     declared,
     hooked,
     install_adapters,
     ledger,
+    library_of,
     native_guard,
     network_guard,
     state,
@@ -102,8 +102,7 @@ class Report:
 
 
 def _version(library: str) -> str:
-    distribution = TRAFFIC.get(library, (library.partition(".")[0], ""))[0]
-    return version_of(distribution, library)
+    return version_of(library_of(library).distribution, library)
 
 
 def _reversible(entry: ledger.Entry) -> str:
@@ -138,7 +137,7 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
     """What is patched now, and what would be: nothing is patched unless ``install``."""
     for name in imports:
         importlib.import_module(name)
-    for library in (*ADAPTERS, *THREADS):
+    for library in (*LIBRARIES, *THREADS):
         with contextlib.suppress(Exception), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if importlib.util.find_spec(library) is not None:
@@ -191,7 +190,7 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
         library: f"{distribution} {version_of(distribution, library)}: no adapter"
         for library, distribution in UNADAPTED.items()
         if library in sys.modules
-        and not any(adapted.partition(".")[0] == library for adapted in ADAPTERS)
+        and not any(adapted.partition(".")[0] == library for adapted in LIBRARIES)
     }
     for library in reasons:
         not_intercepted[library] = f"{_version(library)}: adapter off"
@@ -207,7 +206,7 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
 
 
 def _imported() -> Iterator[tuple[str, types.ModuleType]]:
-    for library in ADAPTERS:
+    for library in LIBRARIES:
         module = sys.modules.get(library)
         if module is not None:
             yield library, module
@@ -220,7 +219,7 @@ def _scanned_modules() -> Iterator[tuple[str, types.ModuleType]]:
     """The modules of every adapted library imported, by library (its top package)."""
     tops = {
         library if library.partition(".")[0] in {"http", "socket"} else library.partition(".")[0]
-        for library in ADAPTERS
+        for library in LIBRARIES
     }
     tops.update(THREADS)
     for name, module in list(sys.modules.items()):
@@ -410,7 +409,7 @@ def ledger_table() -> str:
     groups += [("threading", threads.patches()), ("subprocess", children.patches())]
     python = {"threading": "Python", "subprocess": "Python"}
     for library, patches in groups:
-        distribution = python.get(library) or TRAFFIC[library][0]
+        distribution = python.get(library) or LIBRARIES[library].distribution
         for row in patch_rows(library, patches, ""):
             rows.setdefault((row.attribute, row.technique), distribution)
     lines = ["| library | attribute | technique | reversible |", "|---|---|---|---|"]

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 from .._core import grpc_wire
 from .._core.bodies import is_sse, parse_json
-from .._core.fault_spec import fault_to_python, fault_to_text
 from .._core.faults import Fault, FaultKind, fault, fault_to_json
+from .._core.faults.spec import fault_to_python, fault_to_text
 from .._core.files import read
 from .._core.models import Interaction
 from .._core.text import counted

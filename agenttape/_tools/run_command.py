@@ -13,7 +13,7 @@ Why fragments: several processes writing one cassette at exit would overwrite ea
 recorded to its own fragment file, atomically, at exit; when the command has finished, the
 parent merges the fragments into the cassette in one atomic write, ordered by start time. When
 replaying, every process reads the cassette and never writes it; the processes share one
-ledger of what has been played, so a request two processes both make gets the responses in
+play log (the positions played, one a line), so a request two processes both make gets the responses in
 recorded order, each once. A process forked without exec starts a fragment of its own.
 """
 
@@ -116,7 +116,7 @@ class _FragmentCassette(Cassette):
 
 
 class _SharedReplayCassette(Cassette):
-    """Replay whose play counts every process of the run shares through a ledger file, so
+    """Replay whose play counts every process of the run shares through a play log file, so
     identical requests made by different processes are served in recorded order, each
     recorded response once, as within one process."""
 
@@ -126,35 +126,35 @@ class _SharedReplayCassette(Cassette):
     )
 
     def __init__(
-        self, path: Path, ledger: Path, requested_mode: str, faults: tuple[Fault, ...] = ()
+        self, path: Path, play_log: Path, requested_mode: str, faults: tuple[Fault, ...] = ()
     ) -> None:
         super().__init__(path, mode="none", faults=faults)
-        self.ledger = ledger
+        self.play_log = play_log
         self.mode_label = f"{requested_mode!r}, through agenttape run"
 
     def start(self) -> None:
         super().start()
-        shared = _LedgerQueue(self.matcher, self.ledger)
+        shared = _PlayLogQueue(self.matcher, self.play_log)
         for interaction in self.interactions:
             shared.add(interaction, played=False)
         self.queue = shared
 
 
-class _LedgerQueue(ReplayQueue):
-    """A replay queue whose plays are written to, and read from, a ledger file."""
+class _PlayLogQueue(ReplayQueue):
+    """A replay queue whose plays are written to, and read from, a play log file."""
 
-    __slots__ = ("ledger",)
+    __slots__ = ("play_log",)
 
-    def __init__(self, matcher: Matcher, ledger: Path) -> None:
+    def __init__(self, matcher: Matcher, play_log: Path) -> None:
         super().__init__(matcher)
-        self.ledger = ledger
+        self.play_log = play_log
 
     def take(self, key: Key) -> Interaction | None:
         try:
             import fcntl
         except ImportError:
             return super().take(key)
-        with open(self.ledger, "a+") as handle:
+        with open(self.play_log, "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 handle.seek(0)
@@ -183,7 +183,7 @@ def open_cassette(
     faults: tuple[Fault, ...] = (),
 ) -> Cassette:
     """The cassette one process of the run serves, started: it records to a fragment of its
-    own, or replays sharing the run's ledger of what was played. ``faults`` are the proxy's
+    own, or replays sharing the run's play log. ``faults`` are the proxy's
     (a Python process reads its own from ``AGENTTAPE_FAULTS``)."""
     if process_mode in ("record", "new_episodes"):
         if process_mode == "record":
@@ -396,7 +396,7 @@ def run(
             "pip install 'agenttape-recorder[proxy]'"
         )
     if each == "replay":
-        # Only the ledger lives here: replay works from a read-only checkout too.
+        # Only the play log lives here: replay works from a read-only checkout too.
         fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
     else:
         cassette.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 as the sync channels are.
 
 The wrapper's call object is what the stub's caller awaits or iterates. It opens the call
-the first time it is asked anything (``exchange_async``): replayed from the cassette, or run
+the first time it is asked anything (``begin``): replayed from the cassette, or run
 for real through a multi-callable of the same method that sends and receives bytes. A
 ``grpc.aio`` channel's own interceptors run inside its multi-callables, so they run while
 recording and not on replay.
@@ -22,8 +22,9 @@ import grpc
 from grpc import aio
 
 from ..._core import grpc_wire, runtime
-from ..._core.exchange import Schedule, exchange_async
+from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Interaction
+from ..._core.playback import Schedule
 from ..._core.tape import Recording, Tape
 from .. import ledger
 from .common import (
@@ -169,9 +170,6 @@ class TapedCall:
         metadata = self._options.get("metadata")
         timeout = self._options.get("timeout")
 
-        async def replay(interaction: Interaction, schedule: Schedule) -> _Source:
-            return _Replayed(interaction, schedule, timeout)
-
         if self._callable.stream_request and self._callable.stream_response:
             head, _none = method.request((), metadata)
             candidates = self._tape.candidates(head)
@@ -179,30 +177,24 @@ class TapedCall:
                 conversation = Conversation(self._tape, method, head, candidates)
                 return _Matched(conversation, self._given(), timeout)
 
-        if self._callable.stream_request and records_unmatched(self._tape):
-            # Recorded without a match: the messages are written down as they are sent.
-
-            async def record_sent(recording: Recording) -> _Source:
-                live = self._callable.live()(self._sent(recording), **self._options)
-                return _Live(live, recording)
-
+        # Recorded without a match, a streamed request's messages are written down as they
+        # are sent; otherwise they are all read first, to match the call.
+        as_sent = self._callable.stream_request and records_unmatched(self._tape)
+        payloads: list[bytes] = []
+        if as_sent:
             model, _none = method.request((), metadata)
-            return await exchange_async(
-                self._tape,
-                model,
-                replay=replay,
-                record=record_sent,
-                failure_of=not_a_transport_failure,
-            )
-        model, payloads = method.request(await self._messages(), metadata)
-
-        async def record(recording: Recording) -> _Source:
-            argument = iter(payloads) if self._callable.stream_request else payloads[0]
+        else:
+            model, payloads = method.request(await self._messages(), metadata)
+        plan = begin(self._tape, model)
+        with serving(self._tape, plan, not_a_transport_failure):
+            if isinstance(plan, Replay):
+                return _Replayed(plan.interaction, plan.playback, timeout)
+            recording = plan.recording
+            if as_sent:
+                argument: Any = self._sent(recording)
+            else:
+                argument = iter(payloads) if self._callable.stream_request else payloads[0]
             return _Live(self._callable.live()(argument, **self._options), recording)
-
-        return await exchange_async(
-            self._tape, model, replay=replay, record=record, failure_of=not_a_transport_failure
-        )
 
     async def _source(self) -> _Source:
         """The call, opened the first time anything is asked of it; callers asking while it

@@ -10,10 +10,9 @@ from typing import Any, NamedTuple
 import grpc
 
 from ..._core import grpc_wire
-from ..._core.exchange import Schedule
 from ..._core.models import Failure, Interaction, Request
+from ..._core.playback import Schedule, Walk
 from ..._core.tape import Recording, Tape
-from ..._core.walk import Walk
 
 CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
 Metadata = tuple[tuple[str, str | bytes], ...]

@@ -24,9 +24,9 @@ import grpc
 
 from ..._core import grpc_wire
 from ..._core.errors import UnmatchedInteractionError
-from ..._core.exchange import note_replayed
 from ..._core.models import Interaction, Request
 from ..._core.tape import Tape
+from ..._core.tracebacks import note_replayed
 from .common import Metadatum, Method, Outcome, encoding
 from .replayed import ReplayedCall, ReplayedRpcError
 

@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 
 from ..._core import grpc_wire
-from ..._core.exchange import Schedule
 from ..._core.models import Interaction
+from ..._core.playback import Schedule
 from .common import DeadlinePassed, Metadatum, Method, Outcome, encoding, walk
 
 

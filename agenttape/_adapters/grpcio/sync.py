@@ -24,8 +24,9 @@ from typing import Any
 import grpc
 
 from ..._core import runtime
-from ..._core.exchange import Schedule, continue_exchange, exchange
+from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Interaction
+from ..._core.playback import Schedule
 from ..._core.tape import Recording, Tape
 from .. import ledger
 from .common import (
@@ -156,29 +157,22 @@ class _Taped:
         ``record`` sends the request's payloads as grpcio's bytes multi-callable takes them
         (an iterator when the request streams)."""
         method = self._method
-
-        def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            return replayed(method, interaction, schedule, timeout)
-
-        if self.streaming_request and records_unmatched(tape):
-            # Recorded without a match: the messages are written down as they are sent.
+        # Recorded without a match, a streamed request's messages are written down as they
+        # are sent; otherwise they are all read first, to match the call.
+        as_sent = self.streaming_request and records_unmatched(tape)
+        payloads: list[bytes] = []
+        if as_sent:
             model, _none = method.request((), metadata)
-
-            def record_sent(recording: Recording) -> Any:
+        else:
+            model, payloads = method.request(self._messages(request), metadata)
+        plan = begin(tape, model)
+        with serving(tape, plan, not_a_transport_failure):
+            if isinstance(plan, Replay):
+                return replayed(method, plan.interaction, plan.playback, timeout)
+            recording = plan.recording
+            if as_sent:
                 return record(recording, method.sent(tape, recording, request))
-
-            plan = tape.begin(model)
-            return continue_exchange(
-                tape, plan, replay=replay, record=record_sent, failure_of=not_a_transport_failure
-            )
-        model, payloads = method.request(self._messages(request), metadata)
-
-        def record_payloads(recording: Recording) -> Any:
             return record(recording, iter(payloads) if self.streaming_request else payloads[0])
-
-        return exchange(
-            tape, model, replay=replay, record=record_payloads, failure_of=not_a_transport_failure
-        )
 
     def unary(
         self, tape: Tape, request: Any, timeout: Any, metadata: Any, extra: tuple[Any, ...]

@@ -13,15 +13,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from ..._core.exchange import (
-    Schedule,
-    begin_exchange,
-    continue_exchange,
-    exchange,
-    unplayable,
-)
+from ..._core.exchange import Live, Replay, begin, serving, unplayable
 from ..._core.models import Interaction, Request, Response
-from ..._core.tape import Recording, Tape
+from ..._core.tape import Tape
 from .. import wire
 from .record import failure_of, hook_response
 from .render import (
@@ -51,7 +45,7 @@ R = TypeVar("R")
 
 # An exchange begun in ``urlopen`` and handed down to its first ``_make_request``: the tape,
 # and the interaction or recording (None once taken; later attempts begin their own).
-HANDED: ContextVar[tuple[Tape, Interaction | Recording | None] | None] = ContextVar(
+HANDED: ContextVar[tuple[Tape, Replay | Live | None] | None] = ContextVar(
     "agenttape_urllib3_handed", default=None
 )
 
@@ -119,7 +113,7 @@ def known_exchange(
     arguments: dict[str, Any],
     *,
     answer: Callable[[Any], R],
-    hand_down: Callable[[Interaction | Recording], R],
+    hand_down: Callable[[Replay | Live], R],
 ) -> R:
     """The exchange of ``pool.urlopen(**arguments)`` begun above urllib3, by whoever calls it
     (``urlopen`` itself, or requests' adapter): a replayed 2xx response that needs no pacing,
@@ -129,19 +123,15 @@ def known_exchange(
     ``_make_request`` through the caller's own call (``hand_down``, using ``handed_down``)."""
     pool, method = known.pool, arguments["method"]
     model = Request(method, url_of(pool, known.target), known.headers, arguments.get("body") or b"")
-    plan, body = begin_exchange(tape, model)
+    plan = begin(tape, model)
     response = None
-    if body is not None:
-        assert isinstance(plan, Interaction)
-        response = _whole_response(known.template, known.target, arguments, plan, body)
-    if response is None:
-        return continue_exchange(
-            tape,
-            plan,
-            replay=lambda interaction, _schedule: hand_down(interaction),
-            record=hand_down,
-            failure_of=failure_of,
+    if isinstance(plan, Replay) and plan.body is not None:
+        response = _whole_response(
+            known.template, known.target, arguments, plan.interaction, plan.body
         )
+    if response is None:
+        with serving(tape, plan, failure_of):
+            return hand_down(plan)
     retries = arguments.get("retries")
     if not isinstance(retries, urllib3.util.retry.Retry):
         retries = urllib3.util.retry.Retry.from_int(
@@ -159,7 +149,7 @@ def known_exchange(
     return answer(response)
 
 
-def handed_down(tape: Tape, plan: Interaction | Recording, call: Callable[[], R]) -> R:
+def handed_down(tape: Tape, plan: Replay | Live, call: Callable[[], R]) -> R:
     """Runs ``call``, whose first ``_make_request`` serves ``plan`` (later attempts, such as
     retries, begin their own exchanges)."""
     token = HANDED.set((tape, plan))
@@ -212,7 +202,7 @@ _RESPONSE_OPTIONS = frozenset(("enforce_content_length",))
 def _whole_response(
     template: Any, target: str, arguments: dict[str, Any], interaction: Interaction, body: bytes
 ) -> Any:
-    """urllib3's response to a replayed 2xx served at once (``begin_exchange``, which gave
+    """urllib3's response to a replayed 2xx served at once (``Replay.body``, which is
     ``body``), built as the connection's ``getresponse()`` builds it; None for any other."""
     response = interaction.response
     if (
@@ -333,7 +323,7 @@ def serve_make_request(
     urllib3: ModuleType,
     tape: Tape,
     arguments: dict[str, Any],
-    plan: Interaction | Recording | None = None,
+    plan: Replay | Live | None = None,
 ) -> Any:
     pool, conn = arguments["self"], arguments["conn"]
     keyed = render_key(conn, arguments)
@@ -355,7 +345,19 @@ def serve_make_request(
         remember_for_pool(pool, conn, arguments, keyed[1], known)
     model = Request(method=method, url=url_of(pool, target), headers=headers, body=body)
 
-    def replay(interaction: Interaction, schedule: Schedule) -> Any:
+    if plan is None:
+        plan = begin(tape, model)
+    with serving(tape, plan, failure_of):
+        if isinstance(plan, Live):
+            if arguments.get("body") is not None:
+                arguments["body"] = body  # an iterator or file was used up by the rendering
+            arguments["chunked"] = wire.is_chunked(headers)
+            undo = hook_response(conn, plan.recording, method)
+            try:
+                return original(**arguments)
+            finally:
+                undo()
+        interaction, schedule = plan.interaction, plan.playback
         if interaction.response is None:
             schedule.wait(schedule.head)  # the error comes when it came live
             raise exception_for(urllib3, interaction.error, pool, conn, arguments["url"])
@@ -366,17 +368,3 @@ def serve_make_request(
             if problem:
                 raise unplayable(tape, interaction, "urllib3", problem)
         return replay_response(urllib3, pool, scratch, interaction, schedule, arguments)
-
-    def record(recording: Recording) -> Any:
-        if arguments.get("body") is not None:
-            arguments["body"] = body  # an iterator or file was used up by the rendering
-        arguments["chunked"] = wire.is_chunked(headers)
-        undo = hook_response(conn, recording, method)
-        try:
-            return original(**arguments)
-        finally:
-            undo()
-
-    if plan is None:
-        return exchange(tape, model, replay=replay, record=record, failure_of=failure_of)
-    return continue_exchange(tape, plan, replay=replay, record=record, failure_of=failure_of)

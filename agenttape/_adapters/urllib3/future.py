@@ -25,8 +25,9 @@ from types import ModuleType
 from typing import Any
 
 from ..._core import runtime
-from ..._core.exchange import Schedule, exchange, exchange_async
+from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Failure, Interaction, Request
+from ..._core.playback import Schedule
 from ..._core.tape import Recording
 from .. import ledger
 from .record import failure_of as urllib3_failure_of
@@ -125,15 +126,16 @@ def _make_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Callable
             return original(self, *args, **kwargs)
         call = _Call(original, urllib3, response_class, self, args, kwargs)
 
-        def record(recording: Recording) -> Any:
+        plan = begin(tape, call.request)
+        with serving(tape, plan, failure_of):
+            if isinstance(plan, Replay):
+                return call.replayed(plan.interaction, plan.playback)
             live = original(**call.live())
             head = _Head.of_live(live)
-            recording.respond(head.status, head.reason, _version_text(head.version), head.headers)
-            return call.respond(head, _Tee(live, recording))
-
-        return exchange(
-            tape, call.request, replay=call.replayed, record=record, failure_of=failure_of
-        )
+            plan.recording.respond(
+                head.status, head.reason, _version_text(head.version), head.headers
+            )
+            return call.respond(head, _Tee(live, plan.recording))
 
     return urlopen
 
@@ -147,13 +149,14 @@ def _make_async_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Ca
             return await original(self, *args, **kwargs)
         call = _Call(original, urllib3, response_class, self, args, kwargs)
 
-        async def replay(interaction: Interaction, schedule: Schedule) -> Any:
-            return call.replayed(interaction, schedule)
-
-        async def record(recording: Recording) -> Any:
+        plan = begin(tape, call.request)
+        with serving(tape, plan, failure_of):
+            if isinstance(plan, Replay):
+                return call.replayed(plan.interaction, plan.playback)
             # The body is read to its end here, each piece written down as it arrives, before
             # the caller gets the response: urllib3-future's async response reads a body of
             # another kind than its own backend's without awaiting it.
+            recording = plan.recording
             live = await original(**call.live())
             head = _Head.of_live(live)
             recording.respond(head.status, head.reason, _version_text(head.version), head.headers)
@@ -167,10 +170,6 @@ def _make_async_urlopen(original: Callable[..., Any], urllib3: ModuleType) -> Ca
             recording.finish()
             interaction = recording.interaction
             return call.respond(head, _Replayed(interaction, Schedule.of(interaction, False)))
-
-        return await exchange_async(
-            tape, call.request, replay=replay, record=record, failure_of=failure_of
-        )
 
     return urlopen
 

@@ -11,11 +11,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ..._core.exchange import (
-    Schedule,
-)
 from ..._core.models import Failure, Interaction, Response
-from ..._core.walk import Walk
+from ..._core.playback import Schedule, Walk
 from .. import wire
 from .record import KIND_BY_EXCEPTION
 

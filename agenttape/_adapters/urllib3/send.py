@@ -10,8 +10,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
-from ..._core.exchange import noting
 from ..._core.tape import Tape
+from ..._core.tracebacks import noting
 from .. import ledger
 from .exchange import handed_down, known_exchange, known_head
 from .future import is_future

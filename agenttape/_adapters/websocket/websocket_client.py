@@ -22,11 +22,11 @@ from types import ModuleType
 from typing import Any
 
 from ..._core import runtime
+from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Request
 from ..._core.websocket import (
     SessionRecording,
-    SessionReplay,
-    open_session,
+    session_of,
 )
 from .. import ledger
 from ..wire import parse_head
@@ -58,7 +58,7 @@ def install(core: ModuleType) -> list[ledger.Patch]:
     web_socket = core.WebSocket
     handshake = sys.modules["websocket._handshake"]
     http = sys.modules["websocket._http"]
-    module_attribute = "module attribute"
+    module_attribute: ledger.Technique = "module attribute"
     return [
         ledger.default(web_socket, _SESSION, None),
         ledger.wrap(web_socket, "connect", lambda found: _make_connect(found, handshake)),
@@ -114,28 +114,28 @@ def _make_connect(original: Callable[..., None], handshake: ModuleType) -> Calla
         with _setting(_key, key):
             request = _upgrade_request(handshake, url, options)
 
-        def record(session: SessionRecording) -> None:
-            recorder = _Recorder(session)
-            setattr(self, _SESSION, recorder)
-            head = bytearray()
-            try:
-                with _setting(_key, key), _setting(_head, head):
-                    original(self, url, **options)
-            except BaseException as exc:
-                recorder.refused(head, exc)
-                raise
-            recorder.opened(head)
-
-        def replay(session: SessionReplay) -> None:
-            raise_if_never_opened(session)
-            peer = ReplayPeer(session)
-            client = peer.client
-            setattr(self, _SESSION, FrameChecker(session, peer.schedule))
-            peer.start()
-            with _setting(_key, key):
-                original(self, url, **{**options, "socket": client})
-
-        return open_session(tape, request, replay=replay, record=record, failure_of=failure_of)
+        plan = begin(tape, request)
+        with serving(tape, plan, failure_of):
+            session = session_of(tape, plan)
+            if isinstance(session, SessionRecording):
+                recorder = _Recorder(session)
+                setattr(self, _SESSION, recorder)
+                head = bytearray()
+                try:
+                    with _setting(_key, key), _setting(_head, head):
+                        original(self, url, **options)
+                except BaseException as exc:
+                    recorder.refused(head, exc)
+                    raise
+                recorder.opened(head)
+            else:
+                raise_if_never_opened(session)
+                peer = ReplayPeer(session)
+                client = peer.client
+                setattr(self, _SESSION, FrameChecker(session, peer.schedule))
+                peer.start()
+                with _setting(_key, key):
+                    original(self, url, **{**options, "socket": client})
 
     return connect
 

@@ -26,14 +26,14 @@ from urllib.parse import urlunsplit
 
 from ..._core import runtime
 from ..._core.errors import UnmatchedInteractionError
+from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Failure, Request
 from ..._core.tape import Tape
 from ..._core.websocket import (
     SessionRecording,
     SessionReplay,
     Step,
-    open_session,
-    open_session_async,
+    session_of,
 )
 from .. import ledger
 from .replay import ReplayPeer, ReplayTransport
@@ -293,24 +293,22 @@ async def _open_async(
     (its ``factory`` attribute hands it out); replaying, on an in-memory transport."""
     made = getattr(opener, factory)
 
-    async def record(session: SessionRecording) -> Any:
-        setattr(connection.protocol, _SESSION, _recording(session))
-        setattr(opener, factory, lambda uri: connection)
-        try:
-            return await original(opener)
-        finally:
-            setattr(opener, factory, made)
-
-    async def replay(session: SessionReplay) -> Any:
-        raise_if_never_opened(session)
-        transport = ReplayTransport(connection, session, (ws_uri.host, ws_uri.port))
-        setattr(connection.protocol, _SESSION, _replaying(session, transport.schedule))
-        connection.connection_made(transport)
-        return connection
-
-    return await open_session_async(
-        tape, request, replay=replay, record=record, failure_of=failure_of
-    )
+    plan = begin(tape, request)
+    with serving(tape, plan, failure_of):
+        session = session_of(tape, plan)
+        if isinstance(session, SessionRecording):
+            setattr(connection.protocol, _SESSION, _recording(session))
+            setattr(opener, factory, lambda uri: connection)
+            try:
+                return await original(opener)
+            finally:
+                setattr(opener, factory, made)
+        else:
+            raise_if_never_opened(session)
+            transport = ReplayTransport(connection, session, (ws_uri.host, ws_uri.port))
+            setattr(connection.protocol, _SESSION, _replaying(session, transport.schedule))
+            connection.connection_made(transport)
+            return connection
 
 
 # -- sync --------------------------------------------------------------------------------
@@ -329,26 +327,26 @@ def _make_open_sync(
         wire = _prepared(preview, self.additional_headers, self.user_agent_header)
         request = upgrade_request(self.ws_uri, wire.headers)
 
-        def record(session: SessionRecording) -> Any:
-            with _taking(preview.key, _recording(session)):
-                return original(self, deadline)
-
-        def replay(session: SessionReplay) -> Any:
-            raise_if_never_opened(session)
-            peer = ReplayPeer(session)
-            client = peer.client
-            own_sock = self.sock
-            self.sock = client
-            self.enable_tls = lambda sock, deadline: sock  # nothing to encrypt towards
-            try:
-                with _taking(preview.key, _replaying(session, peer.schedule)):
-                    peer.start()
+        plan = begin(tape, request)
+        with serving(tape, plan, failure_of):
+            session = session_of(tape, plan)
+            if isinstance(session, SessionRecording):
+                with _taking(preview.key, _recording(session)):
                     return original(self, deadline)
-            finally:
-                self.sock = own_sock
-                del self.enable_tls
-
-        return open_session(tape, request, replay=replay, record=record, failure_of=failure_of)
+            else:
+                raise_if_never_opened(session)
+                peer = ReplayPeer(session)
+                client = peer.client
+                own_sock = self.sock
+                self.sock = client
+                self.enable_tls = lambda sock, deadline: sock  # nothing to encrypt towards
+                try:
+                    with _taking(preview.key, _replaying(session, peer.schedule)):
+                        peer.start()
+                        return original(self, deadline)
+                finally:
+                    self.sock = own_sock
+                    del self.enable_tls
 
     return open_connection
 
@@ -376,26 +374,26 @@ def _make_connect_sync(original: Callable[..., Any], module: ModuleType) -> Call
         wire = _prepared(preview, kwargs.get("additional_headers"), user_agent)
         request = upgrade_request(ws_uri, wire.headers)
 
-        def record(session: SessionRecording) -> Any:
-            with _taking(preview.key, _recording(session)):
-                return original(uri, **kwargs)
-
-        def replay(session: SessionReplay) -> Any:
-            raise_if_never_opened(session)
-            peer = ReplayPeer(session)
-            arguments = {
-                name: value
-                for name, value in kwargs.items()
-                if name not in ("sock", "ssl", "ssl_context", "proxy", "proxy_ssl")
-            }
-            arguments.update(sock=peer.client, unix=True)
-            if ws_uri.secure:
-                arguments[_SHAPE["sync_tls"]] = _NoTLS()
-            with _taking(preview.key, _replaying(session, peer.schedule)):
-                peer.start()
-                return original(uri, **arguments)
-
-        return open_session(tape, request, replay=replay, record=record, failure_of=failure_of)
+        plan = begin(tape, request)
+        with serving(tape, plan, failure_of):
+            session = session_of(tape, plan)
+            if isinstance(session, SessionRecording):
+                with _taking(preview.key, _recording(session)):
+                    return original(uri, **kwargs)
+            else:
+                raise_if_never_opened(session)
+                peer = ReplayPeer(session)
+                arguments = {
+                    name: value
+                    for name, value in kwargs.items()
+                    if name not in ("sock", "ssl", "ssl_context", "proxy", "proxy_ssl")
+                }
+                arguments.update(sock=peer.client, unix=True)
+                if ws_uri.secure:
+                    arguments[_SHAPE["sync_tls"]] = _NoTLS()
+                with _taking(preview.key, _replaying(session, peer.schedule)):
+                    peer.start()
+                    return original(uri, **arguments)
 
     return connect
 

@@ -25,8 +25,9 @@ from typing import Any
 
 from ..._core import runtime
 from ..._core.errors import UnmatchedInteractionError
+from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Failure, Request
-from ..._core.websocket import SessionRecording, SessionReplay, open_session_async
+from ..._core.websocket import SessionRecording, session_of
 from .. import ledger
 from .replay import ReplayTransport
 from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened
@@ -72,7 +73,7 @@ def install(module: ModuleType) -> list[ledger.Patch]:
             (UnmatchedInteractionError, errors.ProtocolError),
             {"__module__": __name__, "__doc__": UnmatchedInteractionError.__doc__},
         )
-    module_attribute = "module attribute"
+    module_attribute: ledger.Technique = "module attribute"
     return [
         ledger.default(common, _SESSION, None),
         ledger.Patch(handshake, "generate_key", _make_generate_key, module_attribute),
@@ -191,20 +192,18 @@ async def _open(
     request, key = _request(module, protocol, ws_uri)
     _key.set(key)  # for the handshake, once the connection is open
 
-    async def record(session: SessionRecording) -> Any:
-        setattr(protocol, _SESSION, FrameTap(FrameRecorder(session), session))
-        return await create_connection(lambda: protocol, host, port, **kwargs)
-
-    async def replay(session: SessionReplay) -> Any:
-        raise_if_never_opened(session)
-        transport = ReplayTransport(protocol, session, (host, port))
-        setattr(protocol, _SESSION, FrameTap(FrameChecker(session, transport.schedule)))
-        protocol.connection_made(transport)
-        return transport, protocol
-
-    return await open_session_async(
-        tape, request, replay=replay, record=record, failure_of=failure_of
-    )
+    plan = begin(tape, request)
+    with serving(tape, plan, failure_of):
+        session = session_of(tape, plan)
+        if isinstance(session, SessionRecording):
+            setattr(protocol, _SESSION, FrameTap(FrameRecorder(session), session))
+            return await create_connection(lambda: protocol, host, port, **kwargs)
+        else:
+            raise_if_never_opened(session)
+            transport = ReplayTransport(protocol, session, (host, port))
+            setattr(protocol, _SESSION, FrameTap(FrameChecker(session, transport.schedule)))
+            protocol.connection_made(transport)
+            return transport, protocol
 
 
 def _request(module: ModuleType, protocol: Any, ws_uri: Any) -> tuple[Request, str]:

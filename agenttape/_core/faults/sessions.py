@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from . import grpc_wire
-from .faults import LIVE_KINDS, Fault, FaultKind
-from .models import Interaction, Request
-from .websocket import closed_early
+from .. import grpc_wire
+from ..models import Interaction, Request
+from ..websocket import closed_early
+from . import LIVE_KINDS, Fault, FaultKind
 
 KINDS: frozenset[FaultKind] = frozenset(("close", "grpc_status"))
 """The kinds built here; the others are HTTP answers."""

@@ -28,9 +28,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .fault_sessions import check
-from .faults import FAULT_KINDS as KINDS
-from .faults import Fault, fault
+from . import FAULT_KINDS as KINDS
+from . import Fault, fault
+from .sessions import check
 
 SELECTORS = ("on", "host", "index", "nth", "every", "times", "probability", "seed")
 """The arguments of ``agenttape.fault`` that choose requests, in the order the text form

@@ -21,8 +21,8 @@ from functools import lru_cache
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from . import fault_shapes
-from .models import Failure, Interaction, Request, Response
+from ..models import Failure, Interaction, Request, Response
+from . import shapes
 
 FaultKind = Literal[
     "rate_limit",
@@ -216,10 +216,10 @@ def _check_options(kind: FaultKind, options: Mapping[str, object]) -> None:
             if not isinstance(value, bool):
                 raise TypeError(f"fault {kind!r}: connect= must be True or False")
         elif name == "provider":
-            if value not in fault_shapes.PROVIDERS:
+            if value not in shapes.PROVIDERS:
                 raise ValueError(
                     f"fault {kind!r}: provider= must be one of "
-                    f"{', '.join(fault_shapes.PROVIDERS)}, "
+                    f"{', '.join(shapes.PROVIDERS)}, "
                     f"got {value!r}"
                 )
         elif name == "code" and (isinstance(value, bool) or not isinstance(value, (int, str))):
@@ -422,10 +422,10 @@ def inject(
     made = Interaction(request, started_at=time.time(), injected=item.describe())
     kind = item.kind
     if kind in ("rate_limit", "overloaded", "server_error", "status"):
-        provider = item.option("provider") or fault_shapes.provider_of(request)
-        status = fault_shapes.error_status(kind, provider, item.option("status"))
+        provider = item.option("provider") or shapes.provider_of(request)
+        status = shapes.error_status(kind, provider, item.option("status"))
         retry_after = item.option("retry_after", 1 if kind == "rate_limit" else None)
-        reason, headers, body = fault_shapes.error_answer(kind, provider, status, retry_after)
+        reason, headers, body = shapes.error_answer(kind, provider, status, retry_after)
         headers = [*headers, (FAULT_HEADER, fault_header(item, request))]
         version = recorded.response.http_version if recorded and recorded.response else "HTTP/1.1"
         made.response = Response(status, reason, version, headers, body, [(len(body), 0.0)])
@@ -526,7 +526,7 @@ def _cut(item: Fault, pieces: list[bytes], offsets: list[float]) -> tuple[list[b
 def _malformed(response: Response) -> tuple[list[bytes], list[tuple[str, str]]]:
     """The body (its content-encoding undone) cut in the middle of its JSON: for an event
     stream, the first event's JSON is cut and the stream goes on after it."""
-    from .bodies import decode_body, is_sse
+    from ..bodies import decode_body, is_sse
 
     body = decode_body(response.headers, response.body).data
     headers = [

@@ -18,7 +18,7 @@ import uuid
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from .models import Headers, Request
+from ..models import Headers, Request
 
 Provider = Literal["openai", "anthropic", "google", "bedrock", "mistral", "cohere", "json"]
 """Whose shape an injected error takes; ``json`` is a plain JSON API's."""
