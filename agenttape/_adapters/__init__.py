@@ -11,12 +11,11 @@ import importlib
 import importlib.machinery
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from .._core import runtime
+from .._core import blame, runtime
 from .._core.errors import AgentTapeWarning
 from . import children, ledger, native_guard
 
@@ -174,13 +173,12 @@ def _warn_off(library: str, failure: Exception) -> None:
     """Says once that ``library`` is not intercepted: which version, why, what that means."""
     distribution, what = TRAFFIC.get(library, (library.partition(".")[0], "its traffic"))
     version = version_of(distribution, library)
-    warnings.warn(
+    blame.warn(
         f"agenttape cannot intercept {distribution} {version} ({library}): "
         f"{type(failure).__name__}: {failure}. Not recorded or replayed: {what}. "
         "While a cassette that blocks the network is active, a connection it opens raises "
         "NetworkBlockedError; see the supported versions in agenttape's docs/libraries.md.",
         AgentTapeWarning,
-        stacklevel=2,
     )
 
 
@@ -261,14 +259,13 @@ def _guard_native() -> None:
             _named.add(top)
         version = version_of(distribution, top)
         reason = why or "agenttape has no adapter for it"
-        warnings.warn(
+        blame.warn(
             f"agenttape cannot intercept {distribution} {version}: {reason}. It opens its "
             "connections in native code, out of sight of agenttape's network guard: its "
             "requests are not recorded or replayed, and while a cassette that blocks the "
             f"network is active {guarded}. See the supported versions in agenttape's "
             "docs/libraries.md.",
             AgentTapeWarning,
-            stacklevel=3,
         )
 
 
