@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+from llm_standin import StandIn
+
+import agenttape
 from agenttape._core.faults import HTTP_KINDS, FaultPlan, fault_from_json
 from agenttape._core.faults.sessions import kinds_for
 from agenttape._core.faults.spec import parse_fault
 from agenttape._core.files import read
 from tests.cli_support import assert_one_line_error, cli
+from tests.servers import Server, json_reply
 
 SHIPPED = Path(__file__).resolve().parent.parent / "cassettes"
 
@@ -69,6 +75,33 @@ def test_each_proposal_fires_on_the_interaction_it_names_and_no_other(session: P
     assert rate_limit["retry_after"] == 30
     _, interactions = read(session)
     assert cut["after_chunks"] == len(interactions[1].response.chunks) // 2 > 0
+
+
+def test_no_tool_host_down_is_proposed_for_a_host_the_llm_calls_share(
+    tmp_path: Path, standin: StandIn, serve: Callable[..., Server]
+) -> None:
+    """A local stand-in answering the chat calls and a tool path on one host: refusing that
+    host would take the LLM down too, so only the tool server of its own is proposed."""
+    import openai
+
+    tool = serve(lambda seen: json_reply({"rows": 1}))
+    path = tmp_path / "shared.msgpack"
+    with agenttape.use_cassette(path, mode="all"):
+        client = openai.OpenAI(base_url=f"{standin.url}/v1", api_key="sk-test-0123456789abcdef")
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "look it up"}]
+        )
+        httpx.post(f"{standin.url}/tools/search", json={"q": "order"})
+        httpx.get(f"{tool.url}/rows")
+    shared = standin.url.removeprefix("http://")
+    document = faults_json(path)
+    tools = [p for p in document["proposals"] if p["title"].startswith("tool host ")]
+    assert [p["title"] for p in tools] == [f"tool host {tool.url.removeprefix('http://')} down"]
+    assert [p["interaction"] for p in tools] == [2]
+    assert list(document["shared_hosts"]) == [shared]
+    text = cli("faults", path).stdout
+    assert f"no tool host down proposed for {shared}: it serves the LLM calls too" in text
+    assert f"refused:on={shared}" not in text.replace("'", "")
 
 
 def test_the_text_table_holds_ready_to_paste_lines() -> None:

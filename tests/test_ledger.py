@@ -14,6 +14,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -437,6 +438,23 @@ def test_doctor_names_only_the_clients_no_adapter_serves(tmp_path: Path) -> None
     assert "pycurl.Curl" in out.split("Patched when a cassette opens")[1]
 
 
+def test_doctor_imports_nothing_and_names_what_it_did_not_inspect(tmp_path: Path) -> None:
+    """doctor reports on the process it runs in: a library the program did not import is
+    listed with its installed version, not imported (importing them all took seconds)."""
+    setup = """
+        import atexit, sys
+        import requests
+
+        atexit.register(lambda: print("httpx imported:", "httpx" in sys.modules))
+    """
+    out = _doctor(tmp_path, setup)
+    unseen = out.split("Installed and not imported in this process")[1]
+    assert f"  httpx {metadata.version('httpx')}" in unseen.splitlines()
+    assert "  requests " not in unseen
+    assert "requests.sessions.Session.send" in out.split("Patched when a cassette opens")[1]
+    assert out.rstrip().endswith("httpx imported: False")
+
+
 def test_the_ledger_table_in_the_docs_is_the_one_the_code_makes() -> None:
     """docs/architecture.md shows the patches as the ledger declares them (made anew with the
     command in the comment above the table)."""
@@ -556,6 +574,7 @@ def test_redirected_code_keeps_the_kind_of_the_function(original: Any) -> None:
 WALK = """
 import functools, os, socket, sys, threading, types, warnings
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 
 warnings.simplefilter("ignore")
 import http.client

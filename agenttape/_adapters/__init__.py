@@ -11,13 +11,12 @@ import importlib
 import importlib.machinery
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from .._core import runtime
+from .._core import blame, runtime
 from .._core.errors import AgentTapeWarning
 from . import children, ledger, native_guard
 
@@ -232,13 +231,12 @@ def _warn_off(library: str, failure: Exception) -> None:
     record = library_of(library)
     distribution, what = record.distribution, record.unrecorded
     version = version_of(distribution, library)
-    warnings.warn(
+    blame.warn(
         f"agenttape cannot intercept {distribution} {version} ({library}): "
         f"{type(failure).__name__}: {failure}. Not recorded or replayed: {what}. "
         "While a cassette that blocks the network is active, a connection it opens raises "
         "NetworkBlockedError; see the supported versions in agenttape's docs/libraries.md.",
         AgentTapeWarning,
-        stacklevel=2,
     )
 
 
@@ -319,14 +317,13 @@ def _guard_native() -> None:
             _named.add(top)
         version = version_of(distribution, top)
         reason = why or "agenttape has no adapter for it"
-        warnings.warn(
+        blame.warn(
             f"agenttape cannot intercept {distribution} {version}: {reason}. It opens its "
             "connections in native code, out of sight of agenttape's network guard: its "
             "requests are not recorded or replayed, and while a cassette that blocks the "
             f"network is active {guarded}. See the supported versions in agenttape's "
             "docs/libraries.md.",
             AgentTapeWarning,
-            stacklevel=3,
         )
 
 

@@ -6,14 +6,13 @@ import functools
 import inspect
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterable
 from contextvars import Token
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from . import age, codec, files, locking, runtime, tracebacks
+from . import age, blame, codec, files, locking, runtime, tracebacks
 from .age import OnExpired
 from .clock import freeze_clock
 from .errors import (
@@ -391,14 +390,14 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         if action == "rerecord":
             missing = age.why_not_record(loaded)
             if not missing:
-                warnings.warn(f"{expired}: recording it again", AgentTapeWarning, stacklevel=5)
+                blame.warn(f"{expired}: recording it again", AgentTapeWarning)
                 return "all"
             expired += f"; not recorded again now ({missing}), replayed as it is"
         else:
             expired += (
                 "; record it again (pytest --agenttape-record), or pass on_expired='rerecord'"
             )
-        warnings.warn(expired, AgentTapeWarning, stacklevel=5)
+        blame.warn(expired, AgentTapeWarning)
         return self.mode
 
     def _recorded_start(self) -> Any:
@@ -439,9 +438,9 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
             if not self._unaccounted:
-                warnings.warn(self._nothing_recorded(), stacklevel=4)
+                blame.warn(self._nothing_recorded())
         if self._unaccounted and self.is_recording:
-            warnings.warn(self._bypassed(), AgentTapeWarning, stacklevel=4)
+            blame.warn(self._bypassed(), AgentTapeWarning)
         if self._dirty:
             self.save()
         if self._derived_dirty:
@@ -495,7 +494,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         )
         if self.on_unused == "fail":
             raise AgentTapeError(message)
-        warnings.warn(message, stacklevel=4)
+        blame.warn(message)
 
     def _report_unfired(self, failed: bool) -> None:
         """A fault that never fired rehearsed nothing: said as a warning, or raised as
@@ -511,7 +510,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         )
         if self.options.strict_faults and not failed:
             raise FaultNotFiredError(message, faults=unfired, cassette_path=str(self.path))
-        warnings.warn(message, AgentTapeWarning, stacklevel=4)
+        blame.warn(message, AgentTapeWarning)
 
     # -- the decision per request (the Tape) -------------------------------------------
 
@@ -687,7 +686,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             for v in verdict.judge(old, new)
             if v.kind != verdict.IDENTICAL
         ]
-        warnings.warn(
+        blame.warn(
             f"re-recording {self.path} kept the old cassette: "
             f"{counted(len(failed), 'request')} failed without an answer "
             f"(#{', #'.join(map(str, failed))}) where the old recording holds one, so the "
@@ -695,7 +694,6 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             f"agenttape diff {self.path} {target} --verdict, and record again when the "
             "service is up.\n" + "\n".join(lines),
             AgentTapeWarning,
-            stacklevel=5,
         )
 
     def _save_derived(self) -> None:

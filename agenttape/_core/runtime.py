@@ -21,6 +21,7 @@ from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar, cast
 
+from . import blame
 from .tape import Tape
 
 _current: ContextVar[Tape | None] = ContextVar("agenttape_current", default=None)
@@ -196,8 +197,7 @@ async def off_loop(function: Callable[..., Any], *args: Any) -> Any:
         return await loop.run_in_executor(None, call)
     finally:
         for warning in caught:
-            # 1 is this function, 2 Block.__aenter__ or __aexit__, 3 the user's block.
-            warnings.warn(warning.message, warning.category, stacklevel=3, source=warning.source)
+            blame.warn(warning.message, warning.category, source=warning.source)
 
 
 _catching_lock = threading.Lock()

@@ -6,10 +6,11 @@ that stay off and why, HTTP libraries imported that no adapter intercepts, and t
 other tools put on the same libraries (OpenTelemetry, Sentry, Logfire, respx, ddtrace…),
 walking each wrapper chain down to the library's own function.
 
-Run as a command it imports each library agenttape adapts that is installed, which patches
-nothing (adapters install when a cassette or run opens); ``--install`` installs them, as a
-cassette would, to show them in place. ``--import MODULE`` imports the module that sets
-up your instrumentation first, so its wrappers are seen.
+It reports on the process it runs in and imports nothing of its own accord (importing every
+adapted library and SDK took seconds): the libraries not imported are listed by their
+installed version, read from their metadata. ``--import MODULE`` imports the module that
+sets up your instrumentation (or a library) first, so what it patches and wraps is seen;
+``--install`` installs the adapters, as a cassette would, to show them in place.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import types
 import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from typing import Any, TextIO
 
 from .._adapters import (
@@ -99,6 +101,7 @@ class Report:
     off: dict[str, str]
     not_intercepted: dict[str, str]
     wrappers: list[WrapperRow]
+    not_imported: dict[str, str]
 
 
 def _version(library: str) -> str:
@@ -137,11 +140,6 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
     """What is patched now, and what would be: nothing is patched unless ``install``."""
     for name in imports:
         importlib.import_module(name)
-    for library in (*LIBRARIES, *THREADS):
-        with contextlib.suppress(Exception), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if importlib.util.find_spec(library) is not None:
-                importlib.import_module(library)
     if install:
         install_adapters()
     installed, off = state()
@@ -202,7 +200,30 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
         {library: f"{_version(library)}: {reason}" for library, reason in reasons.items()},
         not_intercepted,
         list(_wrappers()),
+        _not_imported(),
     )
+
+
+def _not_imported() -> dict[str, str]:
+    """Adapted libraries installed but not imported here, by distribution and version: read
+    from their metadata, since importing them all is what made the command slow."""
+    found: dict[str, str] = {}
+    for library, record in LIBRARIES.items():
+        distribution = record.distribution
+        if library in sys.modules or distribution == "Python" or distribution in found:
+            continue
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[distribution] = metadata.version(distribution)
+    return found
+
+
+def _import_installed() -> None:
+    """Import each library agenttape adapts that is installed (patching nothing)."""
+    for library in (*LIBRARIES, *THREADS):
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if importlib.util.find_spec(library) is not None:
+                importlib.import_module(library)
 
 
 def _imported() -> Iterator[tuple[str, types.ModuleType]]:
@@ -298,13 +319,17 @@ def _wrappers() -> Iterator[WrapperRow]:
 
 
 def _attributes(module: types.ModuleType) -> Iterator[tuple[str, str, Any]]:
-    """Functions and wrappers on the module and on the classes it defines."""
+    """Functions and wrappers on the module and on the classes it defines.
+
+    Types are read with ``type()``, not ``isinstance()``: a lazy proxy (the openai SDK's)
+    answers ``__class__`` by importing what it stands for, which made the walk take seconds."""
     for name, value in list(vars(module).items()):
-        if isinstance(value, type) and value.__module__ == module.__name__:
+        kind = type(value)
+        if issubclass(kind, type) and value.__module__ == module.__name__:
             for attribute, member in list(vars(value).items()):
-                if callable(member) or isinstance(member, (staticmethod, classmethod)):
+                if callable(member) or issubclass(type(member), (staticmethod, classmethod)):
                     yield f"{module.__name__}.{value.__qualname__}", attribute, member
-        elif callable(value) and not isinstance(value, (type, types.ModuleType)):
+        elif callable(value) and not issubclass(kind, (type, types.ModuleType)):
             yield module.__name__, name, value
 
 
@@ -345,6 +370,12 @@ def write(found: Report, out: TextIO, *, as_json: bool) -> None:
     for row in found.wrappers:
         over = "  [over agenttape's]" if row.over_agenttape else ""
         out.write(f"  {row.attribute}: {row.by}{over}\n    {' -> '.join(row.chain)}\n")
+    out.write(
+        f"\nInstalled and not imported in this process ({len(found.not_imported)})\n"
+        "  (not inspected; --import MODULE imports one first)\n"
+    )
+    for distribution, version in found.not_imported.items():
+        out.write(f"  {distribution} {version}\n")
 
 
 def _table(out: TextIO, title: str, rows: list[PatchRow]) -> None:
@@ -401,7 +432,7 @@ def _quoted(match: re.Match[str]) -> str:
 def ledger_table() -> str:
     """Every patch agenttape can make with the libraries installed here, as the Markdown table
     docs/architecture.md shows (tests/test_ledger.py keeps the two in step)."""
-    report(imports=())  # imports each adapted library installed, patching nothing
+    _import_installed()
     rows: dict[tuple[str, str], str] = {}
     groups: list[tuple[str, list[ledger.Patch]]] = [
         (library, declared(library, module)) for library, module in _imported()

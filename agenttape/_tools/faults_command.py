@@ -7,8 +7,8 @@ on the server, time out, be reset or refused, or be slow; a call to an LLM API c
 overloaded; a JSON body can arrive malformed; a stream can be cut; a WebSocket session can be
 closed by the server with a code; a gRPC call can end with a status. The proposals are the
 failures agents meet first in production: the first call rate-limited, the longest stream cut
-mid-answer, each tool (non-LLM) host down, the realtime session dropped, the gRPC service
-unavailable.
+mid-answer, each tool host down (one that serves no LLM calls), the realtime session dropped,
+the gRPC service unavailable.
 """
 
 from __future__ import annotations
@@ -154,11 +154,7 @@ def propose(interactions: list[Interaction]) -> list[Proposal]:
         title = "longest stream cut mid-answer"
         after_chunks = max(1, _chunks(interactions[longest]) // 2)
         aimed(title, longest, "cut_stream", after_chunks=after_chunks)
-    tools: dict[str, int] = {}
-    for i in http:
-        if interactions[i].llm is None:
-            tools.setdefault(origin_of(interactions[i]), i)
-    for origin, i in tools.items():
+    for origin, i in _tool_hosts(interactions, http).items():
         title = f"tool host {origin[:-2]} down"
         proposals.append(Proposal(title, i, fault("refused", on=origin)))
     for i, interaction in enumerate(interactions):
@@ -178,13 +174,36 @@ def propose(interactions: list[Interaction]) -> list[Proposal]:
     return proposals
 
 
+def _tool_hosts(interactions: list[Interaction], http: list[int]) -> dict[str, int]:
+    """Each server that answered tool (non-LLM) calls alone, with its first one: refusing a
+    server that also serves the LLM calls (a local stand-in) would take the LLM down too."""
+    llm = {origin_of(interactions[i]) for i in http if interactions[i].llm is not None}
+    tools: dict[str, int] = {}
+    for i in http:
+        origin = origin_of(interactions[i])
+        if interactions[i].llm is None and origin not in llm:
+            tools.setdefault(origin, i)
+    return tools
+
+
+def shared_hosts(interactions: list[Interaction]) -> list[str]:
+    """The servers that answered both tool and LLM calls: no "tool host down" fits them."""
+    http = [i for i, x in enumerate(interactions) if not is_grpc(x) and x.frames is None]
+    kinds: dict[str, set[bool]] = {}
+    for i in http:
+        kinds.setdefault(origin_of(interactions[i]), set()).add(interactions[i].llm is None)
+    return [origin for origin, seen in kinds.items() if seen == {True, False}]
+
+
 def cmd_faults(args: argparse.Namespace, out: TextIO) -> int:
     _, interactions = read(args.cassette)
     with reading(os.path.getsize(args.cassette)):
         rows = [applicable(i, interaction) for i, interaction in enumerate(interactions)]
         proposals = propose(interactions)
+        shared = shared_hosts(interactions)
     if args.json:
-        json.dump(_document(args.cassette, rows, proposals), out, indent=2, ensure_ascii=False)
+        document = _document(args.cassette, rows, proposals, shared)
+        json.dump(document, out, indent=2, ensure_ascii=False)
         out.write("\n")
         return 0
     out.write(f"{args.cassette}: {counted(len(rows), 'interaction')}\n")
@@ -193,6 +212,8 @@ def cmd_faults(args: argparse.Namespace, out: TextIO) -> int:
     widths = [max([len(c), *(len(line[k]) for line in cells)]) for k, c in enumerate(columns)]
     for line in [columns, *cells]:
         out.write("  ".join(cell.ljust(widths[k]) for k, cell in enumerate(line)).rstrip() + "\n")
+    for origin in shared:
+        out.write(f"\nno tool host down proposed for {origin[:-2]}: {_SHARED}\n")
     if not proposals:
         return 0
     out.write("\nproposed (paste one into agenttape run/proxy, or use_cassette(faults=[...])):\n")
@@ -203,9 +224,15 @@ def cmd_faults(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _document(path: str, rows: list[Applicable], proposals: list[Proposal]) -> dict[str, Any]:
+_SHARED = "it serves the LLM calls too (refuse the tool's own path with on='METHOD host/path')"
+
+
+def _document(
+    path: str, rows: list[Applicable], proposals: list[Proposal], shared: list[str]
+) -> dict[str, Any]:
     return {
         "cassette": path,
+        "shared_hosts": {origin[:-2]: _SHARED for origin in shared},
         "interactions": [
             {
                 "n": r.index,
