@@ -298,7 +298,7 @@ def in_flight_lookup(store: Any) -> dict[str, Any]:
 
 def listed(user_runs: list[str]) -> Callable[[str], None]:
     def check(output: str) -> None:
-        week = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(days=7)
+        week = _dt.datetime.now(_dt.UTC) - _dt.timedelta(days=7)
         expected = sum(1 for text in user_runs if _dt.datetime.fromisoformat(text) >= week)
         rows = [line for line in output.splitlines()[1:] if line.strip()]
         assert len(rows) == expected, (len(rows), expected, output[:500])
@@ -437,7 +437,7 @@ def index_case(
 def scan_case(
     put: Callable[[str, bytes], None], store: str, env: dict[str, str], scanned: int, runs: int
 ) -> dict[str, Any]:
-    user = build_scan(put, scanned, _dt.datetime.now(_dt.timezone.utc))
+    user = build_scan(put, scanned, _dt.datetime.now(_dt.UTC))
     if hasattr(put, "send"):
         put.send()
     with tempfile.TemporaryDirectory(prefix="agenttape-bench-") as scratch:
@@ -478,7 +478,7 @@ def main() -> None:
     args = parser.parse_args()
     timings.clear()
     timings.append(args.timings)
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     sizes = [int(size) for size in args.recent.split(",")]
     results: dict[str, Any] = {"runs": args.runs, "days": args.days}
     with (

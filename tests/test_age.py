@@ -83,7 +83,7 @@ def test_rerecord_records_again_when_the_host_answers(recorded: tuple[Path, Serv
         replay(path, server, max_age="1w", on_expired="rerecord")
     assert len(server.seen) == seen + 1
     header, _ = files.read(path)
-    assert (_dt.datetime.now(_dt.timezone.utc) - header["created_at"]).total_seconds() < 3600
+    assert (_dt.datetime.now(_dt.UTC) - header["created_at"]).total_seconds() < 3600
     assert path.with_name("tape.previous.msgpack").exists()
 
 
@@ -118,12 +118,12 @@ def test_a_frozen_or_travelled_clock_does_not_age_a_cassette(
 ) -> None:
     path, server = recorded
     age_by(path, 2)
-    a_year_on = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(days=365)
+    a_year_on = _dt.datetime.now(_dt.UTC) + _dt.timedelta(days=365)
     with warnings.catch_warnings(), time_machine.travel(a_year_on):
         warnings.simplefilter("error")
         replay(path, server, max_age="30d")
     with (
-        time_machine.travel(_dt.datetime(2001, 1, 1, tzinfo=_dt.timezone.utc), tick=False),
+        time_machine.travel(_dt.datetime(2001, 1, 1, tzinfo=_dt.UTC), tick=False),
         pytest.warns(AgentTapeWarning, match="recorded 2 days ago"),
     ):
         replay(path, server, max_age="1d")

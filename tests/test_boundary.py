@@ -40,7 +40,7 @@ def lookup_order(order_id: int, *, user_id: str | None = None) -> dict[str, Any]
         "user_id": user_id,
         "items": ("kettle", "mug"),
         "receipt": b"\x00\xffraw",
-        "placed": dt.datetime(2026, 11, 2, 9, 30, tzinfo=dt.timezone.utc),
+        "placed": dt.datetime(2026, 11, 2, 9, 30, tzinfo=dt.UTC),
         "by_size": {1: "small", 2: "large"},
         "price": 12.5,
     }
@@ -97,7 +97,7 @@ def test_sync_boundary_records_arguments_and_result_and_replays_without_running(
     assert again == {**live, "items": ["kettle", "mug"]}  # tuples come back as lists
     assert list(again) == list(live)  # dict order kept: code that serialises it sees the same
     assert again["receipt"] == b"\x00\xffraw"
-    assert again["placed"] == dt.datetime(2026, 11, 2, 9, 30, tzinfo=dt.timezone.utc)
+    assert again["placed"] == dt.datetime(2026, 11, 2, 9, 30, tzinfo=dt.UTC)
     assert again["by_size"] == {1: "small", 2: "large"}
 
 

@@ -13,7 +13,7 @@ import time_machine
 import agenttape
 from tests.servers import json_reply, loaded
 
-RECORDED_AT = dt.datetime(2026, 3, 14, 9, 30, tzinfo=dt.timezone.utc)
+RECORDED_AT = dt.datetime(2026, 3, 14, 9, 30, tzinfo=dt.UTC)
 
 
 def due_today(order: dict[str, Any]) -> bool:
@@ -46,7 +46,7 @@ def test_replay_starts_the_clock_at_the_recorded_start_and_ticks(recorded: Path)
         order = httpx.get(_url(recorded)).json()
         assert due_today(order)
         assert dt.date.today() == RECORDED_AT.date()
-        assert dt.datetime.now(dt.timezone.utc).date() == RECORDED_AT.date()
+        assert dt.datetime.now(dt.UTC).date() == RECORDED_AT.date()
         assert first >= header_start.timestamp()
         assert first - header_start.timestamp() < 3600  # the recorded day, not today
         while time.time() == first:

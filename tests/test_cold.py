@@ -21,7 +21,7 @@ from tests.test_view import chromium
 pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 
-HOUR = _dt.datetime.now(_dt.timezone.utc).replace(minute=0, second=0, microsecond=0)
+HOUR = _dt.datetime.now(_dt.UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def test_a_run_flagged_cold_is_listed_as_a_cold_case(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ pa = pytest.importorskip("pyarrow")
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "docs" / "run-index.md").read_text(encoding="utf-8")
-NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+NOW = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 ERRORS_ONLY = " AND status IN ('raised', 'flagged', 'failed')"
 
 
@@ -57,7 +57,7 @@ def duckdb_rows(store: Path) -> list[tuple[Any, ...]]:
     )
     found = duckdb.sql(sql).fetchall()
     return [
-        (run_id, status, path, created.astimezone(_dt.timezone.utc))
+        (run_id, status, path, created.astimezone(_dt.UTC))
         for run_id, created, status, _n, path, *_ in found
     ]
 
@@ -92,7 +92,7 @@ def test_spark_and_duckdb_give_the_same_rows(store: Path, spark: Any) -> None:
         "AND tags['user_id'] = 'u_7710'", "AND tags['user_id'] = 'u_7710'" + ERRORS_ONLY
     )
     from_spark = [
-        (row.run_id, row.status, row.path, row.created.replace(tzinfo=_dt.timezone.utc))
+        (row.run_id, row.status, row.path, row.created.replace(tzinfo=_dt.UTC))
         for row in spark.sql(sql).collect()
     ]
     from_duckdb = duckdb_rows(store)

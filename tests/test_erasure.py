@@ -26,7 +26,7 @@ from tests.cli_support import assert_one_line_error, cli, fresh_copies, write_ru
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 
-NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+NOW = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 CRASH = Path(__file__).with_name("crash_after.py")
 ROOT = Path(__file__).resolve().parent.parent
 # u_9 asks to be forgotten; the others stay. Two days, so the index rewrite spans two files.
@@ -262,7 +262,7 @@ def _late_row(run_id: str) -> run_index.IndexRow:
 
 def _age_done_markers(store: Store, days: int) -> None:
     """Make every done marker say it was written ``days`` ago (as if that long had passed)."""
-    old = run_index.stamp(_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(days=days))
+    old = run_index.stamp(_dt.datetime.now(_dt.UTC) - _dt.timedelta(days=days))
     for name in _deleted_files(store):
         if name.endswith(deletions.DONE_SUFFIX):
             base = name.partition("@")[0].removesuffix(deletions.DONE_SUFFIX)
@@ -285,7 +285,7 @@ def test_done_tombstones_are_retired_by_a_compaction_and_a_late_row_stays_gone(
     assert cli("index", "compact", tmp_path).returncode == 0
     assert len(_deleted_files(store)) == 4  # too recent to retire
     assert listed(str(tmp_path)) == {"r_d"}
-    later = _dt.datetime.now(_dt.timezone.utc) + deletions.RETIRE_AFTER
+    later = _dt.datetime.now(_dt.UTC) + deletions.RETIRE_AFTER
     assert retire(store, now=later - _dt.timedelta(hours=1)) == 0
     run_index.write_rows(store, [_late_row("r_e")])  # still within the window
     assert retire(store, now=later + _dt.timedelta(minutes=1)) == 2

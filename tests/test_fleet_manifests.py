@@ -113,7 +113,7 @@ def test_a_delete_and_a_compaction_at_once_without_conditional_writes(tmp_path: 
     assert all(stone.done for stone in deletions.tombstones(store))
     # Had the compaction's manifest tied with the deletion's and won, it still holds the
     # deleted rows, hidden by the tombstone; retiring the tombstone drops them for good.
-    later = _dt.datetime.now(_dt.timezone.utc) + deletions.RETIRE_AFTER + _dt.timedelta(hours=1)
+    later = _dt.datetime.now(_dt.UTC) + deletions.RETIRE_AFTER + _dt.timedelta(hours=1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
         assert retire(store, now=later) == 1
@@ -177,7 +177,7 @@ def test_deleted_rows_left_in_folded_files_are_never_shown(
     assert hidden == KEPT
     assert {info.run_id for info in list_runs(tmp_path, tags={"user_id": "u_9"})} == set()
     # Two days on, a compaction retires the tombstone: the folded files still hold the rows.
-    later = _dt.datetime.now(_dt.timezone.utc) + deletions.RETIRE_AFTER + _dt.timedelta(hours=1)
+    later = _dt.datetime.now(_dt.UTC) + deletions.RETIRE_AFTER + _dt.timedelta(hours=1)
     assert retire(store, now=later) == 1
     assert deletions.tombstones(store) == []
     assert raw_parquet_rows(store) > len(KEPT)
@@ -339,7 +339,7 @@ def test_a_delete_a_rebuild_and_compactions_at_once_on_s3_without_conditional_wr
         assert listed_once(url, s3) == sorted(SURVIVORS)
     store = open_store(url, s3)
     assert all(stone.done for stone in deletions.tombstones(store))
-    later = _dt.datetime.now(_dt.timezone.utc) + deletions.RETIRE_AFTER + _dt.timedelta(hours=1)
+    later = _dt.datetime.now(_dt.UTC) + deletions.RETIRE_AFTER + _dt.timedelta(hours=1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
         assert retire(store, now=later) == 1

@@ -40,7 +40,7 @@ duckdb = pytest.importorskip("duckdb")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+NOW = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -179,7 +179,7 @@ def varied(tmp_path: Path) -> Path:
             "items": [1, "two"],
             "nested": {"a": 1},
             "raw": b"\x00bytes",
-            "when": _dt.datetime(2026, 11, 20, 15, tzinfo=_dt.timezone.utc),
+            "when": _dt.datetime(2026, 11, 20, 15, tzinfo=_dt.UTC),
         },
     )
     write_run(store, "r_flat", NOW - _dt.timedelta(minutes=5), {"user_id": "u_2"}, dated=False)
@@ -233,7 +233,7 @@ def test_the_index_is_what_answers_and_it_lists_what_the_headers_list(varied: Pa
     scanned = {info.name: info for info in list_runs(varied)}
     assert {info.name: info for info in from_index} == scanned
     by_id = {info.run_id: info for info in from_index}
-    assert by_id["r_kinds"].tags["when"] == _dt.datetime(2026, 11, 20, 15, tzinfo=_dt.timezone.utc)
+    assert by_id["r_kinds"].tags["when"] == _dt.datetime(2026, 11, 20, 15, tzinfo=_dt.UTC)
     assert by_id["r_kinds"].tags["raw"] == b"\x00bytes"
     assert by_id["r_damaged"].status == "unreadable"
 

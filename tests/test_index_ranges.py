@@ -23,7 +23,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("fsspec")
 
-NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+NOW = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 DAYS = 4
 ROWS_PER_DAY = 5 * run_index.ROW_GROUP
 
@@ -210,7 +210,7 @@ def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
 ) -> None:
     local, remote, expected = cached_on_s3("cached")
     files = sorted(run_index.index_files(remote), key=lambda found: found.day)
-    today = f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d}"
+    today = f"{_dt.datetime.now(_dt.UTC):%Y-%m-%d}"
     past = {found.name for found in files if found.day < today}
     assert len(past) >= DAYS - 1 and all(found.version for found in files)
     assert len(expected) == 5 * DAYS

@@ -51,9 +51,9 @@ def test_header_holds_the_replay_kit(repo: Path) -> None:
         "flags": {"new_planner": True, "ratio": 0.25},
         "attempts": [1, 2],
     }
-    before = dt.datetime.now(dt.timezone.utc)
+    before = dt.datetime.now(dt.UTC)
     header = _record(repo / "cassettes" / "run.msgpack", tags=tags)
-    after = dt.datetime.now(dt.timezone.utc)
+    after = dt.datetime.now(dt.UTC)
 
     assert header["agenttape_version"] == agenttape.__version__
     assert len(header["run_id"]) == 32 and int(header["run_id"], 16) >= 0
@@ -117,9 +117,7 @@ def test_per_interaction_start_ttfb_and_duration(cassette_path: Path, serve: Any
     after = time.time()
     interaction = agenttape.load(cassette_path).interactions[0]
     assert before <= interaction.started_at <= after
-    assert interaction.started == dt.datetime.fromtimestamp(
-        interaction.started_at, tz=dt.timezone.utc
-    )
+    assert interaction.started == dt.datetime.fromtimestamp(interaction.started_at, tz=dt.UTC)
     assert interaction.ttfb is not None and interaction.duration is not None
     assert interaction.response is not None
     offsets = [offset for _size, offset in interaction.response.chunks]

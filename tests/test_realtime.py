@@ -92,7 +92,7 @@ async def _read_with_own_timeout(url: str) -> tuple[list[bytes], bool]:
                 chunks.append(await asyncio.wait_for(iterator.__anext__(), READ_TIMEOUT))
             except StopAsyncIteration:
                 return chunks, False
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return chunks, True
 
 
@@ -170,7 +170,7 @@ async def test_a_stalled_head_keeps_its_delay(cassette_path: Path, serve: Any) -
             request = client.build_request("GET", server.url)
             try:
                 response = await asyncio.wait_for(client.send(request, stream=True), READ_TIMEOUT)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return None
             try:
                 return await response.aread()

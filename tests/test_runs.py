@@ -20,14 +20,14 @@ from agenttape._tools.runs_table import format_runs, parse_tags
 from tests.cli_support import write_run
 from tests.servers import Server, json_reply
 
-NOW = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+NOW = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 
 
 @pytest.fixture
 def now() -> _dt.datetime:
     """The test's own present, not the module's: a store written relative to it is as old as
     it says when ``since="30m"`` reads it, however long the suite ran before the test."""
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 
 
 @pytest.fixture
@@ -129,10 +129,8 @@ def test_since_accepts_durations_dates_and_times() -> None:
     assert parse_since("2h", now=NOW) == NOW - _dt.timedelta(hours=2)
     assert parse_since("1.5d", now=NOW) == NOW - _dt.timedelta(hours=36)
     assert parse_since("1w", now=NOW) == NOW - _dt.timedelta(days=7)
-    assert parse_since("2026-11-20") == _dt.datetime(2026, 11, 20, tzinfo=_dt.timezone.utc)
-    assert parse_since("2026-11-20T15:00Z") == _dt.datetime(
-        2026, 11, 20, 15, tzinfo=_dt.timezone.utc
-    )
+    assert parse_since("2026-11-20") == _dt.datetime(2026, 11, 20, tzinfo=_dt.UTC)
+    assert parse_since("2026-11-20T15:00Z") == _dt.datetime(2026, 11, 20, 15, tzinfo=_dt.UTC)
     offset = _dt.timezone(_dt.timedelta(hours=2))
     assert parse_since("2026-11-20T15:00+02:00") == _dt.datetime(2026, 11, 20, 15, tzinfo=offset)
     with pytest.raises(ValueError, match="neither a duration"):

@@ -18,7 +18,7 @@ scalars = (
     | st.text()
     | st.binary()
     | st.datetimes()
-    | st.datetimes(timezones=st.just(dt.timezone.utc))
+    | st.datetimes(timezones=st.just(dt.UTC))
 )
 keys = st.text() | st.sampled_from(["$bytes", "$datetime", "$map"]) | st.integers(-5, 5)
 values = st.recursive(

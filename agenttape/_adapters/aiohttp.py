@@ -171,7 +171,7 @@ def failure_of(exc: BaseException) -> Failure:
 def _connect_exception(aiohttp: ModuleType, error: Failure, req: Any) -> BaseException:
     exceptions = aiohttp.client_exceptions
     if error.kind == "connect_timeout":
-        return asyncio.TimeoutError()  # aiohttp turns it into its ConnectionTimeoutError
+        return TimeoutError()  # aiohttp turns it into its ConnectionTimeoutError
     refused = "refused" in error.message.lower() or "connect call failed" in error.message.lower()
     os_error = OSError(errno.ECONNREFUSED if refused else None, error.message)
     if error.kind == "proxy_error":

@@ -85,7 +85,7 @@ def age(header: dict[str, Any]) -> float | None:
     if not isinstance(created, _dt.datetime):
         return None
     if created.tzinfo is None:
-        created = created.replace(tzinfo=_dt.timezone.utc)
+        created = created.replace(tzinfo=_dt.UTC)
     return max(0.0, now() - created.timestamp())
 
 

@@ -28,7 +28,7 @@ def freeze_clock(start: Any) -> Callable[[], None]:
     if start is None:
         raise AgentTapeError("freeze_time=True: the cassette does not say when it was recorded")
     if isinstance(start, (int, float)):
-        start = _dt.datetime.fromtimestamp(start, tz=_dt.timezone.utc)
+        start = _dt.datetime.fromtimestamp(start, tz=_dt.UTC)
     traveller = time_machine.travel(start, tick=True)
     traveller.start()
     return traveller.stop

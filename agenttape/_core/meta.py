@@ -87,7 +87,7 @@ def new_header(tags: dict[str, Any] | None = None, run_id: str | None = None) ->
     return {
         "agenttape_version": __version__,
         "run_id": run_id or new_run_id(),
-        "created_at": _dt.datetime.now(_dt.timezone.utc),
+        "created_at": _dt.datetime.now(_dt.UTC),
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
         "platform": platform.platform(),

@@ -200,7 +200,7 @@ class Interaction:
 
     @property
     def started(self) -> _dt.datetime:
-        return _dt.datetime.fromtimestamp(self.started_at, tz=_dt.timezone.utc)
+        return _dt.datetime.fromtimestamp(self.started_at, tz=_dt.UTC)
 
     @property
     def llm(self) -> LLMCall | None:

@@ -249,7 +249,7 @@ class Schedule:
             while (left := self._left(offset, deadline)) > 0:
                 try:
                     await asyncio.wait_for(woken.wait(), left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     return
                 woken.clear()
         finally:
@@ -313,7 +313,7 @@ class Schedule:
             closed.set()
         try:
             await asyncio.wait_for(closed.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             self._wakers.remove(wake)

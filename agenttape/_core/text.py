@@ -25,13 +25,13 @@ def byte_size(count: int) -> str:
 
 def iso(timestamp: float) -> str:
     """A moment in UTC as ISO 8601 with milliseconds: ``2026-03-01T15:00:00.123Z``."""
-    moment = _dt.datetime.fromtimestamp(timestamp, tz=_dt.timezone.utc)
+    moment = _dt.datetime.fromtimestamp(timestamp, tz=_dt.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def aware(moment: _dt.datetime) -> _dt.datetime:
     """``moment`` with a time zone: one given without is taken as UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.UTC)
 
 
 KEPT_BECAUSE = {

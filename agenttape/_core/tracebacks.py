@@ -128,7 +128,7 @@ def note_injected(exception: BaseException, headers: object) -> None:
     notes = getattr(exception, "__notes__", ())
     if any(isinstance(note, str) and "injected fault" in note for note in notes):
         return
-    _add_note(exception, f"{FAULT_NOTE}: {value}; the service did not fail this way.")
+    exception.add_note(f"{FAULT_NOTE}: {value}; the service did not fail this way.")
 
 
 def note_fired(exception: BaseException, path: object, fired: list[FiredFault]) -> None:
@@ -146,8 +146,7 @@ def note_fired(exception: BaseException, path: object, fired: list[FiredFault]) 
         for item in fired[-5:]
     )
     more = f" ({len(fired) - 5} more before)" if len(fired) > 5 else ""
-    _add_note(
-        exception,
+    exception.add_note(
         f"{FAULT_NOTE} while cassette {path} was open{more}: {shown}. These failures were "
         "injected (faults=), not the service's.",
     )
@@ -177,15 +176,13 @@ def note_replayed(exception: BaseException, tape: Tape, interaction: Interaction
     what = "exception" if kind == "raised" else kind.replace("_", " ")
     _moved_from_causes(exception)
     if interaction.injected is not None:
-        _add_note(
-            exception,
+        exception.add_note(
             f"{NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}): "
             f"injected fault {interaction.injected}; the service did not fail this way. "
             "Without the fault the recorded interaction is served.",
         )
         return
-    _add_note(
-        exception,
+    exception.add_note(
         f"{NOTE_START} cassette {tape.path}, {which} ({request.method} {request.url}), "
         f"recorded {recorded}: this {what} happened while "
         f"recording, not now. {REPLAYED_FAILURE_HINT}",
@@ -219,7 +216,7 @@ def carry_note(exception: BaseException) -> None:
     notes = [note for note in inner.__notes__ if str(note).startswith(NOTE_START)]
     _moved_from_causes(exception)
     for note in notes:
-        _add_note(exception, note)
+        exception.add_note(note)
 
 
 def noting(function: Callable[..., R]) -> Callable[..., R]:
@@ -249,11 +246,3 @@ def noting_async(function: Callable[..., Awaitable[R]]) -> Callable[..., Awaitab
             raise
 
     return call
-
-
-def _add_note(exception: BaseException, note: str) -> None:
-    """``add_note``, also on Python 3.10 (which keeps ``__notes__`` but does not print it)."""
-    if sys.version_info >= (3, 11):
-        exception.add_note(note)
-    else:
-        exception.__notes__ = [*getattr(exception, "__notes__", ()), note]

@@ -71,7 +71,7 @@ def retire(store: Store, now: _dt.datetime | None = None) -> int:
     """Retire the done tombstones of run files done ``RETIRE_AFTER`` ago (see ``deletions``):
     rewrite the index days holding their runs without them, then remove their files (the
     tombstone first: a marker left alone is removed next time); how many."""
-    moment = now or _dt.datetime.now(_dt.timezone.utc)
+    moment = now or _dt.datetime.now(_dt.UTC)
     horizon = run_index.stamp(moment - deletions.RETIRE_AFTER)
     listed = {stored.name for stored in store.listing(deletions.DELETED)[1]}
     bases = {
@@ -110,7 +110,7 @@ def apply_retention(store: Store, keep: _dt.timedelta, limit: int = RETENTION_FI
     run files per call; how many were deleted. The first call of a day writes a tombstone for
     the days before it, so the runs are gone for readers at once, and their index days are
     deleted (whole files, cheap); later calls delete the files, ``limit`` at a time."""
-    cutoff = (_dt.datetime.now(_dt.timezone.utc) - keep).strftime("%Y-%m-%d")
+    cutoff = (_dt.datetime.now(_dt.UTC) - keep).strftime("%Y-%m-%d")
     stones = deletions.tombstones(store)
     rule = max((s for s in stones if s.before), key=lambda s: s.before, default=None)
     if rule is None or rule.before < cutoff:

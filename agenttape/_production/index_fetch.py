@@ -134,7 +134,7 @@ class FooterCache:
         self.store = store
         self.directory = user_cache.folder(FOOTERS)
         self.usable = user_cache.trusted(self.directory)
-        self.today = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+        self.today = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d")
 
     def _path(self, found: IndexFile) -> Path | None:
         if not found.version or found.day >= self.today:

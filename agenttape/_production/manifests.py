@@ -171,7 +171,7 @@ def stamp_seconds(stamp: str) -> float:
         moment = _dt.datetime.strptime(stamp, "%Y%m%dT%H%M%S.%fZ")
     except ValueError:
         return 0.0
-    return moment.replace(tzinfo=_dt.timezone.utc).timestamp()
+    return moment.replace(tzinfo=_dt.UTC).timestamp()
 
 
 def published(manifest: Manifest, modified: float) -> float:

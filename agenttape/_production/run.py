@@ -200,7 +200,7 @@ class Run(runtime.Block):
             raise AgentTapeError(
                 f"run {self.run_id} was already entered; start another with recorder.run()"
             )
-        self.started = _dt.datetime.now(_dt.timezone.utc)
+        self.started = _dt.datetime.now(_dt.UTC)
         self._t0 = time.perf_counter()
         outer = runtime.active()
         if outer is not None and not isinstance(outer, Run):

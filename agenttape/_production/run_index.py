@@ -201,7 +201,7 @@ def day_of(name: str, created: _dt.datetime | None) -> str:
         return folder
     if created is None:
         return ""
-    return created.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
+    return created.astimezone(_dt.UTC).strftime("%Y-%m-%d")
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -288,8 +288,8 @@ def _parquet(table: pyarrow.Table) -> bytes:
 # -- tag filters ------------------------------------------------------------------------------
 def stamp(moment: _dt.datetime | None = None) -> str:
     """File names sort by this: UTC, to the microsecond."""
-    moment = moment or _dt.datetime.now(_dt.timezone.utc)
-    return moment.astimezone(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    moment = moment or _dt.datetime.now(_dt.UTC)
+    return moment.astimezone(_dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def file_name(day: str, when: str) -> str:
@@ -465,7 +465,7 @@ def can_read() -> bool:
 # The row of a run's newest file wins: compaction and rebuilds leave a row in two files for a
 # moment, and a run id used twice in a day leaves the older run's row behind its newer one.
 NEWEST = "QUALIFY row_number() OVER (PARTITION BY path ORDER BY parse_filename(filename) DESC) = 1"
-EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 COLUMNS = (
     "SELECT run_id, epoch_us(created), status, reasons, n, bytes, path, hosts, models, "
     "tags_msgpack, duration, filename"

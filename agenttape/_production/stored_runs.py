@@ -101,7 +101,7 @@ def parse_duration(text: str) -> _dt.timedelta:
 
 def parse_since(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
     """``30m``, ``2h``, ``7d``, ``1w`` ago, or an ISO date/time (UTC unless it says otherwise)."""
-    now = now or _dt.datetime.now(_dt.timezone.utc)
+    now = now or _dt.datetime.now(_dt.UTC)
     stripped = text.strip()
     relative = RELATIVE.fullmatch(stripped)
     if relative:
@@ -221,7 +221,7 @@ def _before(stored: StoredFile, since: _dt.datetime) -> bool:
 
 
 def _day(moment: _dt.datetime) -> str:
-    return moment.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
+    return moment.astimezone(_dt.UTC).strftime("%Y-%m-%d")
 
 
 @dataclass(slots=True, frozen=True)
@@ -288,7 +288,7 @@ def select_runs(
         runs = _listed_runs(opened, wanted, warn)
         erased = erasing.result()
     runs = [info for info in runs if not erased.hides(info.name)]
-    oldest = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    oldest = _dt.datetime.min.replace(tzinfo=_dt.UTC)
     runs.sort(key=lambda info: (info.created_at or oldest, info.run_id), reverse=True)
     return runs
 
@@ -380,7 +380,7 @@ def _indexed_runs(
 ) -> list[RunInfo]:
     days = {found.day for found in files}
     since_day = None if wanted.since is None else _day(wanted.since)
-    now = now or _dt.datetime.now(_dt.timezone.utc)
+    now = now or _dt.datetime.now(_dt.UTC)
     start = min(max(days), _day(now - UNINDEXED_WINDOW))
     folders, top = listing
     dated = {

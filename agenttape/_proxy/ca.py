@@ -117,7 +117,7 @@ def config_directory() -> Path:
 
 
 def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 class CertificateAuthority:

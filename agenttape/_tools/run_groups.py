@@ -67,7 +67,7 @@ def parse_by(text: str) -> list[str]:
 def hour_of(info: RunInfo) -> str:
     if info.created_at is None:
         return "-"
-    return info.created_at.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:00")
+    return info.created_at.astimezone(_dt.UTC).strftime("%Y-%m-%d %H:00")
 
 
 def value(info: RunInfo, dimension: str) -> str:

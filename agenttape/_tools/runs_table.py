@@ -27,7 +27,7 @@ def format_runs(runs: Iterable[RunInfo]) -> str:
         created = (
             "-"
             if info.created_at is None
-            else info.created_at.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            else info.created_at.astimezone(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         )
         tags = " ".join(f"{key}={plain(value)}" for key, value in info.tags.items())
         count = "-" if info.interactions is None else str(info.interactions)

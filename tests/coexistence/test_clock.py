@@ -12,7 +12,7 @@ from coexist import ASYNC, MODELS, MODELS_URL, NATIVE, on
 
 import agenttape
 
-FROZEN = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+FROZEN = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
 
 
 def _replays() -> None:

@@ -445,7 +445,7 @@ class _Matched(_Source):
             left = None if self._deadline is None else self._deadline - time.monotonic()
             try:
                 await asyncio.wait_for(self._changed.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.outcome = Outcome.deadline()
 
     async def initial_metadata(self) -> tuple[tuple[str, Any], ...]:
