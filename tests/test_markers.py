@@ -76,3 +76,36 @@ def test_block_network_in_the_ini_keeps_unmarked_tests_off_the_network(
     result.assert_outcomes(failed=1, deselected=2)
     assert "NetworkBlockedError" in result.stdout.str()
     assert server.seen == []
+
+
+def test_block_network_lets_a_marked_test_replay_its_cassette_and_blocks_the_unmarked(
+    pytester: pytest.Pytester, serve: Callable[..., Server]
+) -> None:
+    """The recipe for an offline suite: ``--block-network`` with the cassettes recorded and
+    the server stopped. A test marked ``agenttape`` replays its own cassette; an unmarked
+    test is blocked."""
+    server = serve(lambda seen: json_reply({"path": seen.path}))
+    pytester.makepyfile(
+        test_suite=textwrap.dedent(
+            """
+            import os
+            import httpx
+            import pytest
+
+            @pytest.mark.agenttape
+            def test_marked():
+                assert httpx.get(os.environ["API"] + "/recorded").json() == {"path": "/recorded"}
+
+            def test_unmarked():
+                httpx.get(os.environ["API"] + "/live")
+            """
+        )
+    )
+    pytester.makeini(INI)
+    run(pytester, server, "-k", "marked and not unmarked", "--agenttape-record").assert_outcomes(
+        passed=1, deselected=1
+    )
+    server.stop()
+    result = run(pytester, server, "--block-network")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "test_unmarked" in result.stdout.str() and "NetworkBlockedError" in result.stdout.str()
