@@ -293,7 +293,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return
     from .drift import changed_requests, drift_text
 
-    cassette = tape.vcr_path
+    cassette = tape.read_from
     with contextlib.suppress(ValueError):
         cassette = cassette.relative_to(item.config.rootpath)
     drifts = [drift.as_list() for drift in tape.drifts]

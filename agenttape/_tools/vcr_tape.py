@@ -177,6 +177,12 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self._played: list[int] = []
 
     @property
+    def read_from(self) -> Path:
+        """The file the interactions came from: the YAML cassette, or the agenttape one
+        beside it where that is the one read."""
+        return self._read_from
+
+    @property
     def interactions(self) -> list[Interaction]:
         with self._lock:
             return [self._interaction(index) for index in range(len(self._interactions))]
