@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import importlib
@@ -8,7 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,17 @@ def s3() -> Iterator[dict[str, Any]]:
         }
     finally:
         server.stop()
+
+
+@pytest.fixture(params=["default", "eager"])
+async def task_factory(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """Tasks as the loop starts them by default, or eagerly: from Python 3.12 a task may
+    run its first steps at once, inside ``create_task`` (``eager_task_factory``)."""
+    loop = asyncio.get_running_loop()
+    if request.param == "eager":
+        eager = getattr(asyncio, "eager_task_factory", None)
+        if eager is None:
+            pytest.skip("asyncio has no eager task factory before Python 3.12")
+        loop.set_task_factory(eager)
+    yield request.param
+    loop.set_task_factory(None)

@@ -409,20 +409,11 @@ async def test_replayed_responses_keep_the_connection_alive_as_live(
     assert live == [True, True, False, True]  # the server closed the third
 
 
-TASK_FACTORIES = ["default", "eager"]
-
-
-@pytest.mark.parametrize("factory", TASK_FACTORIES)
 async def test_tasks_started_eagerly_record_and_replay_in_their_order(
-    factory: str, serve: Serve, cassette_path: Path
+    task_factory: str, serve: Serve, cassette_path: Path
 ) -> None:
     """From Python 3.12 a task may run its first steps at once, inside ``create_task``
     (``eager_task_factory``): recording and paced replay see the same requests either way."""
-    if factory == "eager":
-        eager = getattr(asyncio, "eager_task_factory", None)
-        if eager is None:
-            pytest.skip("asyncio has no eager task factory before Python 3.12")
-        asyncio.get_running_loop().set_task_factory(eager)
     server = serve(lambda seen: Reply(chunks=[seen.path.encode(), b"!"], chunked=True, delay=0.01))
 
     async def run() -> list[bytes]:
@@ -434,8 +425,5 @@ async def test_tasks_started_eagerly_record_and_replay_in_their_order(
 
             return list(await asyncio.gather(*(fetch(n) for n in range(8))))
 
-    try:
-        live, replayed = await record_then_replay_async(cassette_path, server, run, realtime=True)
-    finally:
-        asyncio.get_running_loop().set_task_factory(None)
+    live, replayed = await record_then_replay_async(cassette_path, server, run, realtime=True)
     assert replayed == live == [f"/{n}!".encode() for n in range(8)]

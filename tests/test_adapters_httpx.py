@@ -619,17 +619,11 @@ def test_a_ca_bundle_the_environment_names_is_read_when_the_client_is_made(
         assert tape.all_played
 
 
-@pytest.mark.parametrize("factory", ["default", "eager"])
 async def test_tasks_started_eagerly_record_and_replay_in_their_order(
-    factory: str, hx: ModuleType, serve: Any, cassette_path: Path
+    task_factory: str, hx: ModuleType, serve: Any, cassette_path: Path
 ) -> None:
     """From Python 3.12 a task may run its first steps at once, inside ``create_task``
     (``eager_task_factory``): recording and paced replay see the same requests either way."""
-    if factory == "eager":
-        eager = getattr(asyncio, "eager_task_factory", None)
-        if eager is None:
-            pytest.skip("asyncio has no eager task factory before Python 3.12")
-        asyncio.get_running_loop().set_task_factory(eager)
     server = serve(lambda seen: Reply(chunks=[seen.path.encode(), b"!"], chunked=True, delay=0.01))
 
     async def run() -> list[bytes]:
@@ -641,13 +635,10 @@ async def test_tasks_started_eagerly_record_and_replay_in_their_order(
 
             return list(await asyncio.gather(*(fetch(n) for n in range(8))))
 
-    try:
-        async with agenttape.use_cassette(cassette_path, mode="once", realtime=True):
-            live = await run()
-        server.stop()
-        async with agenttape.use_cassette(cassette_path, realtime=True) as tape:
-            replayed = await run()
-            assert tape.all_played
-    finally:
-        asyncio.get_running_loop().set_task_factory(None)
+    async with agenttape.use_cassette(cassette_path, mode="once", realtime=True):
+        live = await run()
+    server.stop()
+    async with agenttape.use_cassette(cassette_path, realtime=True) as tape:
+        replayed = await run()
+        assert tape.all_played
     assert replayed == live == [f"/{n}!".encode() for n in range(8)]

@@ -28,7 +28,7 @@ from ..._core.models import Interaction, Request
 from ..._core.tape import Tape
 from ..._core.tracebacks import note_replayed
 from .common import Metadatum, Method, Outcome, encoding
-from .replayed import ReplayedCall, ReplayedRpcError
+from .replayed import ReplayedCall, StreamFuture
 
 ITERATING_FAILED = "Exception iterating requests!"
 """The details grpcio gives a call whose request iterator raised."""
@@ -197,7 +197,7 @@ class Failed(Exception):
         self.outcome = outcome
 
 
-class MatchedStream(ReplayedRpcError):
+class MatchedStream(StreamFuture):
     """The answers of a sync channel's call whose requests stream, replayed message by
     message: grpcio's response iterator and ``grpc.Call``. The caller's requests are read
     on a thread of their own, as grpcio reads them."""
@@ -326,23 +326,6 @@ class MatchedStream(ReplayedRpcError):
             cancelled = "Locally cancelled by application!"
             self._end(Outcome(initial, (), grpc.StatusCode.CANCELLED, cancelled))
             return True
-
-    def cancelled(self) -> bool:
-        return self._outcome.code is grpc.StatusCode.CANCELLED
-
-    def running(self) -> bool:
-        return not self._ended
-
-    def done(self) -> bool:
-        return self._ended
-
-    def result(self, timeout: float | None = None) -> Any:
-        if self._ended and self._outcome.code is not grpc.StatusCode.OK:
-            raise self
-        return None
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self if self._ended and self._outcome.code is not grpc.StatusCode.OK else None
 
     def add_done_callback(self, fn: Callable[[Any], None]) -> None:
         with self._changed:

@@ -129,7 +129,31 @@ def _broken(outcome: Outcome, details: str) -> Outcome:
     return Outcome(outcome.initial, outcome.trailing, grpc.StatusCode.INTERNAL, details)
 
 
-class ReplayedStream(ReplayedRpcError):
+class StreamFuture(ReplayedRpcError):
+    """A streamed call's ``grpc.Future`` side: running until its stream has ended, then done
+    with the recorded status (a failed one raised by ``result``)."""
+
+    _ended: bool
+
+    def cancelled(self) -> bool:
+        return self._outcome.code is grpc.StatusCode.CANCELLED
+
+    def running(self) -> bool:
+        return not self._ended
+
+    def done(self) -> bool:
+        return self._ended
+
+    def result(self, timeout: float | None = None) -> Any:
+        if self._outcome.code is not grpc.StatusCode.OK and self._ended:
+            raise self
+        return None
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        return self if self._ended and self._outcome.code is not grpc.StatusCode.OK else None
+
+
+class ReplayedStream(StreamFuture):
     """A recorded stream of responses, handed over message by message through the stub's
     deserializer (paced with ``realtime``); a status other than OK is raised at its end, by
     the stream itself, as grpcio does."""
@@ -204,23 +228,6 @@ class ReplayedStream(ReplayedRpcError):
         self._schedule.release()
         self._end()
         return True
-
-    def cancelled(self) -> bool:
-        return self._outcome.code is grpc.StatusCode.CANCELLED
-
-    def running(self) -> bool:
-        return not self._ended
-
-    def done(self) -> bool:
-        return self._ended
-
-    def result(self, timeout: float | None = None) -> Any:
-        if self._outcome.code is not grpc.StatusCode.OK and self._ended:
-            raise self
-        return None
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        return self if self._ended and self._outcome.code is not grpc.StatusCode.OK else None
 
     def add_done_callback(self, fn: Callable[[Any], None]) -> None:
         if self._ended:
