@@ -57,6 +57,9 @@ class Library:
     # The library whose cells also test this one: each of its versions is pinned there, the
     # oldest beside the oldest and so on (no cells of its own).
     runs_in: str | None = None
+    # Installed again, last: a distribution that takes another's import name (urllib3-future
+    # writes urllib3/, as urllib3 does; uv installs both at once, so either could win).
+    last: tuple[str, ...] = ()
 
 
 LIBRARIES = (
@@ -177,6 +180,7 @@ LIBRARIES = (
             "3.11.4": ("requests", "urllib3-future==2.12.900"),
             "3.21.2": ("requests",),
         },
+        last=("urllib3-future",),
     ),
 )
 
@@ -231,6 +235,11 @@ def cell(uv: str, library: Library, version: str) -> Result:
         return Result(library.name, version, "environment failed", time.monotonic() - started, log)
     if run([uv, "pip", "install", "-q", "--python", str(python), *wanted], log):
         return Result(library.name, version, "install failed", time.monotonic() - started, log)
+    for name in library.last:
+        pinned_last = [pin for pin in pins if name_of(pin) == name] or [name]
+        command = [uv, "pip", "install", "-q", "--no-deps", "--reinstall-package", name]
+        if run([*command, "--python", str(python), *pinned_last], log):
+            return Result(library.name, version, "install failed", time.monotonic() - started, log)
     env = dict(os.environ)
     env.pop("AGENTTAPE_MODE", None)
     select = ["-k", library.select] if library.select else []
