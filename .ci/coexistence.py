@@ -22,9 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
+
+from junit import counts
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVIRONMENT = ROOT / ".coexist" / f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -183,19 +184,6 @@ def build(uv: str) -> None:
         [uv, "pip", "install", "-q", "--python", str(python), "-e", str(ROOT), *REQUIREMENTS],
         check=True,
     )
-
-
-def counts(report: Path) -> tuple[int, int, int]:
-    """Passed, failed (errors included) and skipped, from pytest's JUnit XML report."""
-    if not report.exists():
-        return 0, 0, 0
-    suite = ElementTree.parse(report).getroot()
-    if suite.tag == "testsuites":
-        suite = suite[0]
-    total, failed, errors, skipped = (
-        int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")
-    )
-    return total - failed - errors - skipped, failed + errors, skipped
 
 
 def run(cell: Cell, scratch: Path) -> Result:

@@ -28,10 +28,11 @@ import shutil
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from junit import counts
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 ROOT = Path(os.environ.get("AGENTTAPE_PYTHONS_ROOT", "/var/cache/agenttape/debian-sid"))
@@ -207,19 +208,6 @@ class Outcome:
     skipped: int = 0
     seconds: float = 0.0
     log: Path | None = None
-
-
-def counts(report: Path) -> tuple[int, int, int]:
-    """Passed, failed (errors included) and skipped, from pytest's JUnit XML report."""
-    if not report.exists():
-        return 0, 0, 0
-    suite = ElementTree.parse(report).getroot()
-    totals = [0, 0, 0, 0]
-    for part in suite.iter("testsuite"):
-        for index, key in enumerate(("tests", "failures", "errors", "skipped")):
-            totals[index] += int(part.get(key, "0"))
-    total, failed, errors, skipped = totals
-    return total - failed - errors - skipped, failed + errors, skipped
 
 
 def suite(interp: Interpreter, arguments: list[str]) -> Outcome:
