@@ -152,7 +152,14 @@ def mounted() -> Iterator[None]:
     targets: list[Path] = []
     share_files()
     try:
-        for source, options in (("/proc", ["-t", "proc", "proc"]), ("/dev", ["--rbind", "/dev"])):
+        # /sys too: Java reads its container's limits from the cgroup files that
+        # /proc/self/mountinfo names, and must find them where it says they are.
+        kernel = (
+            ("/proc", ["-t", "proc", "proc"]),
+            ("/dev", ["--rbind", "/dev"]),
+            ("/sys", ["--rbind", "/sys"]),
+        )
+        for source, options in kernel:
             target = ROOT / source.lstrip("/")
             run(["mount", *options, str(target)])
             targets.append(target)

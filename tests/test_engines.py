@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,16 +72,26 @@ def spark() -> Iterator[Any]:
             "Java is not installed (Debian package openjdk-17-jre-headless); .ci/run installs it"
         )
     pytest.importorskip("pyspark", reason="pyspark is not installed here; .ci/run installs it")
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[1]")
         .appName("agenttape-index")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
     )
+    try:
+        session = builder.getOrCreate()
+    except PySparkRuntimeError:
+        # A JVM that exits while starting on a loaded machine starts on a second try; a
+        # second exit is reported with what Java itself says about the machine.
+        try:
+            session = builder.getOrCreate()
+        except PySparkRuntimeError as error:
+            java = subprocess.run(["java", "-version"], capture_output=True, text=True)
+            pytest.fail(f"Spark did not start ({error}); java -version said: {java.stderr!r}")
     yield session
     session.stop()
 
