@@ -3,7 +3,9 @@ from a small vector-store service at test time."""
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import shutil
 import sys
 import tempfile
 import threading
@@ -48,6 +50,8 @@ def stubs() -> tuple[ModuleType, ModuleType]:
             from grpc_tools import protoc
 
             folder = Path(tempfile.mkdtemp(prefix="agenttape-grpc-"))
+            # The generated modules are imported by the time the process exits.
+            atexit.register(shutil.rmtree, folder, True)
             (folder / "vectors.proto").write_text(PROTO)
             code = protoc.main(
                 [
