@@ -37,6 +37,14 @@ def counting_app() -> Callable[[Seen], Reply]:
     return app
 
 
+def shared_client() -> httpx.Client:
+    """One client for every thread, keeping as many connections alive as there are threads.
+    With fewer, httpcore (1.0) closes a connection it counts as idle while another thread's
+    request has just been handed it, and that request fails with EBADF: its race, not ours
+    (``_assign_requests_to_connections`` counts every connection as idle)."""
+    return httpx.Client(limits=httpx.Limits(max_keepalive_connections=THREADS))
+
+
 def run_threads(work: Callable[[int], None]) -> dict[int, BaseException]:
     """Runs ``work(n)`` in THREADS threads released together; their exceptions by number."""
     errors: dict[int, BaseException] = {}
@@ -61,7 +69,7 @@ def test_threads_record_each_interaction_once_and_replay_each_its_own(
     serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(counting_app())
-    client = httpx.Client()
+    client = shared_client()
 
     def record(number: int) -> None:
         for index in range(PER_THREAD):
@@ -84,7 +92,7 @@ def test_threads_record_each_interaction_once_and_replay_each_its_own(
     server.stop()
 
     served: dict[int, list[bytes]] = {}
-    replay_client = httpx.Client()
+    replay_client = shared_client()
 
     def replay(number: int) -> None:
         bodies = [
@@ -111,7 +119,7 @@ def test_unmatched_request_raises_in_its_own_thread_only(
     server.stop()
     stray = 7
     results: dict[int, bytes] = {}
-    client = httpx.Client()
+    client = shared_client()
 
     def replay(number: int) -> None:
         path = f"/not-recorded/{number}" if number == stray else f"/t/{number}/0"
@@ -185,7 +193,7 @@ def test_threads_append_in_new_episodes_without_loss(
     serve: Callable[..., Server], cassette_path: Path, rounds: int
 ) -> None:
     server = serve(counting_app())
-    client = httpx.Client()
+    client = shared_client()
     for round_number in range(rounds):
 
         def work(number: int, round_number: int = round_number) -> None:
