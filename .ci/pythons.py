@@ -199,7 +199,10 @@ def prepare(interp: Interpreter, log: Path) -> None:
     steps = [
         f"test -x {python} || python{interp.version} -m venv {env}",
         f"test -x {env}/bin/uv || {python} -m pip install -q uv",
-        f'{env}/bin/uv pip install -q --python {python} -e ".[dev]" pyspark',
+        # The environment outlives the checkout it was made from: agenttape is installed
+        # again each time, from this one.
+        f'{env}/bin/uv pip install -q --python {python} -e ".[dev]" pyspark '
+        "--reinstall-package agenttape-recorder",
     ]
     with log.open("a") as out:
         for step in steps:

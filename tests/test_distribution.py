@@ -62,7 +62,7 @@ def test_the_wheel_carries_its_name_metadata_license_and_entry_points(tmp_path: 
 def test_every_install_line_names_the_distribution() -> None:
     """``pip install agenttape`` installs somebody else's project."""
     documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    sources = [*documents, *sorted((ROOT / "agenttape").rglob("*.py"))]
+    sources = [*documents, *sorted((ROOT / "src" / "agenttape").rglob("*.py"))]
     wrong = []
     for path in sources:
         for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -105,3 +105,20 @@ def test_the_pythons_declared_are_the_ones_ci_runs() -> None:
     lowest = min(tested, key=lambda version: tuple(map(int, version.split("."))))
     assert project["requires-python"] == f">={lowest}"
     assert "3.11" in (ROOT / "README.md").read_text()
+
+
+def test_an_install_makes_the_package_importable_and_nothing_else_of_the_checkout(
+    tmp_path: Path,
+) -> None:
+    """A project's own ``tests`` or ``bench`` package is never shadowed by this checkout's,
+    editable install or not: only ``agenttape`` is importable from outside the checkout."""
+    code = (
+        "import importlib.util, agenttape\n"
+        "print(agenttape.__file__)\n"
+        "print([n for n in ('tests', 'bench', 'examples') if importlib.util.find_spec(n)])\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert found[0].endswith("/agenttape/__init__.py")
+    assert found[1] == "[]"
