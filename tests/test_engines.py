@@ -64,7 +64,7 @@ def duckdb_rows(store: Path) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A local Spark session, on the Java and pyspark the machine has (.ci/run installs both;
     a test installs nothing)."""
     if shutil.which("java") is None:
@@ -79,6 +79,7 @@ def spark() -> Iterator[Any]:
         SparkSession.builder.master("local[1]")
         .appName("agenttape-index")
         .config("spark.ui.enabled", "false")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "1")
     )
