@@ -290,11 +290,12 @@ _ARRAYS = (list, tuple)
 Header = tuple[str, str]
 
 
-class _SharedPairs(dict[Header, Header]):
-    """The header pairs met so far in a file, each to be kept once. Most pairs repeat from one
-    entry to the next; the copies freed at once leave fewer objects and pages to the allocator
-    and the garbage collector. At most one pair is kept per _BYTES_PER_SHARED_PAIR bytes of
-    the file, so a file of all-different pairs cannot make the table break the memory bound."""
+class _SharedPairs(dict[Header | str, Header | str]):
+    """The header pairs and short words (methods, reasons, versions, boundaries) met so far
+    in a file, each to be kept once. Most repeat from one entry to the next; the copies freed
+    at once leave less memory held, fewer objects and pages to the allocator and the garbage
+    collector. At most one is kept per _BYTES_PER_SHARED_PAIR bytes of the file, so a file of
+    all-different ones cannot make the table break the memory bound."""
 
     __slots__ = ("room",)
 
@@ -303,14 +304,27 @@ class _SharedPairs(dict[Header, Header]):
         self.room = size // _BYTES_PER_SHARED_PAIR
 
 
+def _shared(seen: _SharedPairs, text: str) -> str:
+    """``text``, or the equal string met before in the same file."""
+    known = seen.get(text)
+    if known is not None:
+        return cast(str, known)
+    if seen.room:
+        seen.room -= 1
+        seen[text] = text
+    return text
+
+
 def _plain_headers(value: Any, seen: _SharedPairs) -> Headers | None:
     """Header pairs with the checks inlined; None sends the caller to the checks that name
     what is wrong. A pair read as a tuple (the streaming reader) is replaced by the equal
     pair in ``seen``, if any; pairs read as lists (the whole-file reader) become tuples."""
     kind = type(value)
     if kind is tuple:
+        # Sized exactly (a list grown from an iterator keeps spare room): one per interaction.
+        pairs: list[Any] = list(value)
         try:
-            pairs: list[Any] = list(map(seen.get, value))
+            pairs[:] = map(seen.get, value)
         except TypeError:  # an item that cannot be hashed is no header pair
             return None
         if None in pairs:
@@ -400,7 +414,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
         or request_headers is None
     ):
         return None
-    request = Request(method, url, request_headers, body)
+    request = Request(_shared(seen, method), url, request_headers, body)
     raw_sent = req.get("chunks")
     if raw_sent is not None:
         sent = _plain_chunks(raw_sent, len(body))
@@ -453,8 +467,8 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
                 return None
         response = Response(
             status,
-            reason,
-            http_version,
+            _shared(seen, reason),
+            _shared(seen, http_version),
             response_headers,
             response_body,
             chunks,
@@ -503,7 +517,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
         request,
         response,
         error,
-        boundary,
+        _shared(seen, boundary),
         started_at,
         ttfb_seconds,
         duration_seconds,
