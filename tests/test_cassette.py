@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import hashlib
 import os
 import stat
 import traceback
+import tracemalloc
 import typing
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,8 @@ import httpx
 import pytest
 
 import agenttape
+from agenttape._core import codec, files
+from agenttape._core.meta import new_header
 from tests.servers import Server, json_reply
 
 
@@ -458,3 +463,65 @@ def test_a_missing_folder_is_created_when_recording_starts(counter: Server, tmp_
         assert os.listdir(path.parent) == []  # the probe leaves nothing behind
         get(counter)
     assert path.exists()
+
+
+def test_a_large_cassette_replays_holding_little_more_than_it_recorded(
+    serve: Any, cassette_path: Path
+) -> None:
+    """Replaying 20,000 recorded calls once held 4.6 times the bytes they recorded (URL,
+    headers, bodies): each request's match key was kept whole (its URL's parts, a copy of
+    each), each "GET", "OK" and "HTTP/1.1" was a string of its own."""
+    size = 3000
+    server = serve(
+        lambda seen: json_reply(
+            {"path": seen.path, "pad": "x" * 200}, headers=[("X-Request-Id", seen.path)]
+        )
+    )
+    with agenttape.use_cassette(cassette_path, mode="all"):
+        httpx.get(f"{server.url}/item/0?page=0")
+    [template] = agenttape.load(cassette_path).interactions
+    assert template.response is not None
+    interactions = []
+    for i in range(size):
+        body = template.response.body.replace(b'"/item/0"', f'"/item/{i}"'.encode())
+        response = dataclasses.replace(
+            template.response,
+            headers=[
+                (name, str(len(body)) if name.lower() == "content-length" else value)
+                for name, value in template.response.headers
+                if name != "X-Request-Id"
+            ]
+            + [("X-Request-Id", f"req_{i:06d}")],
+            body=body,
+            chunks=[(len(body), template.response.chunks[0][1] + i / 1e6)],
+        )
+        request = dataclasses.replace(template.request, url=f"{server.url}/item/{i}?page={i}")
+        interactions.append(dataclasses.replace(template, request=request, response=response))
+    files.write_atomic(cassette_path, codec.encode(new_header(), interactions))
+    recorded = sum(
+        len(i.request.url)
+        + len(i.response.body)
+        + sum(len(n) + len(v) for n, v in [*i.request.headers, *i.response.headers])
+        for i in interactions
+        if i.response is not None
+    )
+    del interactions, template, request, response
+    cassette = agenttape.use_cassette(cassette_path)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        cassette.start()  # read, and the lookups built, as for the first request
+        try:
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            cassette.stop()
+    finally:
+        tracemalloc.stop()
+    assert held < 4 * recorded, (
+        f"{held / size:.0f} B held per interaction, {recorded / size:.0f} recorded"
+    )
+    with agenttape.use_cassette(cassette_path):
+        for i in (0, size // 2, size - 1):
+            assert httpx.get(f"{server.url}/item/{i}?page={i}").json()["path"] == f"/item/{i}"
+    assert len(server.seen) == 1

@@ -4,6 +4,7 @@ under way, in start order, each waited for until it is made again."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Hashable
 
 import pytest
 from hypothesis import given
@@ -115,3 +116,44 @@ def test_the_queue_knows_when_no_response_has_precedents(
     assert queue.overlapping or not any(expected.values())
     queue.prepare()
     assert queue.overlapping == any(expected.values())
+
+
+class _SameHash:
+    """A match key whose hash every other one shares."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SameHash) and self.key == other.key
+
+
+class CollidingMatcher(Matcher):
+    """Keys that all collide in the index, as two of a large cassette's may."""
+
+    def key(self, request: Request, remember: bool = False) -> Hashable:
+        return _SameHash(super().key(request, remember))
+
+
+@pytest.mark.parametrize("allow_repeats", [False, True])
+def test_keys_of_one_hash_each_serve_their_own_interactions(allow_repeats: bool) -> None:
+    first_a, b, second_a = (
+        interaction("a", 0.0, 0.1),
+        interaction("b", 1.0, 0.1),
+        interaction("a", 2.0, 0.1),
+    )
+    queue = ReplayQueue(CollidingMatcher(), allow_repeats)
+    for one in (first_a, b, second_a):
+        queue.add(one, played=False)
+    key_a, key_b = queue.key(first_a.request), queue.key(b.request)
+    assert queue.take(queue.key(interaction("c", 0.0, 0.1).request)) is None
+    assert queue.take(key_b) is b
+    assert queue.take(key_a) is first_a
+    assert queue.take(key_a) is second_a
+    assert queue.take(key_a) is (second_a if allow_repeats else None)
+    assert queue.take(key_b) is (b if allow_repeats else None)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, cast
 
 import msgpack
@@ -192,21 +193,29 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         return None
     limit = max(size // NESTING, 16)
     count = budget(size)  # the same bounds as ``_unpack``: see bounded_msgpack
-    # Arrays come back as tuples: a header pair or a chunk entry is kept as read.
-    unpacker = msgpack.Unpacker(
-        handle,
-        raw=False,
-        use_list=False,
-        strict_map_key=True,
-        timestamp=3,
-        max_buffer_size=size,
-        read_size=min(size, _READ_SIZE),
-        max_array_len=limit,
-        max_map_len=limit,
-        list_hook=count,
-        object_hook=count,
-        ext_hook=extensions(count),
-    )
+
+    def reader() -> msgpack.Unpacker:
+        """An unpacker from where ``handle`` stands. Its buffer holds one interaction at a
+        time, and at most _LARGEST_BUFFERED bytes: it grows to twice what it must hold, so a
+        20 MB body read through it would cost 40 MB more at the peak. An interaction that
+        does not fit is read by ``_Large``."""
+        # Arrays come back as tuples: a header pair or a chunk entry is kept as read.
+        return msgpack.Unpacker(
+            handle,
+            raw=False,
+            use_list=False,
+            strict_map_key=True,
+            timestamp=3,
+            max_buffer_size=min(size, _LARGEST_BUFFERED),
+            read_size=min(size, _READ_SIZE),
+            max_array_len=limit,
+            max_map_len=limit,
+            list_hook=count,
+            object_hook=count,
+            ext_hook=extensions(count),
+        )
+
+    unpacker = reader()
     if unpacker.read_map_header() != 3 or unpacker.unpack() != MAGIC_KEY:
         return None
     version = unpacker.unpack()
@@ -220,14 +229,95 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
     interactions: list[Interaction] = []
     append, unpack = interactions.append, unpacker.unpack
     seen = _SharedPairs(size)
+    base = 0  # where in the file the unpacker started
     for _ in range(unpacker.read_array_header()):
-        interaction = _decode_plain(unpack(), seen)
+        start = base + unpacker.tell()
+        try:
+            raw = unpack()
+        except (msgpack.BufferFull, ValueError):  # larger than the buffer
+            handle.seek(start)
+            raw = _Large(handle, size, count, limit).value(0)
+            base = handle.tell()
+            unpacker = reader()
+            unpack = unpacker.unpack
+        interaction = _decode_plain(raw, seen)
         if interaction is None:
             return None
         append(interaction)
-    if unpacker.tell() != size:
+    if base + unpacker.tell() != size:
         return None
     return header, interactions
+
+
+class _Unusual(Exception):
+    """What ``_Large`` does not read (an extension value, a deep nest, a short file): the
+    caller reads the file whole, and says what is wrong with it, if anything."""
+
+
+_LARGEST_BUFFERED = 1 << 20
+_DEEPEST_LARGE = 32
+_FIXED = {0xC0: None, 0xC2: False, 0xC3: True}
+_SCALARS = {
+    0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q",
+    0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q",
+}  # fmt: skip
+_LENGTHS = {0xC4: ">B", 0xC5: ">H", 0xC6: ">I", 0xD9: ">B", 0xDA: ">H", 0xDB: ">I"}
+_COUNTS = {0xDC: ">H", 0xDD: ">I", 0xDE: ">H", 0xDF: ">I"}
+
+
+class _Large:
+    """One interaction read straight from the file, as msgpack's unpacker would give it
+    (arrays as tuples, the same limits), each body read into its own bytes at once: never
+    through a buffer of its size beside it."""
+
+    __slots__ = ("count", "end", "handle", "limit")
+
+    def __init__(self, handle: BinaryIO, end: int, count: Callable[[Any], Any], limit: int) -> None:
+        self.handle, self.end, self.count, self.limit = handle, end, count, limit
+
+    def read(self, size: int) -> bytes:
+        # A length is checked against what the file holds before anything is allocated.
+        if size > self.end - self.handle.tell():
+            raise _Unusual("the file is truncated")
+        return self.handle.read(size)
+
+    def number(self, layout: str) -> Any:
+        return struct.unpack(layout, self.read(struct.calcsize(layout)))[0]
+
+    def value(self, depth: int) -> Any:
+        kind = self.read(1)[0]
+        if kind <= 0x7F:
+            return kind
+        if kind >= 0xE0:
+            return kind - 0x100
+        if 0xA0 <= kind <= 0xBF:
+            return self.read(kind & 0x1F).decode()
+        if kind in _FIXED:
+            return _FIXED[kind]
+        if kind in _SCALARS:
+            return self.number(_SCALARS[kind])
+        if kind in _LENGTHS:
+            data = self.read(self.number(_LENGTHS[kind]))
+            return data if kind <= 0xC6 else data.decode()
+        if depth >= _DEEPEST_LARGE:
+            raise _Unusual("nested too deep")
+        if kind <= 0x9F:
+            items = kind & 0x0F
+        elif kind in _COUNTS:
+            items = self.number(_COUNTS[kind])
+        else:
+            raise _Unusual(f"type byte {kind:#x}")
+        if items > self.limit:
+            raise _Unusual("too many items")
+        if kind <= 0x8F or kind >= 0xDE:
+            mapping = {}
+            for _ in range(items):
+                key = self.value(depth + 1)
+                if type(key) is not str:
+                    raise _Unusual("a map key that is no string")
+                mapping[key] = self.value(depth + 1)
+            return self.count(mapping)
+        return self.count(tuple(self.value(depth + 1) for _ in range(items)))
 
 
 def _as_lists(value: Any) -> Any:
@@ -290,11 +380,12 @@ _ARRAYS = (list, tuple)
 Header = tuple[str, str]
 
 
-class _SharedPairs(dict[Header, Header]):
-    """The header pairs met so far in a file, each to be kept once. Most pairs repeat from one
-    entry to the next; the copies freed at once leave fewer objects and pages to the allocator
-    and the garbage collector. At most one pair is kept per _BYTES_PER_SHARED_PAIR bytes of
-    the file, so a file of all-different pairs cannot make the table break the memory bound."""
+class _SharedPairs(dict[Header | str, Header | str]):
+    """The header pairs and short words (methods, reasons, versions, boundaries) met so far
+    in a file, each to be kept once. Most repeat from one entry to the next; the copies freed
+    at once leave less memory held, fewer objects and pages to the allocator and the garbage
+    collector. At most one is kept per _BYTES_PER_SHARED_PAIR bytes of the file, so a file of
+    all-different ones cannot make the table break the memory bound."""
 
     __slots__ = ("room",)
 
@@ -303,14 +394,27 @@ class _SharedPairs(dict[Header, Header]):
         self.room = size // _BYTES_PER_SHARED_PAIR
 
 
+def _shared(seen: _SharedPairs, text: str) -> str:
+    """``text``, or the equal string met before in the same file."""
+    known = seen.get(text)
+    if known is not None:
+        return cast(str, known)
+    if seen.room:
+        seen.room -= 1
+        seen[text] = text
+    return text
+
+
 def _plain_headers(value: Any, seen: _SharedPairs) -> Headers | None:
     """Header pairs with the checks inlined; None sends the caller to the checks that name
     what is wrong. A pair read as a tuple (the streaming reader) is replaced by the equal
     pair in ``seen``, if any; pairs read as lists (the whole-file reader) become tuples."""
     kind = type(value)
     if kind is tuple:
+        # Sized exactly (a list grown from an iterator keeps spare room): one per interaction.
+        pairs: list[Any] = list(value)
         try:
-            pairs: list[Any] = list(map(seen.get, value))
+            pairs[:] = map(seen.get, value)
         except TypeError:  # an item that cannot be hashed is no header pair
             return None
         if None in pairs:
@@ -400,7 +504,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
         or request_headers is None
     ):
         return None
-    request = Request(method, url, request_headers, body)
+    request = Request(_shared(seen, method), url, request_headers, body)
     raw_sent = req.get("chunks")
     if raw_sent is not None:
         sent = _plain_chunks(raw_sent, len(body))
@@ -453,8 +557,8 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
                 return None
         response = Response(
             status,
-            reason,
-            http_version,
+            _shared(seen, reason),
+            _shared(seen, http_version),
             response_headers,
             response_body,
             chunks,
@@ -503,7 +607,7 @@ def _decode_plain(raw: Any, seen: _SharedPairs) -> Interaction | None:
         request,
         response,
         error,
-        boundary,
+        _shared(seen, boundary),
         started_at,
         ttfb_seconds,
         duration_seconds,

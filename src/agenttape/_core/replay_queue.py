@@ -3,6 +3,9 @@
 Identical requests are served in recorded order, each recorded response once (the last one
 again with ``allow_repeats``): a recorded 429 then 200 replays as 429 then 200. The index from
 match key to positions is built on the first lookup, so reading a cassette never pays for it.
+It holds each key's hash, not the key: a key's parts (the URL's path and query, the body's
+canonical form) would cost more memory than the interaction they index, and the few
+positions a hash leads to are checked against the request's key before one is served.
 
 A response under way while other requests started (a long-lived event stream, concurrent
 calls) knows them as its ``Precedents``: a piece of its body, or its end, that was recorded
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from array import array
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 
@@ -30,9 +34,9 @@ Wake = Callable[[], None]
 
 
 class Positions(list[int]):
-    """Where the interactions recorded for one key stand in the queue, in order, and
+    """Where the interactions recorded for one key's hash stand in the queue, in order, and
     ``cursor``: how many of them, from the first, were played (a lookup skips them without
-    looking up the key a second time)."""
+    looking up the key a second time). A hash met once is indexed by its position alone."""
 
     __slots__ = ("cursor",)
 
@@ -93,10 +97,10 @@ class ReplayQueue:
         self.interactions: list[Interaction] = []
         self.play_counts: list[int] = []
         self.wakers: set[Wake] = set()
-        self._index: dict[Key, Positions] | None = None
+        self._index: dict[int, int | Positions] | None = None
         # Start times in order, and whose they are: built on the first ``precedents``.
-        self._starts: list[float] | None = None
-        self._start_positions: list[int] = []
+        self._starts: array[float] | None = None
+        self._start_positions: array[int] = array("q")
         # Whether any request started while another's response was under way; until the
         # start order is built, and once a recording adds to it, assumed so.
         self._overlapping = True
@@ -140,15 +144,15 @@ class ReplayQueue:
             tuple(self._start_positions[low:high]),
         )
 
-    def _start_order(self) -> list[float]:
+    def _start_order(self) -> array[float]:
         """The start times in order (whose they are in ``_start_positions``): sorted once,
-        then kept in step by ``add``."""
+        then kept in step by ``add``; held as machine numbers, not one object each."""
         starts = self._starts
         if starts is None:
             by_position = [interaction.started_at for interaction in self.interactions]
             order = sorted(range(len(by_position)), key=by_position.__getitem__)
-            starts = self._starts = [by_position[position] for position in order]
-            self._start_positions = order
+            starts = self._starts = array("d", [by_position[position] for position in order])
+            self._start_positions = array("q", order)
             self._overlapping = self._any_precedents()
         return starts
 
@@ -177,18 +181,30 @@ class ReplayQueue:
         self.build_index()
         self._start_order()
 
-    def _index_one(self, index: dict[Key, Positions], position: int) -> None:
+    def _index_one(self, index: dict[int, int | Positions], position: int) -> None:
         interaction = self.interactions[position]
-        key = (interaction.boundary, self.matcher.key(interaction.request, remember=True))
-        positions = index.get(key)
-        if positions is None:
-            positions = index[key] = Positions()
-        positions.append(position)
+        code = hash((interaction.boundary, self.matcher.key(interaction.request, remember=True)))
+        known = index.get(code)
+        if known is None:
+            index[code] = position
+        elif type(known) is int:
+            positions = index[code] = Positions()
+            positions.append(known)
+            positions.append(position)
+        else:
+            assert isinstance(known, Positions)
+            known.append(position)
 
-    def build_index(self) -> dict[Key, Positions]:
+    def _serves(self, position: int, key: Key) -> bool:
+        """Whether the interaction at ``position`` was recorded for ``key`` (and not for
+        another key of the same hash)."""
+        interaction = self.interactions[position]
+        return interaction.boundary == key[0] and self.matcher.key(interaction.request) == key[1]
+
+    def build_index(self) -> dict[int, int | Positions]:
         """The index, built now if this is the first lookup."""
         if self._index is None:
-            index: dict[Key, Positions] = {}
+            index: dict[int, int | Positions] = {}
             for position in range(len(self.interactions)):
                 self._index_one(index, position)
             self._index = index
@@ -219,18 +235,26 @@ class ReplayQueue:
     def next_position(self, key: Key) -> int | None:
         """Where the interaction ``take`` would serve stands, without playing it."""
         index = self._index
-        positions = (index if index is not None else self.build_index()).get(key)
-        if not positions:
+        found = (index if index is not None else self.build_index()).get(hash(key))
+        if found is None:
             return None
-        cursor = positions.cursor
+        if type(found) is int:
+            if (self.allow_repeats or not self.play_counts[found]) and self._serves(found, key):
+                return found
+            return None
+        assert isinstance(found, Positions)
+        cursor = found.cursor
         counts = self.play_counts
-        while cursor < len(positions) and counts[positions[cursor]]:
+        while cursor < len(found) and counts[found[cursor]]:
             cursor += 1
-        positions.cursor = cursor
-        if cursor < len(positions):
-            return positions[cursor]
+        found.cursor = cursor
+        for position in found[cursor:]:
+            if not counts[position] and self._serves(position, key):
+                return position
         if self.allow_repeats:
-            return positions[-1]
+            for position in reversed(found):
+                if self._serves(position, key):
+                    return position
         return None
 
     def candidates(self, request: Request, boundary: str = "http") -> list[Interaction]:

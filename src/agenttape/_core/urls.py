@@ -54,12 +54,16 @@ def _parse_simple(url: str) -> ParsedURL | None:
     )
 
 
-@lru_cache(maxsize=8192)
-def parse_url(url: str) -> ParsedURL:
+def split_url(url: str) -> ParsedURL:
+    """``parse_url`` without its cache: for URLs split once (a cassette's, as its index is
+    built), which would otherwise push the live ones out and stay held by the cache."""
     simple = _parse_simple(url)
     if simple is not None:
         return simple
     return _parse_general(url)
+
+
+parse_url = lru_cache(maxsize=8192)(split_url)
 
 
 def _parse_general(url: str) -> ParsedURL:
