@@ -16,7 +16,7 @@ a day is a new file) are kept in this user's cache folder (``user_cache``), keye
 file's URL, size and version (ETag): a listing run again fetches only row groups.
 
 The row groups fetched are written as small local Parquet files under the same names, which
-the usual reader (``run_index.IndexReader``) then queries: it applies the exact filters.
+the usual reader (``reader.IndexReader``) then queries: it applies the exact filters.
 Every row of a run that can match is in them: its other rows (a newer one, after a mark)
 have its tags and time, so their row groups pass too; with ``--errors`` the status is not
 used to leave a row group out.
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core import user_cache
-from . import run_index, tag_filters
-from .run_index import IndexFile
-from .store import LocalStore, Store
+from ..._core import user_cache
+from ..store import LocalStore, Store
+from . import tag_filters
+from .rows import IndexFile, tag_text
 
 if TYPE_CHECKING:
     import pyarrow
@@ -276,7 +276,7 @@ def _groups(metadata: pyarrow.parquet.FileMetaData, wanted: Wanted) -> list[int]
     items = [
         {tag_filters.item(str(key), text), tag_filters.item(str(key), text.lower())}
         for key, value in wanted.tags.items()
-        for text in [run_index.tag_text(value)]
+        for text in [tag_text(value)]
     ]
     found = []
     for group in range(metadata.num_row_groups):
