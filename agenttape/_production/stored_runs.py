@@ -343,23 +343,11 @@ def _indexed_runs(
     files: list[IndexFile],
     wanted: RunFilter,
     now: _dt.datetime | None,
-    listing: tuple[list[str], list[StoredFile]],
+    store_listing: tuple[list[str], list[StoredFile]],
     named_in_flight: list[StoredFile] | None,
 ) -> list[RunInfo]:
-    days = {found.day for found in files}
-    since_day = None if wanted.since is None else utc_day(wanted.since)
-    now = now or _dt.datetime.now(_dt.UTC)
-    start = min(max(days), utc_day(now - UNINDEXED_WINDOW))
-    folders, top = listing
-    dated = {
-        day
-        for day in folders
-        if DATED_FOLDER.fullmatch(day) and (since_day is None or day >= since_day)
-    }
-    window = {day for day in dated if day >= start or day not in days}
-    unindexed_days = {day for day in dated if day not in days}
-    queried = [found for found in files if since_day is None or found.day >= since_day]
-    tail = [found for found in files if found.day >= start]
+    folders, top = store_listing
+    window, unindexed_days, queried, tail = _days_to_read(files, wanted, now, folders)
 
     def in_flight() -> tuple[list[StoredFile], list[RunInfo]]:
         """Run files to read (folders listed), and the runs the writers named as in flight,
@@ -402,6 +390,28 @@ def _indexed_runs(
         if unindexed(info.name) and info.name not in runs:
             runs[info.name] = info
     return [info for info in runs.values() if wanted(info)]
+
+
+def _days_to_read(
+    files: list[IndexFile], wanted: RunFilter, now: _dt.datetime | None, folders: list[str]
+) -> tuple[set[str], set[str], list[IndexFile], list[IndexFile]]:
+    """Which dated folders to list (those a writer's batch may still hold, and those the
+    index has no day for), which of them the index has no day for; the index files to query,
+    and those whose run paths tell which runs the index holds yet."""
+    days = {found.day for found in files}
+    since_day = None if wanted.since is None else utc_day(wanted.since)
+    now = now or _dt.datetime.now(_dt.UTC)
+    start = min(max(days), utc_day(now - UNINDEXED_WINDOW))
+    dated = {
+        day
+        for day in folders
+        if DATED_FOLDER.fullmatch(day) and (since_day is None or day >= since_day)
+    }
+    window = {day for day in dated if day >= start or day not in days}
+    unindexed_days = {day for day in dated if day not in days}
+    queried = [found for found in files if since_day is None or found.day >= since_day]
+    tail = [found for found in files if found.day >= start]
+    return window, unindexed_days, queried, tail
 
 
 def _listed(store: Store, days: set[str]) -> list[StoredFile]:

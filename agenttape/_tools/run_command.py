@@ -152,10 +152,42 @@ def run(
     """Run ``command`` under ``cassette``; returns the command's exit status (1 when it
     succeeded but a request through the proxy had no recorded interaction, or a TLS
     handshake with the proxy failed)."""
-    from . import proxy_command
-
     options = options or RunOptions()
     cassette = cassette.resolve()
+    each, needs_proxy = _checked(command, cassette, mode)
+    if each == "replay":
+        # Only the play log lives here: replay works from a read-only checkout too.
+        fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
+    else:
+        cassette.parent.mkdir(parents=True, exist_ok=True)
+        fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
+    proxy: Proxy | None = None
+    try:
+        try:
+            proxy = _proxy_if_any(
+                command, cassette, each, fragments, mode, options, report, needs_proxy
+            )
+            status, signalled = _run_child(
+                command, cassette, mode, each, fragments, proxy, options.faults
+            )
+        finally:
+            if proxy is not None:
+                proxy.close()
+        if each != "replay":
+            distrusted = bool(proxy and proxy.distrusted)
+            _save(
+                cassette, each, fragments, report, handshakes_failed=distrusted, signalled=signalled
+            )
+    finally:
+        shutil.rmtree(fragments, ignore_errors=True)
+    return status if proxy is None else _proxy_status(proxy, status, report)
+
+
+def _checked(command: list[str], cassette: Path, mode: str) -> tuple[str, bool]:
+    """What each process does (``process_mode``) and whether the command needs the proxy;
+    AgentTapeError, before anything runs, when the run cannot be what was asked."""
+    from . import proxy_command
+
     if cassette.exists():
         read(cassette)  # a damaged cassette stops the run before anything touches it
     each = process_mode(mode, cassette)
@@ -171,48 +203,48 @@ def run(
             "recording proxy, which needs the 'proxy' extra: "
             "pip install 'agenttape-recorder[proxy]'"
         )
-    if each == "replay":
-        # Only the play log lives here: replay works from a read-only checkout too.
-        fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
-    else:
-        cassette.parent.mkdir(parents=True, exist_ok=True)
-        fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
-    proxy: Proxy | None = None
+    return each, needs_proxy
+
+
+def _proxy_if_any(
+    command: list[str],
+    cassette: Path,
+    each: str,
+    fragments: Path,
+    mode: str,
+    options: RunOptions,
+    report: Any,
+    needs_proxy: bool,
+) -> Proxy | None:
+    """The recording proxy, started when installed; a Python program does without it when it
+    cannot start (it records in-process; only programs it starts miss out)."""
+    from . import proxy_command
+
+    if not proxy_command.available():
+        return None
     try:
-        try:
-            if proxy_command.available():
-                try:
-                    proxy = _start_proxy(command, cassette, each, fragments, mode, options, report)
-                except AgentTapeError as exc:
-                    if needs_proxy:
-                        raise
-                    # A Python program records in-process; only programs it starts miss out.
-                    report(
-                        f"note: the recording proxy did not start ({exc}); only Python "
-                        "processes are recorded"
-                    )
-            status, signalled = _run_child(
-                command, cassette, mode, each, fragments, proxy, options.faults
-            )
-        finally:
-            if proxy is not None:
-                proxy.close()
-        if each != "replay":
-            distrusted = bool(proxy and proxy.distrusted)
-            _save(
-                cassette, each, fragments, report, handshakes_failed=distrusted, signalled=signalled
-            )
-    finally:
-        shutil.rmtree(fragments, ignore_errors=True)
-    if proxy is not None:
-        failed = bool(proxy.distrusted or proxy.misses)
-        if proxy.distrusted:
-            # Also while recording: what those connections would have sent is not recorded.
-            report(f"error: {proxy_command.describe_distrust(proxy)}")
-        if proxy.misses:
-            report(f"error: {proxy_command.describe_misses(proxy.misses)}")
-        if failed:
-            return status or 1
+        return _start_proxy(command, cassette, each, fragments, mode, options, report)
+    except AgentTapeError as exc:
+        if needs_proxy:
+            raise
+        report(
+            f"note: the recording proxy did not start ({exc}); only Python processes are recorded"
+        )
+        return None
+
+
+def _proxy_status(proxy: Proxy, status: int, report: Any) -> int:
+    """The run's status, 1 rather than 0 when the proxy met a request it had no recording
+    for or a client that distrusted it (said through ``report``)."""
+    from . import proxy_command
+
+    if proxy.distrusted:
+        # Also while recording: what those connections would have sent is not recorded.
+        report(f"error: {proxy_command.describe_distrust(proxy)}")
+    if proxy.misses:
+        report(f"error: {proxy_command.describe_misses(proxy.misses)}")
+    if proxy.distrusted or proxy.misses:
+        return status or 1
     return status
 
 

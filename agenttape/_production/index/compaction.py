@@ -61,50 +61,66 @@ def compact(
     with a file that cannot be read is left as it was."""
     erased = erased or Erased()
     forced = set(rewrite)
-    by_manifests = not store.conditional_creates
-    days = files = rows = dropped = collected = 0
-    skipped: list[tuple[str, str]] = []
-    busy: list[str] = []
-    late: list[str] = []
+    tally = _Tally(by_manifests=not store.conditional_creates)
     for day, listed in sorted(believe(store, days_of(store.walk(INDEX))).items()):
         present = listed.live()
         wanted = day in forced or not (only or (len(present) < 2 and not erased.day_gone(day)))
-        if by_manifests:
-            done: tuple[int, int, int] | str | Late = (
-                _fold_day(store, day, erased) if wanted else (0, 0, 0)
-            )
-            collected += _collect(store, listed_day(store, day) if wanted else listed)
-            if not wanted:
-                continue
+        if tally.by_manifests:
+            done = _fold_day(store, day, erased) if wanted else None
+            tally.collected += _collect(store, listed_day(store, day) if wanted else listed)
             if isinstance(done, Late):
-                late.append(day)
+                tally.late.append(day)
                 continue
-        elif not wanted:
-            continue
-        else:
+        elif wanted:
             with claims.held(store, day) as claim:
                 if claim is None:
-                    busy.append(day)
+                    tally.busy.append(day)
                     continue
                 done = _rewrite_day(store, day, erased, claim)
+        else:
+            done = None
+        tally.add(day, done)
+    return tally.result()
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What ``compact`` has done so far, day by day."""
+
+    by_manifests: bool
+    days: int = 0
+    files: int = 0
+    rows: int = 0
+    dropped: int = 0
+    collected: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)
+
+    def add(self, day: str, done: tuple[int, int, int] | str | None) -> None:
+        """A day merged (files, rows kept, rows dropped), or why not (None: not wanted)."""
+        if done is None:
+            return
         if isinstance(done, str):
-            skipped.append((day, done))
-            continue
-        days += 1
-        files += done[0]
-        rows += done[1]
-        dropped += done[2]
-    return Compacted(
-        days=days,
-        files=files,
-        rows=rows,
-        skipped=skipped,
-        dropped=dropped,
-        busy=busy,
-        by_manifests=by_manifests,
-        collected=collected,
-        late=late,
-    )
+            self.skipped.append((day, done))
+            return
+        self.days += 1
+        self.files += done[0]
+        self.rows += done[1]
+        self.dropped += done[2]
+
+    def result(self) -> Compacted:
+        return Compacted(
+            days=self.days,
+            files=self.files,
+            rows=self.rows,
+            skipped=self.skipped,
+            dropped=self.dropped,
+            busy=self.busy,
+            by_manifests=self.by_manifests,
+            collected=self.collected,
+            late=self.late,
+        )
 
 
 def _merged(

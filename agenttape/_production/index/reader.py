@@ -103,56 +103,14 @@ class IndexReader:
         caller applies the exact test, the one a listing from headers applies, to these few."""
         if not files:
             return []
-        conditions: list[str] = []
-        parameters: list[Any] = []
-        if since is not None:
-            conditions.append("created >= ?")
-            parameters.append(since)
-        if before is not None:
-            conditions.append("created < ?")
-            parameters.append(before)
-        if errors:
-            conditions.append("status IN ('raised', 'flagged', 'failed')")
-        for key, value in tags.items():
-            text = tag_text(value)
-            conditions.append("list_has_any(map_extract(tags, ?), ?)")
-            parameters += [str(key), [text, text.lower()]]
-        if conditions:
-            found = self._matching(files, " AND ".join(conditions), parameters)
+        where, parameters = _conditions(since, before, errors, tags)
+        if where:
+            found = self._matching(files, where, parameters)
         else:
             found = self.connection.execute(
                 f"{COLUMNS} FROM {self.source(files)} {NEWEST}", parameters
             ).fetchall()
-        return [
-            IndexRow(
-                day=day.group(1) if (day := FILE_DAY.search(filename)) else "",
-                run_id=run_id,
-                created=None if created is None else EPOCH + _dt.timedelta(microseconds=created),
-                status=status,
-                reasons=list(reasons or ()),
-                n=count,
-                size=size,
-                path=path,
-                hosts=list(hosts or ()),
-                models=list(models or ()),
-                tags=unpack_tags(packed),
-                duration=duration,
-            )
-            for (
-                run_id,
-                created,
-                status,
-                reasons,
-                count,
-                size,
-                path,
-                hosts,
-                models,
-                packed,
-                duration,
-                filename,
-            ) in found
-        ]
+        return [_row(*record) for record in found]
 
     def _matching(self, files: Sequence[IndexFile], where: str, parameters: list[Any]) -> list[Any]:
         """The newest row of each run whose newest row matches ``where``, in two steps: the
@@ -215,3 +173,55 @@ class IndexReader:
 
 
 FILE_DAY = re.compile(r"date=(\d{4}-\d{2}-\d{2})[/\\][^/\\]*$")
+
+
+def _conditions(
+    since: _dt.datetime | None, before: _dt.datetime | None, errors: bool, tags: dict[str, Any]
+) -> tuple[str, list[Any]]:
+    """The WHERE clause of a selection (empty: every row) and its parameters."""
+    conditions: list[str] = []
+    parameters: list[Any] = []
+    if since is not None:
+        conditions.append("created >= ?")
+        parameters.append(since)
+    if before is not None:
+        conditions.append("created < ?")
+        parameters.append(before)
+    if errors:
+        conditions.append("status IN ('raised', 'flagged', 'failed')")
+    for key, value in tags.items():
+        text = tag_text(value)
+        conditions.append("list_has_any(map_extract(tags, ?), ?)")
+        parameters += [str(key), [text, text.lower()]]
+    return " AND ".join(conditions), parameters
+
+
+def _row(
+    run_id: str,
+    created: int | None,
+    status: str,
+    reasons: list[str] | None,
+    count: int | None,
+    size: int,
+    path: str,
+    hosts: list[str] | None,
+    models: list[str] | None,
+    packed: bytes | None,
+    duration: float | None,
+    filename: str,
+) -> IndexRow:
+    """A row as ``COLUMNS`` selects it, back as the listing shows it."""
+    return IndexRow(
+        day=day.group(1) if (day := FILE_DAY.search(filename)) else "",
+        run_id=run_id,
+        created=None if created is None else EPOCH + _dt.timedelta(microseconds=created),
+        status=status,
+        reasons=list(reasons or ()),
+        n=count,
+        size=size,
+        path=path,
+        hosts=list(hosts or ()),
+        models=list(models or ()),
+        tags=unpack_tags(packed),
+        duration=duration,
+    )

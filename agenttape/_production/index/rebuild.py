@@ -63,22 +63,14 @@ def rebuild_index(
     erased = deletions.erased(opened)
     top = [stored for stored in top if not erased.hides(stored.name)]
     when = stamp()
+    tally = _Tally()
     with ThreadPoolExecutor(REBUILD_READERS) as pool:
-        by_day: dict[str, list[IndexRow]] = defaultdict(list)
-        for row in pool.map(
-            lambda stored: _full_row(opened, stored),
-            [stored for stored in top if stored.name.endswith(SUFFIX)],
-        ):
-            if row.day >= since_day and row.day:
-                by_day[row.day].append(row)
+        by_day = _loose_rows(opened, top, since_day, pool)
         days = sorted(
             {day for day in folders if DAY.fullmatch(day) and day >= since_day}
             | set(by_day)
             | {found.day for found in old}
         )
-        runs = unreadable = replaced = indexed_days = 0
-        busy: list[str] = []
-        late: list[str] = []
         for day in days:
             files = [
                 s
@@ -86,41 +78,79 @@ def rebuild_index(
                 if s.name.endswith(SUFFIX) and not erased.hides(s.name)
             ]
             rows = by_day.pop(day, []) + list(pool.map(lambda s: _full_row(opened, s), files))
-            if not opened.conditional_creates:
-                done = compaction.publish_rebuilt(
-                    opened, day, rows, {f.name for f in old if f.day == day}, when, erased
-                )
-                if isinstance(done, str):
-                    raise AgentTapeError(
-                        f"cannot rebuild the run index of {opened.url} for {day}: {done}"
-                    )
-                if isinstance(done, compaction.Late):
-                    late.append(day)
-                    continue
-                replaced += done
-            else:
-                # Claimed, as a compaction claims it: the two never rewrite one day at once.
-                with claims.held(opened, day) as claim:
-                    if claim is None:
-                        busy.append(day)
-                        continue
-                    replaced += _replace_day(opened, claim, day, rows, old, when)
-            runs += len(rows)
-            unreadable += sum(1 for row in rows if row.status == "unreadable")
-            indexed_days += bool(rows)
+            _rebuild_day(opened, day, rows, old, when, erased, tally)
     # Lists of runs in flight whose every run is in a day just rebuilt were left by writers
     # that stopped before writing their batch. (A live writer's batch indexes its runs again.)
     for name, named_days in in_flight.items():
-        if named_days and all(day in days and day not in late for day in named_days):
+        if named_days and all(day in days and day not in tally.late for day in named_days):
             opened.delete(name)
     return Rebuilt(
-        runs=runs,
-        days=indexed_days,
-        unreadable=unreadable,
-        replaced=replaced,
-        busy=busy,
-        late=late,
+        runs=tally.runs,
+        days=tally.days,
+        unreadable=tally.unreadable,
+        replaced=tally.replaced,
+        busy=tally.busy,
+        late=tally.late,
     )
+
+
+def _loose_rows(
+    store: Store, top: list[StoredFile], since_day: str, pool: ThreadPoolExecutor
+) -> dict[str, list[IndexRow]]:
+    """The rows of the runs at the top level (not in a dated folder), by their day."""
+    by_day: dict[str, list[IndexRow]] = defaultdict(list)
+    for row in pool.map(
+        lambda stored: _full_row(store, stored),
+        [stored for stored in top if stored.name.endswith(SUFFIX)],
+    ):
+        if row.day >= since_day and row.day:
+            by_day[row.day].append(row)
+    return by_day
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What ``rebuild_index`` has done so far, day by day."""
+
+    runs: int = 0
+    days: int = 0
+    unreadable: int = 0
+    replaced: int = 0
+    busy: list[str] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)
+
+
+def _rebuild_day(
+    store: Store,
+    day: str,
+    rows: list[IndexRow],
+    old: list[IndexFile],
+    when: str,
+    erased: deletions.Erased,
+    tally: _Tally,
+) -> None:
+    """Replace the day's index files by ``rows``: claimed, as a compaction claims a day (the
+    two never rewrite one day at once), or published by a manifest where the store has no
+    conditional creates."""
+    if not store.conditional_creates:
+        done = compaction.publish_rebuilt(
+            store, day, rows, {f.name for f in old if f.day == day}, when, erased
+        )
+        if isinstance(done, str):
+            raise AgentTapeError(f"cannot rebuild the run index of {store.url} for {day}: {done}")
+        if isinstance(done, compaction.Late):
+            tally.late.append(day)
+            return
+        tally.replaced += done
+    else:
+        with claims.held(store, day) as claim:
+            if claim is None:
+                tally.busy.append(day)
+                return
+            tally.replaced += _replace_day(store, claim, day, rows, old, when)
+    tally.runs += len(rows)
+    tally.unreadable += sum(1 for row in rows if row.status == "unreadable")
+    tally.days += bool(rows)
 
 
 def _replace_day(
