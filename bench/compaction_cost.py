@@ -39,7 +39,8 @@ CHILD = """
 import json, os, resource, sys, time
 import duckdb, pyarrow, pyarrow.parquet
 sys.path.insert(0, sys.argv[3])
-from agenttape._production import run_index, stored_runs
+from agenttape._production import stored_runs
+from agenttape._production.index import compaction, listing
 from agenttape._production.store import open_store
 
 def io():
@@ -53,8 +54,8 @@ usage = resource.getrusage(resource.RUSAGE_SELF)
 started = time.perf_counter()
 if case == "every day rewritten":
     opened = open_store(store)
-    days = {found.day for found in run_index.index_files(opened)}
-    done = run_index.compact(opened, rewrite=days, only=True)
+    days = {found.day for found in listing.index_files(opened)}
+    done = compaction.compact(opened, rewrite=days, only=True)
 else:
     done = stored_runs.compact_index(store)
 wall = time.perf_counter() - started
@@ -97,15 +98,15 @@ def tag_filter_cost(source: Path) -> dict[str, float]:
     import pyarrow.parquet as pq
 
     sys.path.insert(0, str(ROOT))
-    from agenttape._production import run_index
+    from agenttape._production.index import rows, tag_filters
 
     days = sorted((source / "_index").iterdir())
-    table = pq.read_table(next(days[-2].glob("*.parquet"))).select(run_index.schema().names)
+    table = pq.read_table(next(days[-2].glob("*.parquet"))).select(rows.schema().names)
     started = time.process_time()
-    run_index.tag_filters(table)
+    tag_filters.of(table, rows.ROW_GROUP)
     filters = time.process_time() - started
     started = time.process_time()
-    run_index._parquet(table)
+    rows.parquet_bytes(table)
     whole = time.process_time() - started
     return {"rows": table.num_rows, "filters": filters, "file": whole}
 

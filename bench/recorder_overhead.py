@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 import agenttape  # noqa: E402
-from agenttape._production import run_index  # noqa: E402
+from agenttape._production.index import batch as index_batch  # noqa: E402
 
 REQUESTS = 2_000
 PER_RUN = 4
@@ -109,7 +109,7 @@ def workload(
     runs = REQUESTS // PER_RUN
     recorder = None
     if variant == "all-unindexed":
-        with mock.patch.object(run_index, "can_write", lambda: False):
+        with mock.patch.object(index_batch, "can_write", lambda: False):
             recorder = agenttape.Recorder(folder, keep="all")
     elif variant not in ("off", "cassette"):
         recorder = agenttape.Recorder(folder, keep=variant)

@@ -48,8 +48,9 @@ sys.path.insert(0, str(ROOT))
 
 from agenttape._core import codec, meta  # noqa: E402
 from agenttape._core.models import Interaction, Request, Response  # noqa: E402
-from agenttape._production import run_index  # noqa: E402
-from agenttape._production.run_index import IndexRow  # noqa: E402
+from agenttape._production.index import pending as index_pending  # noqa: E402
+from agenttape._production.index import rows as index_rows  # noqa: E402
+from agenttape._production.index.rows import IndexRow  # noqa: E402
 from agenttape._production.store import FsspecStore, StoredFile, open_store  # noqa: E402
 
 AGENTTAPE = Path(sys.executable).parent / "agenttape"
@@ -144,8 +145,8 @@ def build(
 
     def write_day(rows: list[IndexRow]) -> None:
         nonlocal index_files, index_bytes
-        data = run_index.encode(rows)
-        put(run_index.file_name(rows[0].day, run_index.stamp(rows[-1].created)), data)
+        data = index_rows.encode(rows)
+        put(index_rows.file_name(rows[0].day, index_rows.stamp(rows[-1].created)), data)
         index_files += 1
         index_bytes += len(data)
         placeholder = rows[-1]
@@ -177,13 +178,13 @@ def build(
         data = run_file(run_id, created, tags)
         files[name] = data
         header, interactions = codec.decode(data, name)
-        row = run_index.describe(header, name, len(data), interactions)
+        row = index_rows.describe(header, name, len(data), interactions)
         recent_rows.append(row)
         if created >= now - IN_FLIGHT:
             # Named in flight as a writer that wakes up for each run names it (the most
             # lists a reader can meet).
             writer = f"{rng.getrandbits(64):016x}"
-            files[run_index.pending_name(writer)] = run_index.encode_pending(
+            files[index_pending.pending_name(writer)] = index_pending.encode_pending(
                 [StoredFile(name, len(data))]
             )
             continue
@@ -193,9 +194,13 @@ def build(
             minute = int((created - compaction).total_seconds() // 60)
             minutes[(row.day, minute, rng.randrange(PROCESSES))].append(row)
     for day, rows in compacted.items():
-        files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
+        files[index_rows.file_name(day, index_rows.stamp(rows[-1].created))] = index_rows.encode(
+            rows
+        )
     for (day, _minute, _process), rows in minutes.items():
-        files[run_index.file_name(day, run_index.stamp(rows[-1].created))] = run_index.encode(rows)
+        files[index_rows.file_name(day, index_rows.stamp(rows[-1].created))] = index_rows.encode(
+            rows
+        )
     seen += [
         row.created.isoformat()
         for row in recent_rows
@@ -288,10 +293,10 @@ def in_flight_lookup(store: Any) -> dict[str, Any]:
         if store.lists_cheaply:
             store.listing(newest)
         else:
-            lists = run_index.pending_files(store)
+            lists = index_pending.pending_files(store)
             for data in store.read_many([stored.name for stored in lists]):
                 assert not isinstance(data, Exception)
-                run_index.decode_pending(data)
+                index_pending.decode_pending(data)
         times.append(time.perf_counter() - began)
     return {"files": day_files, "median_s": round(statistics.median(times), 3)}
 

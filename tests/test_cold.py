@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import agenttape
-from agenttape._production import run_index
+from agenttape._production.index import listing as index_listing
+from agenttape._production.index.rebuild import rebuild_index
 from agenttape._production.store import open_store
-from agenttape._production.stored_runs import list_runs, rebuild_index
+from agenttape._production.stored_runs import list_runs
 from tests.cli_support import assert_one_line_error, cli, write_run
 from tests.test_erasure import index_rows
 from tests.test_view import chromium
@@ -110,4 +111,4 @@ def test_the_html_chart_draws_the_top_groups_in_a_browser(tmp_path: Path) -> Non
     drawn = chromium(tmp_path, f"--screenshot={shot}", "--window-size=900,700", page.as_uri())
     assert drawn.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 5000
-    assert run_index.index_files(open_store(store))
+    assert index_listing.index_files(open_store(store))

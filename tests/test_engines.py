@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 
-from agenttape._production import run_index
-from agenttape._production.stored_runs import list_runs, rebuild_index
+from agenttape._production.index import batch as index_batch
+from agenttape._production.index import listing as index_listing
+from agenttape._production.index import reader as index_reader
+from agenttape._production.index import rows as row_format
+from agenttape._production.index.rebuild import rebuild_index
+from agenttape._production.stored_runs import list_runs
 from tests.cli_support import write_run
 
 duckdb = pytest.importorskip("duckdb")
@@ -177,7 +181,7 @@ def _column(text: str) -> tuple[str, str]:
 @pytest.mark.parametrize("engine", ["Trino", "Athena"])
 def test_the_create_table_statements_match_the_parquet_schema(engine: str) -> None:
     declared = declared_columns(statement(engine))
-    schema = {field.name: arrow_type(field) for field in run_index.schema()}
+    schema = {field.name: arrow_type(field) for field in row_format.schema()}
     partition = declared.pop("date", None)
     if engine == "Athena":
         assert "PARTITIONED BY (`date` string)" in statement(engine)
@@ -193,7 +197,7 @@ def test_every_query_names_only_columns_the_index_has(engine: str) -> None:
     selected = re.search(r"SELECT (.*?)\n", sql)
     assert selected is not None
     names = [name.strip() for name in selected.group(1).split(",")]
-    schema = set(run_index.schema().names)
+    schema = set(row_format.schema().names)
     assert set(names) <= schema, set(names) - schema
     for column in ("path", "tags", "created"):
         assert column in sql
@@ -210,19 +214,19 @@ def test_a_listing_by_tag_keeps_the_newest_row_of_each_run(tmp_path: Path) -> No
     store = open_store(tmp_path)
     day = NOW.strftime("%Y-%m-%d")
 
-    def row(user: str, status: str = "ok") -> run_index.IndexRow:
+    def row(user: str, status: str = "ok") -> row_format.IndexRow:
         header = {
             "run_id": "r_1",
             "created_at": NOW,
             "tags": {"user_id": user},
             "run": {"status": status},
         }
-        return run_index.describe(header, f"{day}/r_1.msgpack", 10)
+        return row_format.describe(header, f"{day}/r_1.msgpack", 10)
 
-    run_index.write_rows(store, [row("u_1")], when="20260101T000000.000000Z")
-    run_index.write_rows(store, [row("u_2", "failed")], when="20260101T000001.000000Z")
-    files = run_index.index_files(store)
-    with run_index.IndexReader(store, files) as reader:
+    index_batch.write_rows(store, [row("u_1")], when="20260101T000000.000000Z")
+    index_batch.write_rows(store, [row("u_2", "failed")], when="20260101T000001.000000Z")
+    files = index_listing.index_files(store)
+    with index_reader.IndexReader(store, files) as reader:
         assert reader.select(files, since=None, errors=False, tags={"user_id": "u_1"}) == []
         [newest] = reader.select(files, since=None, errors=True, tags={"user_id": "u_2"})
         assert newest.status == "failed"
@@ -233,13 +237,13 @@ def test_index_files_are_written_in_small_row_groups(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     rows = [
-        run_index.describe(
+        row_format.describe(
             {"run_id": f"r_{n}", "created_at": NOW, "tags": {"user_id": f"u_{n}"}},
             f"{NOW:%Y-%m-%d}/r_{n}.msgpack",
             10,
         )
         for n in range(10_000)
     ]
-    data = run_index.encode(rows)
+    data = row_format.encode(rows)
     (tmp_path / "one.parquet").write_bytes(data)
     assert pq.ParquetFile(tmp_path / "one.parquet").num_row_groups == 3

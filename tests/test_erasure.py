@@ -16,11 +16,16 @@ import pytest
 import time_machine
 
 import agenttape
-from agenttape._production import deletions, run_index
+from agenttape._production import deletions
 from agenttape._production.erasure import apply_retention, retire
+from agenttape._production.index import batch as index_batch
+from agenttape._production.index import listing as index_listing
+from agenttape._production.index import reader as index_reader
+from agenttape._production.index import rows as row_format
+from agenttape._production.index.rebuild import rebuild_index
 from agenttape._production.run_deletion import delete_runs
 from agenttape._production.store import FsspecStore, Store, open_store
-from agenttape._production.stored_runs import list_runs, rebuild_index
+from agenttape._production.stored_runs import list_runs
 from tests.cli_support import assert_one_line_error, cli, fresh_copies, write_run
 
 duckdb = pytest.importorskip("duckdb")
@@ -49,10 +54,10 @@ def seed(store: Path) -> None:
 
 def index_rows(store: Store) -> list[str]:
     """Every row of every index file, duplicates included: what Spark or Athena would see."""
-    files = run_index.index_files(store)
+    files = index_listing.index_files(store)
     if not files:
         return []
-    with run_index.IndexReader(store, files) as reader:
+    with index_reader.IndexReader(store, files) as reader:
         found = reader.connection.sql(f"SELECT run_id FROM {reader.source(files)}").fetchall()
     return sorted(run_id for (run_id,) in found)
 
@@ -127,13 +132,13 @@ def test_a_run_written_after_its_deletion_started_stays_hidden(tmp_path: Path) -
     does not bring the run back: readers, compaction and rebuild honour the tombstone."""
     seed(tmp_path)
     store = open_store(tmp_path)
-    late = run_index.describe(
+    late = row_format.describe(
         {"run_id": "r_c", "created_at": NOW, "tags": {"user_id": "u_9"}},
         f"{NOW:%Y-%m-%d}/r_c.msgpack",
         10,
     )
     delete_runs(tmp_path, tags={"user_id": "u_9"})
-    run_index.write_rows(store, [late])
+    index_batch.write_rows(store, [late])
     assert "r_c" in index_rows(store)
     assert listed(str(tmp_path)) == KEPT
     assert cli("index", "compact", tmp_path).returncode == 0
@@ -251,9 +256,9 @@ def _deleted_files(store: Store) -> list[str]:
     return sorted(stored.name for stored in store.listing(deletions.DELETED)[1])
 
 
-def _late_row(run_id: str) -> run_index.IndexRow:
+def _late_row(run_id: str) -> row_format.IndexRow:
     """The row of a deleted run, as a writer's batch that lands after the deletion holds it."""
-    return run_index.describe(
+    return row_format.describe(
         {"run_id": run_id, "created_at": NOW, "tags": {"user_id": "u_9"}},
         f"{NOW:%Y-%m-%d}/{run_id}.msgpack",
         10,
@@ -262,7 +267,7 @@ def _late_row(run_id: str) -> run_index.IndexRow:
 
 def _age_done_markers(store: Store, days: int) -> None:
     """Make every done marker say it was written ``days`` ago (as if that long had passed)."""
-    old = run_index.stamp(_dt.datetime.now(_dt.UTC) - _dt.timedelta(days=days))
+    old = row_format.stamp(_dt.datetime.now(_dt.UTC) - _dt.timedelta(days=days))
     for name in _deleted_files(store):
         if name.endswith(deletions.DONE_SUFFIX):
             base = name.partition("@")[0].removesuffix(deletions.DONE_SUFFIX)
@@ -281,13 +286,13 @@ def test_done_tombstones_are_retired_by_a_compaction_and_a_late_row_stays_gone(
     delete_runs(tmp_path, tags={"user_id": "u_9"})
     delete_runs(tmp_path, run_ids=["r_b"])
     assert len(_deleted_files(store)) == 4  # two tombstones, each marked done
-    run_index.write_rows(store, [_late_row("r_c")])  # lands after the deletion
+    index_batch.write_rows(store, [_late_row("r_c")])  # lands after the deletion
     assert cli("index", "compact", tmp_path).returncode == 0
     assert len(_deleted_files(store)) == 4  # too recent to retire
     assert listed(str(tmp_path)) == {"r_d"}
     later = _dt.datetime.now(_dt.UTC) + deletions.RETIRE_AFTER
     assert retire(store, now=later - _dt.timedelta(hours=1)) == 0
-    run_index.write_rows(store, [_late_row("r_e")])  # still within the window
+    index_batch.write_rows(store, [_late_row("r_e")])  # still within the window
     assert retire(store, now=later + _dt.timedelta(minutes=1)) == 2
     assert _deleted_files(store) == []
     assert listed(str(tmp_path)) == {"r_d"} == run_files(store)
@@ -318,7 +323,7 @@ def test_a_retirement_killed_at_each_step_is_finished_by_the_next_compaction(
     template = tmp_path / "template"
     seed(template)
     delete_runs(template, tags={"user_id": "u_9"})
-    run_index.write_rows(open_store(template), [_late_row("r_c")])
+    index_batch.write_rows(open_store(template), [_late_row("r_c")])
     _age_done_markers(open_store(template), 3)
     report: list[str] = []
     after = 1
@@ -350,14 +355,14 @@ def test_a_writer_drops_a_row_that_waited_too_long_rather_than_write_it_late(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(run_index.time, "monotonic", lambda: clock[0])
-    batch = run_index.Batch()
+    monkeypatch.setattr(index_batch.time, "monotonic", lambda: clock[0])
+    batch = index_batch.Batch()
     old, new = _late_row("r_old"), _late_row("r_new")
     batch.add(old)
-    clock[0] += run_index.MAX_ROW_WAIT - 10
+    clock[0] += index_batch.MAX_ROW_WAIT - 10
     batch.add(new)
     assert batch.keep(batch.take()) == 0  # the store refused them: both wait
     clock[0] += 20
     assert batch.keep(batch.take()) == 1  # refused again: the older one is dropped
     assert [row.run_id for row in batch.take()] == ["r_new"]
-    assert deletions.RETIRE_AFTER.total_seconds() > run_index.MAX_ROW_WAIT
+    assert deletions.RETIRE_AFTER.total_seconds() > index_batch.MAX_ROW_WAIT

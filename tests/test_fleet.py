@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from agenttape._production import claims, manifests, run_index
+from agenttape._production.index import batch as index_batch
+from agenttape._production.index import claims, manifests
+from agenttape._production.index import compaction as index_compaction
+from agenttape._production.index import listing as index_listing
+from agenttape._production.index import reader as index_reader
+from agenttape._production.index import rows as row_format
 from agenttape._production.store import FsspecStore, Store, StoredFile, open_store
 from agenttape._production.stored_runs import list_runs
 from tests.cli_support import AGENTTAPE, fresh_copies
@@ -101,14 +106,14 @@ def _many_writers_then_two_compactions(
         assert writer.returncode == 0, err
     store = open_store(url, options)
     expected = {f"w{w}-{n}" for w in range(WRITERS) for n in range(RUNS_EACH)}
-    files_before = len(run_index.index_files(store))
+    files_before = len(index_listing.index_files(store))
     rows_before = len(index_rows(store))
     listed = [info.run_id for info in list_runs(url, storage_options=options)]
     assert sorted(listed) == sorted(expected)
     every_row_once(store, expected)
     said = compact_twice_at_once(url, env)
     every_row_once(store, expected)
-    assert len(run_index.index_files(store)) == 1
+    assert len(index_listing.index_files(store)) == 1
     assert sorted(info.run_id for info in list_runs(url, storage_options=options)) == sorted(
         expected
     )
@@ -116,7 +121,7 @@ def _many_writers_then_two_compactions(
     return (
         f"{WRITERS} writers x {RUNS_EACH} runs: {files_before} index files, {rows_before} rows; "
         f"two compactions at once said {said}; after: "
-        f"{len(run_index.index_files(store))} file, {len(index_rows(store))} rows, each once"
+        f"{len(index_listing.index_files(store))} file, {len(index_rows(store))} rows, each once"
     )
 
 
@@ -134,20 +139,20 @@ def test_a_second_compaction_leaves_a_claimed_day_to_the_first(tmp_path: Path) -
     for writer in writers:
         assert writer.wait(timeout=300) == 0
     store = open_store(tmp_path)
-    [day] = {found.day for found in run_index.index_files(store)}
+    [day] = {found.day for found in index_listing.index_files(store)}
     with claims.held(store, day) as held:
         assert held is not None
-        done = run_index.compact(store)
+        done = index_compaction.compact(store)
         assert done.busy == [day] and done.files == 0
-    assert run_index.compact(store).busy == []
+    assert index_compaction.compact(store).busy == []
 
 
 def raw_index(store: Store) -> tuple[list[str], list[str]]:
     """Every Parquet file under the index and every manifest, believed or not: what an engine
     globbing ``_index/*/*.parquet`` reads, and the manifests beside them."""
-    listed = [stored.name for stored in store.walk(run_index.INDEX)]
+    listed = [stored.name for stored in store.walk(row_format.INDEX)]
     return (
-        [name for name in listed if run_index.INDEX_FILE.fullmatch(name)],
+        [name for name in listed if row_format.INDEX_FILE.fullmatch(name)],
         [name for name in listed if manifests.MANIFEST_FILE.fullmatch(name)],
     )
 
@@ -161,7 +166,7 @@ def _kill_compaction_at_each_step(
         target = fresh(after)
         store = open_store(target, options)
         expected = set(index_rows(store))
-        before = len(run_index.index_files(store))
+        before = len(index_listing.index_files(store))
         code, changes = crash_run(after, "index", "compact", target, env=env)
         if code == 0:
             assert changes == after - 1
@@ -181,7 +186,7 @@ def _kill_compaction_at_each_step(
         )
         assert following.returncode == 0, following.stderr
         every_row_once(store, expected)
-        assert len(run_index.index_files(store)) == 1
+        assert len(index_listing.index_files(store)) == 1
         parquet, published = raw_index(store)
         # Nothing left behind either: with no grace period, the next compaction deletes what
         # the killed one folded or wrote unpublished.
@@ -277,14 +282,14 @@ def _tie(tmp_path: Path, winner_is_extra: bool) -> str:
     extra = tmp_path / "extra"
     shutil.copytree(base, extra)
     store, other = open_store(base), open_store(extra)
-    [day] = {found.day for found in run_index.index_files(store)}
+    [day] = {found.day for found in index_listing.index_files(store)}
     before = set(raw_index(other)[0])
-    run_index.write_rows(other, [run_index.unreadable(StoredFile(f"{day}/late.msgpack", 1), "")])
+    index_batch.write_rows(other, [row_format.unreadable(StoredFile(f"{day}/late.msgpack", 1), "")])
     [late] = set(raw_index(other)[0]) - before
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
-        assert run_index.compact(store).by_manifests
-        assert run_index.compact(other).by_manifests
+        assert index_compaction.compact(store).by_manifests
+        assert index_compaction.compact(other).by_manifests
     [theirs] = raw_index(other)[1]
     [output] = [name for name in raw_index(other)[0] if manifests.is_merged(name)]
     # The names decide the tie: the greater uuid is believed.
@@ -295,7 +300,7 @@ def _tie(tmp_path: Path, winner_is_extra: bool) -> str:
     assert len(raw_index(store)[1]) == 2
     expected = {f"w{w}-{n}" for w in range(WRITERS) for n in range(RUNS_EACH)} | {"late"}
     every_row_once(store, expected)
-    believed = [found.name for found in run_index.index_files(store)]
+    believed = [found.name for found in index_listing.index_files(store)]
     # The loser's output is ignored; a fragment only the loser folded is still read.
     assert (output in believed) == winner_is_extra
     assert (late in believed) != winner_is_extra
@@ -304,7 +309,7 @@ def _tie(tmp_path: Path, winner_is_extra: bool) -> str:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
         patch.setenv(manifests.GRACE, "0")
-        run_index.compact(store)
+        index_compaction.compact(store)
     every_row_once(store, expected)
     assert len(raw_index(store)[0]) == 1 and len(raw_index(store)[1]) == 1
     return (
@@ -316,8 +321,10 @@ def _tie(tmp_path: Path, winner_is_extra: bool) -> str:
 
 def raw_parquet_rows(store: Store) -> int:
     """Rows in every Parquet file of the index, believed or not."""
-    files = [run_index.IndexFile(name, name.split("date=")[1][:10]) for name in raw_index(store)[0]]
-    with run_index.IndexReader(store, files) as reader:
+    files = [
+        row_format.IndexFile(name, name.split("date=")[1][:10]) for name in raw_index(store)[0]
+    ]
+    with index_reader.IndexReader(store, files) as reader:
         [(count,)] = reader.connection.sql(
             f"SELECT count(*) FROM {reader.source(files)}"
         ).fetchall()

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from agenttape._production import deletions, manifests, run_index
+from agenttape._production import deletions
 from agenttape._production.erasure import retire
+from agenttape._production.index import compaction, manifests
 from agenttape._production.run_deletion import delete_runs
 from agenttape._production.store import open_store
 from agenttape._production.stored_runs import list_runs
@@ -186,7 +187,7 @@ def test_deleted_rows_left_in_folded_files_are_never_shown(
     assert cli("runs", tmp_path, "--tag", "user_id=u_9").stdout.count("r_") == 0
     # The grace period over, the next compaction deletes them: the bytes are gone.
     monkeypatch.setenv(manifests.GRACE, "0")
-    run_index.compact(store)
+    compaction.compact(store)
     assert raw_parquet_rows(store) == len(KEPT)
     every_row_once(store, KEPT)
 
@@ -211,7 +212,7 @@ def test_a_compaction_whose_clock_is_behind_loses_nothing(tmp_path: Path) -> Non
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AGENTTAPE_CONDITIONAL_WRITES", "off")
         patch.setenv(manifests.GRACE, "60")
-        assert run_index.compact(store, only=True).collected == 0
+        assert compaction.compact(store, only=True).collected == 0
     code, said = finish(behind)
     assert code == 0, said
     every_row_once(store, EVERY_RUN)

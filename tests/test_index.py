@@ -23,14 +23,18 @@ import pytest
 
 import agenttape
 from agenttape._core import codec
-from agenttape._production import run_index
+from agenttape._production.index import batch as index_batch
+from agenttape._production.index import listing as index_listing
+from agenttape._production.index import pending as index_pending
+from agenttape._production.index import reader as index_reader
+from agenttape._production.index import rows as row_format
+from agenttape._production.index.rebuild import rebuild_index
 from agenttape._production.store import StoredFile, open_store
 from agenttape._production.stored_runs import (
     RunFilter,
     compact_index,
     list_indexed_runs,
     list_runs,
-    rebuild_index,
 )
 from agenttape._tools.cli import main
 from tests.cli_support import assert_one_line_error, cli, write_run
@@ -113,13 +117,13 @@ def test_the_batch_waits_for_flush_close_its_age_or_its_size(
     assert [info.run_id for info in list_runs(store)] == [first.run_id]
     assert recorder.flush(timeout=10) and len(index_parquet(store)) == 1
 
-    monkeypatch.setattr(run_index, "BATCH_ROWS", 3)
+    monkeypatch.setattr(index_batch, "BATCH_ROWS", 3)
     for _ in range(3):
         with recorder.run():
             httpx.get(server.url + "/b")
     assert _wait_for(lambda: len(index_parquet(store)) == 2)  # three rows: a batch, unasked
 
-    monkeypatch.setattr(run_index, "BATCH_SECONDS", 0.2)
+    monkeypatch.setattr(index_batch, "BATCH_SECONDS", 0.2)
     with recorder.run():
         httpx.get(server.url + "/c")
     assert _wait_for(lambda: len(index_parquet(store)) == 3)  # old enough: written, unasked
@@ -217,7 +221,7 @@ def test_index_and_headers_give_the_same_output_for_every_filter_combination(
     for combination in combinations:
         args = [flag for part in combination for flag in part]
         from_index[tuple(args)] = run_cli("runs", varied, *args)
-    monkeypatch.setattr(run_index, "can_read", lambda: False)
+    monkeypatch.setattr(index_reader, "can_read", lambda: False)
     listed = 0
     for args, (code, output) in from_index.items():
         assert code == 0
@@ -324,8 +328,8 @@ def test_on_an_object_store_runs_in_flight_are_found_from_the_writers_lists(
     with recorder.run(user_id="u_1") as second:
         httpx.get(server.url + "/two")
     wait_for(lambda: recorder.stats.written == 2)  # its file is written, its row waits
-    [named] = run_index.pending_files(store)
-    [in_flight] = run_index.decode_pending(store.read(named.name))
+    [named] = index_pending.pending_files(store)
+    [in_flight] = index_pending.decode_pending(store.read(named.name))
     assert in_flight.name.endswith(f"/{second.run_id}.msgpack") and in_flight.size > 0
     # A file no writer named, in a day the index holds, is not looked for: the listing reads
     # no day folder the index covers (a request per thousand runs on an object store).
@@ -334,7 +338,7 @@ def test_on_an_object_store_runs_in_flight_are_found_from_the_writers_lists(
     found = [info.run_id for info in list_runs(object_store, tags={"user_id": "u_1"})]
     assert sorted(found) == sorted([first.run_id, second.run_id])
     recorder.close()
-    assert run_index.pending_files(store) == []  # the batch is written: the list is gone
+    assert index_pending.pending_files(store) == []  # the batch is written: the list is gone
     found = [info.run_id for info in list_runs(object_store, tags={"user_id": "u_1"})]
     assert sorted(found) == sorted([first.run_id, second.run_id])
 
@@ -363,12 +367,12 @@ def test_a_list_left_by_a_writer_that_died_is_read_and_removed_by_a_rebuild(
     # The writer named it and a run it never wrote, then died before its batch.
     never = f"{NOW:%Y-%m-%d}/r_never.msgpack"
     store.write(
-        run_index.pending_name("deadbeef"),
-        run_index.encode_pending([StoredFile(name, size), StoredFile(never, 9)]),
+        index_pending.pending_name("deadbeef"),
+        index_pending.encode_pending([StoredFile(name, size), StoredFile(never, 9)]),
     )
     assert {info.run_id for info in list_runs(object_store)} == {"r_indexed", "r_orphan"}
     done = rebuild_index(object_store)
-    assert done.runs == 2 and run_index.pending_files(store) == []
+    assert done.runs == 2 and index_pending.pending_files(store) == []
     assert {info.run_id for info in list_runs(object_store)} == {"r_indexed", "r_orphan"}
 
 
@@ -381,17 +385,17 @@ def test_a_damaged_list_of_runs_in_flight_falls_back_to_the_newest_folders(
     put_run(object_store, "r_unnamed")
     # Unnamed, in a day the index has: not looked for.
     assert [info.run_id for info in list_runs(object_store)] == ["r_indexed"]
-    store.write(f"{run_index.PENDING}/x{run_index.PENDING_SUFFIX}", b"\xc1 not msgpack")
+    store.write(f"{index_pending.PENDING}/x{index_pending.PENDING_SUFFIX}", b"\xc1 not msgpack")
     assert {info.run_id for info in list_runs(object_store)} == {"r_indexed", "r_unnamed"}
 
 
 # -- compaction and rebuilds --------------------------------------------------------------------
 
 
-def row_of(store: Path, path: Path) -> run_index.IndexRow:
+def row_of(store: Path, path: Path) -> row_format.IndexRow:
     header, interactions = codec.decode(path.read_bytes(), path.name)
     name = path.relative_to(store).as_posix()
-    return run_index.describe(header, name, path.stat().st_size, interactions)
+    return row_format.describe(header, name, path.stat().st_size, interactions)
 
 
 def test_compact_merges_each_days_files_and_a_reader_in_between_sees_each_run_once(
@@ -401,13 +405,13 @@ def test_compact_merges_each_days_files_and_a_reader_in_between_sees_each_run_on
     for number in range(6):
         path = write_run(store, f"r_{number}", NOW - _dt.timedelta(days=number % 2), {"n": number})
         # Small batches, as several writers leave them: here one file per run.
-        run_index.write_rows(open_store(store), [row_of(store, path)])
+        index_batch.write_rows(open_store(store), [row_of(store, path)])
     before = list_runs(store)
     files_before = index_parquet(store)
     assert len(before) == 6 and len(files_before) == 6
     # A reader between a merged file's write and the deletes sees those rows twice.
     opened = open_store(store)
-    run_index.write_rows(opened, [row_of(store, p) for p in sorted(store.glob("*/r_*.msgpack"))])
+    index_batch.write_rows(opened, [row_of(store, p) for p in sorted(store.glob("*/r_*.msgpack"))])
     count = f"SELECT count(*) FROM read_parquet('{store}/_index/*/*.parquet')"
     assert duckdb.sql(count).fetchall() == [(12,)]
     assert list_runs(store) == before
@@ -526,8 +530,8 @@ def test_an_index_over_quota_hides_no_run_and_its_rows_are_written_once_it_has_r
     QUOTA["full"] = False
     assert recorder.flush(timeout=10)
     store = open_store(quota_store)
-    with run_index.IndexReader(store, run_index.index_files(store)) as reader:
-        indexed = reader.paths(run_index.index_files(store))
+    with index_reader.IndexReader(store, index_listing.index_files(store)) as reader:
+        indexed = reader.paths(index_listing.index_files(store))
     assert len(indexed) == 3
 
 
@@ -538,7 +542,7 @@ def test_a_big_batch_the_index_refuses_waits_before_it_is_tried_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     server = serve(echo_path)
-    monkeypatch.setattr(run_index, "BATCH_ROWS", 2)
+    monkeypatch.setattr(index_batch, "BATCH_ROWS", 2)
     QUOTA["full"] = True
     recorder = recorders(quota_store, keep="all")
     for _ in range(6):
@@ -574,20 +578,20 @@ def test_an_index_file_removed_while_it_is_read_makes_the_listing_start_again(
     varied: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = list_runs(varied)
-    real = run_index.index_files
+    real = index_listing.index_files
     calls = []
 
-    def stale(store: Any) -> list[run_index.IndexFile]:
+    def stale(store: Any) -> list[row_format.IndexFile]:
         calls.append(1)
         found = real(store)
         if len(calls) == 1:  # the listing of a moment ago: a file compaction then removed
             return [
                 *found,
-                run_index.IndexFile(f"_index/date={NOW:%Y-%m-%d}/gone.parquet", f"{NOW:%Y-%m-%d}"),
+                row_format.IndexFile(f"_index/date={NOW:%Y-%m-%d}/gone.parquet", f"{NOW:%Y-%m-%d}"),
             ]
         return found
 
-    monkeypatch.setattr(run_index, "index_files", stale)
+    monkeypatch.setattr(index_listing, "index_files", stale)
     warnings: list[str] = []
     assert list_runs(varied, warn=warnings.append) == before
     assert warnings == [] and len(calls) == 3
@@ -631,7 +635,7 @@ def test_a_recorder_without_pyarrow_says_once_that_it_cannot_add_to_an_existing_
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     server = serve(echo_path)
-    monkeypatch.setattr(run_index, "can_write", lambda: False)
+    monkeypatch.setattr(index_batch, "can_write", lambda: False)
     caplog.set_level(logging.WARNING, logger="agenttape.recorder")
     recorder = recorders(varied, keep="all")
     for _ in range(2):
@@ -647,7 +651,7 @@ def test_runs_without_duckdb_on_an_indexed_store_says_how_to_list_faster(
     varied: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     expected = run_cli("runs", varied)
-    monkeypatch.setattr(run_index, "can_read", lambda: False)
+    monkeypatch.setattr(index_reader, "can_read", lambda: False)
     assert run_cli("runs", varied) == expected
     [warning] = capsys.readouterr().err.splitlines()
     assert "has a run index" in warning and "agenttape-recorder[index]" in warning
@@ -663,7 +667,7 @@ def test_index_commands_need_the_extra_and_an_action(
     assert_one_line_error(
         cli("index", "rebuild", tmp_path, "--since", "soon"), "neither a duration"
     )
-    monkeypatch.setattr(run_index, "can_write", lambda: False)
+    monkeypatch.setattr(index_batch, "can_write", lambda: False)
     with pytest.raises(agenttape.AgentTapeError, match=r"agenttape-recorder\[index\]"):
         rebuild_index(tmp_path)
     with pytest.raises(agenttape.AgentTapeError, match=r"agenttape-recorder\[index\]"):
@@ -696,8 +700,8 @@ def test_the_index_on_a_real_s3_compatible_server(
                 httpx.get(f"{server.url}/status/500/{user_id}")
     assert recorder.stats.written == 3
     store = open_store(url, s3)
-    [parquet] = run_index.index_files(store)
-    with run_index.IndexReader(store, [parquet]) as reader:
+    [parquet] = index_listing.index_files(store)
+    with index_reader.IndexReader(store, [parquet]) as reader:
         sql = f"SELECT count(*) FROM {reader.source([parquet])} WHERE tags['user_id'] = 'u_7710'"
         assert reader.connection.sql(sql).fetchall() == [(2,)]
     everything = RunFilter({"user_id": "u_7710"}, None, False)
@@ -720,16 +724,16 @@ def test_the_index_on_a_real_s3_compatible_server(
         rebuilt.returncode == 0
         and "indexed 3 runs in 1 day; replaced 1 index file" in rebuilt.stdout
     )
-    run_index.write_rows(store, [row for row in _rows_of(store)])  # a second file for the day
+    index_batch.write_rows(store, [row for row in _rows_of(store)])  # a second file for the day
     compacted = cli("index", "compact", url, env=environment)
     assert compacted.returncode == 0 and "merged 2 index files" in compacted.stdout
-    assert len(run_index.index_files(store)) == 1
+    assert len(index_listing.index_files(store)) == 1
     assert cli("runs", url, "--tag", "user_id=u_7710", env=environment).stdout == listed.stdout
 
 
-def _rows_of(store: Any) -> list[run_index.IndexRow]:
-    files = run_index.index_files(store)
-    with run_index.IndexReader(store, files) as reader:
+def _rows_of(store: Any) -> list[row_format.IndexRow]:
+    files = index_listing.index_files(store)
+    with index_reader.IndexReader(store, files) as reader:
         return reader.select(files, since=None, errors=False, tags={})
 
 

@@ -13,8 +13,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from agenttape._production import run_index, tag_filters
-from agenttape._production.run_index import IndexRow
+from agenttape._production.index import listing as index_listing
+from agenttape._production.index import rows as row_format
+from agenttape._production.index import tag_filters
+from agenttape._production.index.rows import IndexRow
 from agenttape._production.store import FsspecStore, LocalStore, open_store
 from agenttape._production.stored_runs import RunFilter, RunInfo, select_runs
 
@@ -25,7 +27,7 @@ pytest.importorskip("fsspec")
 
 NOW = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
 DAYS = 4
-ROWS_PER_DAY = 5 * run_index.ROW_GROUP
+ROWS_PER_DAY = 5 * row_format.ROW_GROUP
 
 
 class CountingStore(FsspecStore):
@@ -48,7 +50,7 @@ class CountingStore(FsspecStore):
     def read_many(self, names: Sequence[str], size: int | None = None) -> list[bytes | Exception]:
         found = super().read_many(names, size)
         for name, data in zip(names, found, strict=True):
-            if isinstance(data, bytes) and name.startswith(run_index.INDEX):
+            if isinstance(data, bytes) and name.startswith(row_format.INDEX):
                 self.fetched[name] += len(data)
         return found
 
@@ -92,14 +94,14 @@ def stores(
             )
             for number in range(ROWS_PER_DAY)
         ]
-        data = run_index.encode(rows)
+        data = row_format.encode(rows)
         if day == 0:  # as a writer before tag filters wrote it
             table = pq.read_table(pa.BufferReader(data))
             sink = pa.BufferOutputStream()
-            pq.write_table(table, sink, row_group_size=run_index.ROW_GROUP)
+            pq.write_table(table, sink, row_group_size=row_format.ROW_GROUP)
             data = sink.getvalue().to_pybytes()
             assert tag_filters.read(pq.read_metadata(pa.BufferReader(data))) is None
-        name = run_index.file_name(name_day, run_index.stamp(rows[-1].created))
+        name = row_format.file_name(name_day, row_format.stamp(rows[-1].created))
         local.write(name, data)
         remote.write(name, data)
     yield local, remote
@@ -114,7 +116,7 @@ def test_a_listing_by_tag_fetches_the_footers_and_the_row_groups_holding_the_tag
     stores: tuple[LocalStore, CountingStore],
 ) -> None:
     local, remote = stores
-    files = sorted(run_index.index_files(remote), key=lambda found: found.day)
+    files = sorted(index_listing.index_files(remote), key=lambda found: found.day)
     wanted = RunFilter({"user_id": "u_wanted"}, NOW - _dt.timedelta(days=DAYS + 1), False)
     expected = select_runs(local, wanted)
     assert len(expected) == 5 * DAYS
@@ -141,7 +143,7 @@ def test_a_listing_by_tag_not_in_the_index_fetches_only_footers_and_unfiltered_f
     stores: tuple[LocalStore, CountingStore],
 ) -> None:
     local, remote = stores
-    files = sorted(run_index.index_files(remote), key=lambda found: found.day)
+    files = sorted(index_listing.index_files(remote), key=lambda found: found.day)
     wanted = RunFilter({"user_id": "u_nobody"}, None, False)
     assert select_runs(remote, wanted) == [] == select_runs(local, wanted)
     _first, *between, _newest = files
@@ -151,7 +153,7 @@ def test_a_listing_by_tag_not_in_the_index_fetches_only_footers_and_unfiltered_f
         assert remote.fetched[found.name] <= max(footer + 8, 64 * 1024), (remote.fetched, found)
 
 
-def footers_fetched(store: CountingStore, files: list[run_index.IndexFile]) -> set[str]:
+def footers_fetched(store: CountingStore, files: list[row_format.IndexFile]) -> set[str]:
     """The files whose last bytes (their footer) were fetched."""
     sizes = {found.name: found.size for found in files}
     return {name for name, _start, end in store.ranges if end == sizes.get(name)}
@@ -160,7 +162,7 @@ def footers_fetched(store: CountingStore, files: list[run_index.IndexFile]) -> s
 def on_s3(local: LocalStore, s3: dict[str, Any], prefix: str) -> CountingStore:
     """The local store's index, copied to the S3-compatible server."""
     remote = CountingStore(f"s3://agent-runs/{prefix}", s3)
-    for stored in local.walk(run_index.INDEX):
+    for stored in local.walk(row_format.INDEX):
         remote.write(stored.name, local.read(stored.name))
     return remote
 
@@ -175,7 +177,7 @@ def without_tags(data: bytes) -> bytes:
     body["groups"] = [bytes(len(group)) for group in body["groups"]]
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, table.schema, compression="zstd") as writer:
-        writer.write_table(table, row_group_size=run_index.ROW_GROUP)
+        writer.write_table(table, row_group_size=row_format.ROW_GROUP)
         writer.add_key_value_metadata({tag_filters.KEY: msgpack.packb(body)})
     changed: bytes = sink.getvalue().to_pybytes()
     return changed
@@ -209,7 +211,7 @@ def test_on_s3_a_listing_again_takes_past_days_footers_from_the_cache(
     cached_on_s3: CachedOnS3, tmp_path: Path
 ) -> None:
     local, remote, expected = cached_on_s3("cached")
-    files = sorted(run_index.index_files(remote), key=lambda found: found.day)
+    files = sorted(index_listing.index_files(remote), key=lambda found: found.day)
     today = f"{_dt.datetime.now(_dt.UTC):%Y-%m-%d}"
     past = {found.name for found in files if found.day < today}
     assert len(past) >= DAYS - 1 and all(found.version for found in files)
@@ -237,7 +239,7 @@ def test_footers_are_neither_cached_nor_read_in_a_folder_others_can_write(
     cached_on_s3: CachedOnS3, tmp_path: Path
 ) -> None:
     _local, remote, expected = cached_on_s3("shared")
-    files = run_index.index_files(remote)
+    files = index_listing.index_files(remote)
     assert shown(select_runs(remote, WANTED)) == expected
     folder = tmp_path / "cache" / "index-footers"
     kept = sorted(entry.name for entry in folder.iterdir())

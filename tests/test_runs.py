@@ -10,11 +10,11 @@ import pytest
 
 import agenttape
 from agenttape._core import meta
+from agenttape._production.durations import parse_since
 from agenttape._production.stored_runs import (
     HEAD_BYTES,
     fetch_run,
     list_runs,
-    parse_since,
 )
 from agenttape._tools.runs_table import format_runs, parse_tags
 from tests.cli_support import write_run

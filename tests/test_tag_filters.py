@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from agenttape._production import tag_filters
+from agenttape._production.index import tag_filters
 
 pa = pytest.importorskip("pyarrow")
 

@@ -29,12 +29,12 @@ def _start() -> None:
         return
     try:
         from agenttape._adapters import children
-        from agenttape._tools import run_command
+        from agenttape._tools import run_process
     except ImportError as exc:
         sys.stderr.write(f"{who}: {sys.executable} cannot import agenttape ({exc}); {what}\n")
         return
     if os.environ.get("AGENTTAPE_RUN_CASSETTE"):
-        run_command.start_in_process()
+        run_process.start_in_process()
     else:
         children.inherit()
 

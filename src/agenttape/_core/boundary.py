@@ -52,50 +52,61 @@ def boundary(name: str) -> Callable[[F], F]:
     def decorate(function: F) -> F:
         call = _Call(bare, label, function)
         if inspect.iscoroutinefunction(function):
-
-            @functools.wraps(function)
-            async def run_async(*args: Any, **kwargs: Any) -> Any:
-                tape = runtime.active()
-                request = call.request(args, kwargs) if tape is not None else None
-                if tape is None or request is None:
-                    return await function(*args, **kwargs)
-
-                plan = begin(tape, request, label)
-                with serving(tape, plan, _not_recorded):
-                    if isinstance(plan, Replay):
-                        return call.replay(plan.interaction)
-                    try:
-                        result = await function(*args, **kwargs)
-                    except Exception as exc:
-                        call.raised(plan.recording, exc)
-                        raise
-                    call.returned(plan.recording, result)
-                    return result
-
-            return run_async  # type: ignore[return-value]
-
-        @functools.wraps(function)
-        def run(*args: Any, **kwargs: Any) -> Any:
-            tape = runtime.active()
-            request = call.request(args, kwargs) if tape is not None else None
-            if tape is None or request is None:
-                return function(*args, **kwargs)
-
-            plan = begin(tape, request, label)
-            with serving(tape, plan, _not_recorded):
-                if isinstance(plan, Replay):
-                    return call.replay(plan.interaction)
-                try:
-                    result = function(*args, **kwargs)
-                except Exception as exc:
-                    call.raised(plan.recording, exc)
-                    raise
-                call.returned(plan.recording, result)
-                return result
-
-        return run  # type: ignore[return-value]
+            return _async_wrapper(call, function, label)  # type: ignore[return-value]
+        return _sync_wrapper(call, function, label)  # type: ignore[return-value]
 
     return decorate
+
+
+def _sync_wrapper(call: _Call, function: Callable[..., Any], label: str) -> Callable[..., Any]:
+    """``function`` run live (no tape, or arguments the boundary leaves alone), replayed, or
+    run and recorded."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        tape = runtime.active()
+        request = call.request(args, kwargs) if tape is not None else None
+        if tape is None or request is None:
+            return function(*args, **kwargs)
+
+        plan = begin(tape, request, label)
+        with serving(tape, plan, _not_recorded):
+            if isinstance(plan, Replay):
+                return call.replay(plan.interaction)
+            try:
+                result = function(*args, **kwargs)
+            except Exception as exc:
+                call.raised(plan.recording, exc)
+                raise
+            call.returned(plan.recording, result)
+            return result
+
+    return run
+
+
+def _async_wrapper(call: _Call, function: Callable[..., Any], label: str) -> Callable[..., Any]:
+    """``_sync_wrapper`` for a coroutine function: the call awaited when run live."""
+
+    @functools.wraps(function)
+    async def run_async(*args: Any, **kwargs: Any) -> Any:
+        tape = runtime.active()
+        request = call.request(args, kwargs) if tape is not None else None
+        if tape is None or request is None:
+            return await function(*args, **kwargs)
+
+        plan = begin(tape, request, label)
+        with serving(tape, plan, _not_recorded):
+            if isinstance(plan, Replay):
+                return call.replay(plan.interaction)
+            try:
+                result = await function(*args, **kwargs)
+            except Exception as exc:
+                call.raised(plan.recording, exc)
+                raise
+            call.returned(plan.recording, result)
+            return result
+
+    return run_async
 
 
 def _not_recorded(exc: BaseException) -> None:

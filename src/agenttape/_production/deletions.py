@@ -12,7 +12,7 @@ A tombstone names run files (``paths``) and/or a day: every run in a dated folde
 
 A done tombstone of run files is retired (``erasure.retire``, by each compaction) once
 ``RETIRE_AFTER`` has passed since it was done: by then no writer's batch can still hold a row
-of its runs (a writer drops rows that waited ``run_index.MAX_ROW_WAIT``), and the index days
+of its runs (a writer drops rows that waited ``index.batch.MAX_ROW_WAIT``), and the index days
 holding its runs are rewritten once more without them (dropping rows a late batch brought)
 before its files are removed. So listings do not read one file per deletion forever. The
 newest day rule stays: it hides late files in old days.

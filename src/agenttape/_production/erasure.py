@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime as _dt
 
 from .._core.errors import AgentTapeError
-from . import deletions, run_index
+from . import deletions
+from .index import compaction, listing
+from .index.rows import DAY, INDEX, stamp
 from .store import Store
 
 
@@ -20,13 +22,13 @@ def _days(stone: deletions.Tombstone) -> set[str]:
     return {path.partition("/")[0] for path in stone.paths if "/" in path}
 
 
-def rewrite(store: Store, stone: deletions.Tombstone) -> run_index.Compacted:
+def rewrite(store: Store, stone: deletions.Tombstone) -> compaction.Compacted:
     """Rewrite the index days holding the tombstone's rows; mark it done when none was busy."""
     erased = deletions.erased(store)
     days = _days(stone)
     if stone.before:
-        days |= {found.day for found in run_index.index_files(store) if found.day < stone.before}
-    done = run_index.compact(store, erased, rewrite=days, only=True)
+        days |= {found.day for found in listing.index_files(store) if found.day < stone.before}
+    done = compaction.compact(store, erased, rewrite=days, only=True)
     if done.skipped:
         day, reason = done.skipped[0]
         raise AgentTapeError(
@@ -34,7 +36,7 @@ def rewrite(store: Store, stone: deletions.Tombstone) -> run_index.Compacted:
             f"runs stay hidden; rebuild it with: agenttape index rebuild {store.url} --since {day}"
         )
     if not done.busy and not done.late:
-        deletions.mark_done(store, stone, run_index.stamp())
+        deletions.mark_done(store, stone, stamp())
     return done
 
 
@@ -56,7 +58,7 @@ def complete(store: Store) -> int:
 def _delete_days_before(store: Store, day: str, limit: int | None) -> int:
     """Delete run files in dated folders before ``day`` (at most ``limit``); how many."""
     removed = 0
-    for folder in sorted(f for f in store.listing()[0] if run_index.DAY.fullmatch(f) and f < day):
+    for folder in sorted(f for f in store.listing()[0] if DAY.fullmatch(f) and f < day):
         names = [stored.name for stored in store.listing(folder)[1]]
         if limit is not None:
             names = names[: limit - removed]
@@ -72,7 +74,7 @@ def retire(store: Store, now: _dt.datetime | None = None) -> int:
     rewrite the index days holding their runs without them, then remove their files (the
     tombstone first: a marker left alone is removed next time); how many."""
     moment = now or _dt.datetime.now(_dt.UTC)
-    horizon = run_index.stamp(moment - deletions.RETIRE_AFTER)
+    horizon = stamp(moment - deletions.RETIRE_AFTER)
     listed = {stored.name for stored in store.listing(deletions.DELETED)[1]}
     bases = {
         name[: -len(deletions.TOMBSTONE_SUFFIX)]
@@ -91,9 +93,11 @@ def retire(store: Store, now: _dt.datetime | None = None) -> int:
     if not due:
         return 0
     days = set().union(*(_days(stone) for stone in due))
-    indexed = {found.day for found in run_index.index_files(store)} & days
+    indexed = {found.day for found in listing.index_files(store)} & days
     if indexed:
-        done = run_index.compact(store, deletions.erased(store, stones), rewrite=indexed, only=True)
+        done = compaction.compact(
+            store, deletions.erased(store, stones), rewrite=indexed, only=True
+        )
         if done.busy or done.skipped or done.late:
             return 0  # the next compaction retires them
     store.delete_many([stone.name for stone in due])
@@ -114,17 +118,17 @@ def apply_retention(store: Store, keep: _dt.timedelta, limit: int = RETENTION_FI
     stones = deletions.tombstones(store)
     rule = max((s for s in stones if s.before), key=lambda s: s.before, default=None)
     if rule is None or rule.before < cutoff:
-        folders = [f for f in store.listing()[0] if run_index.DAY.fullmatch(f) and f < cutoff]
-        indexed = [d for d in store.listing(run_index.INDEX)[0] if d[5:] < cutoff]
+        folders = [f for f in store.listing()[0] if DAY.fullmatch(f) and f < cutoff]
+        indexed = [d for d in store.listing(INDEX)[0] if d[5:] < cutoff]
         if not folders and not indexed:
             return 0
-        name = deletions.write_tombstone(store, run_index.stamp(), (), before=cutoff)
+        name = deletions.write_tombstone(store, stamp(), (), before=cutoff)
         rule = deletions.Tombstone(name, frozenset(), cutoff, done=False)
         if not _rewrite_days_before(store, rule):
             return 0
     removed = _delete_days_before(store, rule.before, limit)
     if not rule.done and removed < limit and _rewrite_days_before(store, rule):
-        deletions.mark_done(store, rule, run_index.stamp())
+        deletions.mark_done(store, rule, stamp())
         # An older day rule is covered by this one.
         for stone in stones:
             if stone.before and stone.before < rule.before and not stone.paths:
@@ -134,8 +138,8 @@ def apply_retention(store: Store, keep: _dt.timedelta, limit: int = RETENTION_FI
 
 def _rewrite_days_before(store: Store, rule: deletions.Tombstone) -> bool:
     """Delete the index days before the rule's day; False when one was busy."""
-    days = {found.day for found in run_index.index_files(store) if found.day < rule.before}
+    days = {found.day for found in listing.index_files(store) if found.day < rule.before}
     if not days:
         return True
-    done = run_index.compact(store, deletions.erased(store), rewrite=days, only=True)
+    done = compaction.compact(store, deletions.erased(store), rewrite=days, only=True)
     return not done.busy and not done.skipped and not done.late

@@ -13,7 +13,8 @@ from typing import Any
 from .._core import codec
 from .._core.errors import CassetteNotFoundError
 from .._core.secrets import scrub_note
-from . import run_index
+from .index import batch, listing
+from .index.rows import describe
 from .run import COLD
 from .store import StoredFile, open_store
 from .stored_runs import RunInfo, info_of
@@ -43,6 +44,6 @@ def mark_cold(
     header["run"] = summary
     encoded = codec.encode(header, interactions)
     opened.write(name, encoded)
-    if run_index.index_files(opened) and run_index.can_write():
-        run_index.write_rows(opened, [run_index.describe(header, name, len(encoded), interactions)])
+    if listing.index_files(opened) and batch.can_write():
+        batch.write_rows(opened, [describe(header, name, len(encoded), interactions)])
     return info_of(opened, StoredFile(name, len(encoded)))

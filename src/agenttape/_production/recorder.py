@@ -16,10 +16,10 @@ from typing import Any, Literal, get_args
 
 from .._core.redaction import Redactor
 from .._core.secrets import scrub_note
+from .durations import parse_duration
 from .otel import annotate_current_span, require_api
 from .run import EXCHANGE_OVERHEAD, RUN_ID, Run, logger
 from .store import SUFFIX, open_store
-from .stored_runs import parse_duration
 from .threads import follow_threads, stop_following_threads
 from .writer import Job, LossLog, Writer
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core.errors import CassetteNotFoundError
-from . import deletions, erasure, run_index
+from . import deletions, erasure
+from .index.rows import stamp
 from .store import StoredFile, open_store
 from .stored_runs import RunFilter, RunInfo, info_of, select_runs
 
@@ -58,7 +59,7 @@ def delete_runs(
     if not runs:
         return Deleted(runs, finished=finished)
     paths = [info.name for info in runs]
-    name = deletions.write_tombstone(opened, run_index.stamp(), paths)
+    name = deletions.write_tombstone(opened, stamp(), paths)
     opened.delete_many(paths)
     stone = deletions.Tombstone(name, frozenset(paths), "", done=False)
     done = erasure.rewrite(opened, stone)

@@ -1,9 +1,9 @@
 """Finding the runs a recorder kept: list them by tag, time and status; copy one out to replay.
 
-The run index (``run_index``) answers a listing when the store has one and DuckDB is
+The run index (``index``) answers a listing when the store has one and DuckDB is
 installed. Otherwise the listing reads only the head of each cassette (the header comes before
 the interactions), so it stays cheap on object storage; a dated folder older than ``since`` is
-not read at all. Both give the same rows: each run's fields come from ``run_index.describe``.
+not read at all. Both give the same rows: each run's fields come from ``index.rows.describe``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,15 +23,15 @@ from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
 from .._core.text import aware, counted
-from . import claims, deletions, erasure, index_fetch, run_index
+from . import deletions, erasure
+from .durations import parse_since, utc_day
+from .index import batch, compaction, fetch, listing, pending, reader
+from .index.rows import EXTRA, INDEX, IndexFile, IndexRow, describe, unreadable
 from .run import COLD, RUN_ID
-from .run_index import IndexRow
-from .store import SUFFIX, LocalStore, Store, StoredFile, open_store
+from .store import SUFFIX, Store, StoredFile, open_store
 
 # Bytes read first to find a header; a bigger header is read whole.
 HEAD_BYTES = 64 * 1024
-RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 DATED_FOLDER = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -88,33 +87,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
-
-
-def parse_duration(text: str) -> _dt.timedelta:
-    """``30m``, ``2h``, ``90d``, ``1w``: how long."""
-    relative = RELATIVE.fullmatch(text.strip())
-    if not relative:
-        raise ValueError(f"{text!r} is not a duration (30m, 2h, 90d, 1w)")
-    amount, unit = relative.groups()
-    return _dt.timedelta(**{UNITS[unit]: float(amount)})
-
-
-def parse_since(text: str, now: _dt.datetime | None = None) -> _dt.datetime:
-    """``30m``, ``2h``, ``7d``, ``1w`` ago, or an ISO date/time (UTC unless it says otherwise)."""
-    now = now or _dt.datetime.now(_dt.UTC)
-    stripped = text.strip()
-    relative = RELATIVE.fullmatch(stripped)
-    if relative:
-        amount, unit = relative.groups()
-        return now - _dt.timedelta(**{UNITS[unit]: float(amount)})
-    try:
-        moment = _dt.datetime.fromisoformat(stripped.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"since {text!r} is neither a duration (30m, 2h, 7d, 1w) nor an ISO date or time "
-            "(2026-11-20, 2026-11-20T15:00Z)"
-        ) from None
-    return aware(moment)
 
 
 def _tag_matches(value: Any, wanted: Any) -> bool:
@@ -174,8 +146,8 @@ def info_of(store: Store, stored: StoredFile, head: bytes | Exception | None = N
             raise head
         header = read_header(store, stored, head)
     except (CassetteFormatError, OSError) as exc:
-        return _run_info(run_index.unreadable(stored, str(exc)))
-    return _run_info(run_index.describe(header, stored.name, stored.size))
+        return _run_info(unreadable(stored, str(exc)))
+    return _run_info(describe(header, stored.name, stored.size))
 
 
 # Heads read in one go: an object store answers them in parallel.
@@ -217,11 +189,7 @@ def _before(stored: StoredFile, since: _dt.datetime) -> bool:
     folder, slash, _file = stored.name.partition("/")
     if not slash or not DATED_FOLDER.fullmatch(folder):
         return False
-    return folder < _day(since)
-
-
-def _day(moment: _dt.datetime) -> str:
-    return moment.astimezone(_dt.UTC).strftime("%Y-%m-%d")
+    return folder < utc_day(since)
 
 
 @dataclass(slots=True, frozen=True)
@@ -299,7 +267,7 @@ def _listed_runs(
     """The runs ``wanted`` asks for, from the index or else the headers (deleted runs too)."""
     moment = wanted.since
     runs: list[RunInfo] | None = None
-    if run_index.can_read():
+    if reader.can_read():
         try:
             runs = list_indexed_runs(opened, wanted)
         except IndexUnreadableError as exc:
@@ -309,10 +277,10 @@ def _listed_runs(
                     f"from their files instead, which is slower; repair it with: "
                     f"agenttape index rebuild {opened.url}"
                 )
-    elif warn is not None and run_index.INDEX in opened.listing()[0]:
+    elif warn is not None and INDEX in opened.listing()[0]:
         warn(
             f"{opened.url} has a run index, but listing from it needs DuckDB: "
-            f"{run_index.EXTRA}; listed the runs from their files instead"
+            f"{EXTRA}; listed the runs from their files instead"
         )
     if runs is None:
         files = [
@@ -351,8 +319,8 @@ def list_indexed_runs(
             top = pool.submit(store.listing)
             named = None if store.lists_cheaply else pool.submit(_named_in_flight, store)
             if not store.lists_cheaply and attempt == 0:
-                pool.submit(index_fetch.load_readers)
-            files = run_index.index_files(store)
+                pool.submit(fetch.load_readers)
+            files = listing.index_files(store)
             if not files:
                 return None
             listed = top.result(), None if named is None else named.result()
@@ -361,7 +329,7 @@ def list_indexed_runs(
         except Exception as exc:
             if not _unreadable_index(exc):
                 raise
-            if attempt + 1 < INDEX_ATTEMPTS and run_index.index_files(store) != files:
+            if attempt + 1 < INDEX_ATTEMPTS and listing.index_files(store) != files:
                 continue
             raise IndexUnreadableError(_one_line(exc)) from exc
     raise AssertionError("unreachable")
@@ -372,26 +340,14 @@ INDEX_ATTEMPTS = 3
 
 def _indexed_runs(
     store: Store,
-    files: list[run_index.IndexFile],
+    files: list[IndexFile],
     wanted: RunFilter,
     now: _dt.datetime | None,
-    listing: tuple[list[str], list[StoredFile]],
+    store_listing: tuple[list[str], list[StoredFile]],
     named_in_flight: list[StoredFile] | None,
 ) -> list[RunInfo]:
-    days = {found.day for found in files}
-    since_day = None if wanted.since is None else _day(wanted.since)
-    now = now or _dt.datetime.now(_dt.UTC)
-    start = min(max(days), _day(now - UNINDEXED_WINDOW))
-    folders, top = listing
-    dated = {
-        day
-        for day in folders
-        if DATED_FOLDER.fullmatch(day) and (since_day is None or day >= since_day)
-    }
-    window = {day for day in dated if day >= start or day not in days}
-    unindexed_days = {day for day in dated if day not in days}
-    queried = [found for found in files if since_day is None or found.day >= since_day]
-    tail = [found for found in files if found.day >= start]
+    folders, top = store_listing
+    window, unindexed_days, queried, tail = _days_to_read(files, wanted, now, folders)
 
     def in_flight() -> tuple[list[StoredFile], list[RunInfo]]:
         """Run files to read (folders listed), and the runs the writers named as in flight,
@@ -406,10 +362,10 @@ def _indexed_runs(
     with ThreadPoolExecutor(1) as pool:
         looked_up = pool.submit(in_flight)
         needed = list({found.name: found for found in queried + tail}.values())
-        asked = index_fetch.Wanted(wanted.since, wanted.before, wanted.errors, wanted.tags)
+        asked = fetch.Wanted(wanted.since, wanted.before, wanted.errors, wanted.tags)
         with (
-            index_fetch.local_copy(store, needed, asked, tail) as (copy, paths),
-            run_index.IndexReader(copy, needed) as index,
+            fetch.local_copy(store, needed, asked, tail) as (copy, paths),
+            reader.IndexReader(copy, needed) as index,
         ):
             rows = index.select(
                 queried,
@@ -436,14 +392,36 @@ def _indexed_runs(
     return [info for info in runs.values() if wanted(info)]
 
 
+def _days_to_read(
+    files: list[IndexFile], wanted: RunFilter, now: _dt.datetime | None, folders: list[str]
+) -> tuple[set[str], set[str], list[IndexFile], list[IndexFile]]:
+    """Which dated folders to list (those a writer's batch may still hold, and those the
+    index has no day for), which of them the index has no day for; the index files to query,
+    and those whose run paths tell which runs the index holds yet."""
+    days = {found.day for found in files}
+    since_day = None if wanted.since is None else utc_day(wanted.since)
+    now = now or _dt.datetime.now(_dt.UTC)
+    start = min(max(days), utc_day(now - UNINDEXED_WINDOW))
+    dated = {
+        day
+        for day in folders
+        if DATED_FOLDER.fullmatch(day) and (since_day is None or day >= since_day)
+    }
+    window = {day for day in dated if day >= start or day not in days}
+    unindexed_days = {day for day in dated if day not in days}
+    queried = [found for found in files if since_day is None or found.day >= since_day]
+    tail = [found for found in files if found.day >= start]
+    return window, unindexed_days, queried, tail
+
+
 def _listed(store: Store, days: set[str]) -> list[StoredFile]:
     return [stored for day in sorted(days) for stored in store.listing(day)[1]]
 
 
 def _named_in_flight(store: Store) -> list[StoredFile] | None:
-    """The runs writers named as in flight (run_index.PENDING); None when a list of them
+    """The runs writers named as in flight (``pending.PENDING``); None when a list of them
     cannot be read."""
-    lists = run_index.pending_files(store)
+    lists = pending.pending_files(store)
     named: dict[str, StoredFile] = {}
     for data in store.read_many([stored.name for stored in lists]):
         if isinstance(data, FileNotFoundError):
@@ -451,7 +429,7 @@ def _named_in_flight(store: Store) -> list[StoredFile] | None:
         if isinstance(data, Exception):
             return None
         try:
-            named.update((run.name, run) for run in run_index.decode_pending(data))
+            named.update((run.name, run) for run in pending.decode_pending(data))
         except ValueError:
             return None
     return list(named.values())
@@ -469,170 +447,17 @@ def _one_line(exc: Exception) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-@dataclass(slots=True, frozen=True)
-class Rebuilt:
-    """What ``rebuild_index`` did."""
-
-    runs: int
-    days: int
-    unreadable: int
-    replaced: int
-    busy: list[str] = field(default_factory=list)
-    # Days whose manifest was not published in time (a store without conditional writes).
-    late: list[str] = field(default_factory=list)
-
-
-def rebuild_index(
-    store: str | os.PathLike[str],
-    *,
-    since: _dt.datetime | str | None = None,
-    storage_options: dict[str, Any] | None = None,
-) -> Rebuilt:
-    """Index the run files of ``store`` again (each whole day from ``since``'s on), for runs
-    written before the store had an index or whose batch was lost. Each day's new file is
-    written whole before the day's old files are deleted; on a store without conditional
-    writes it is published by a manifest instead, as a compaction's is."""
-    if not run_index.can_write():
-        raise AgentTapeError(f"writing the run index needs pyarrow: {run_index.EXTRA}")
-    opened = open_store(store, storage_options)
-    moment = (
-        parse_since(since) if isinstance(since, str) else None if since is None else aware(since)
-    )
-    since_day = "" if moment is None else _day(moment)
-    erasure.complete(opened)
-    old = [found for found in run_index.index_files(opened) if found.day >= since_day]
-    in_flight = _pending_lists(opened)
-    if isinstance(opened, LocalStore) and not opened.root.is_dir():
-        raise CassetteNotFoundError(f"store {opened.url} does not exist or is not a folder")
-    folders, top = opened.listing()
-    erased = deletions.erased(opened)
-    top = [stored for stored in top if not erased.hides(stored.name)]
-    when = run_index.stamp()
-    with ThreadPoolExecutor(REBUILD_READERS) as pool:
-        by_day: dict[str, list[IndexRow]] = defaultdict(list)
-        for row in pool.map(
-            lambda stored: _full_row(opened, stored),
-            [stored for stored in top if stored.name.endswith(SUFFIX)],
-        ):
-            if row.day >= since_day and row.day:
-                by_day[row.day].append(row)
-        days = sorted(
-            {day for day in folders if DATED_FOLDER.fullmatch(day) and day >= since_day}
-            | set(by_day)
-            | {found.day for found in old}
-        )
-        runs = unreadable = replaced = indexed_days = 0
-        busy: list[str] = []
-        late: list[str] = []
-        for day in days:
-            files = [
-                s
-                for s in opened.listing(day)[1]
-                if s.name.endswith(SUFFIX) and not erased.hides(s.name)
-            ]
-            rows = by_day.pop(day, []) + list(pool.map(lambda s: _full_row(opened, s), files))
-            if not opened.conditional_creates:
-                done = run_index.publish_rebuilt(
-                    opened, day, rows, {f.name for f in old if f.day == day}, when, erased
-                )
-                if isinstance(done, str):
-                    raise AgentTapeError(
-                        f"cannot rebuild the run index of {opened.url} for {day}: {done}"
-                    )
-                if isinstance(done, run_index.Late):
-                    late.append(day)
-                    continue
-                replaced += done
-            else:
-                # Claimed, as a compaction claims it: the two never rewrite one day at once.
-                with claims.held(opened, day) as claim:
-                    if claim is None:
-                        busy.append(day)
-                        continue
-                    replaced += _replace_day(opened, claim, day, rows, old, when)
-            runs += len(rows)
-            unreadable += sum(1 for row in rows if row.status == "unreadable")
-            indexed_days += bool(rows)
-    # Lists of runs in flight whose every run is in a day just rebuilt were left by writers
-    # that stopped before writing their batch. (A live writer's batch indexes its runs again.)
-    for name, named_days in in_flight.items():
-        if named_days and all(day in days and day not in late for day in named_days):
-            opened.delete(name)
-    return Rebuilt(
-        runs=runs,
-        days=indexed_days,
-        unreadable=unreadable,
-        replaced=replaced,
-        busy=busy,
-        late=late,
-    )
-
-
-def _replace_day(
-    store: Store,
-    claim: claims.Claim,
-    day: str,
-    rows: list[IndexRow],
-    old: list[run_index.IndexFile],
-    when: str,
-) -> int:
-    """Write the day's rows as one file, then delete the day's old files; how many."""
-    replaced = [found.name for found in old if found.day == day]
-    output = run_index.file_name(day, when) if rows else None
-    claims.record(store, claim, replaced, output)
-    if output is not None:
-        try:
-            store.write(output, run_index.encode(rows))
-        except Exception as exc:
-            raise AgentTapeError(
-                f"cannot write the run index of {store.url} for {day}: {exc}"
-            ) from None
-    store.delete_many(replaced)
-    return len(replaced)
-
-
-def _pending_lists(store: Store) -> dict[str, set[str]]:
-    """Each list of runs in flight, with the days of the runs it names."""
-    lists = run_index.pending_files(store)
-    found: dict[str, set[str]] = {}
-    for stored, data in zip(lists, store.read_many([s.name for s in lists]), strict=True):
-        if isinstance(data, Exception):
-            continue
-        try:
-            named = run_index.decode_pending(data)
-        except ValueError:
-            continue
-        found[stored.name] = {run.name.partition("/")[0] for run in named}
-    return found
-
-
 def compact_index(
     store: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None
-) -> run_index.Compacted:
-    """Merge each day's index files into one (see ``run_index.compact``)."""
-    if not (run_index.can_write() and run_index.can_read()):
-        raise AgentTapeError(
-            f"compacting the run index needs pyarrow and DuckDB: {run_index.EXTRA}"
-        )
+) -> compaction.Compacted:
+    """Merge each day's index files into one (see ``compaction.compact``)."""
+    if not (batch.can_write() and reader.can_read()):
+        raise AgentTapeError(f"compacting the run index needs pyarrow and DuckDB: {EXTRA}")
     opened = open_store(store, storage_options)
     erasure.complete(opened)
-    done = run_index.compact(opened, deletions.erased(opened))
+    done = compaction.compact(opened, deletions.erased(opened))
     erasure.retire(opened)
     return done
-
-
-# Run files read at once by a rebuild: object stores answer many reads in parallel.
-REBUILD_READERS = 8
-
-
-def _full_row(store: Store, stored: StoredFile) -> IndexRow:
-    """A run's row from its whole file (its exchanges give the hosts and models)."""
-    try:
-        data = store.read(stored.name)
-        header, interactions = codec.decode(data, f"{store.url}/{stored.name}")
-    except (CassetteFormatError, OSError) as exc:
-        return run_index.unreadable(stored, str(exc))
-    return run_index.describe(header, stored.name, stored.size, interactions)
 
 
 def fetch_run(

@@ -22,7 +22,8 @@ from .._core.models import Interaction
 from .._core.redaction import Redactor
 from .._core.secrets import scrub_tags
 from .._core.text import counted
-from . import run_index
+from .index import batch, pending
+from .index.rows import EXTRA, INDEX, describe
 from .store import Store, StoredFile
 
 logger = logging.getLogger("agenttape.recorder")
@@ -96,9 +97,9 @@ class Writer:
         self._base: dict[str, Any] | None = None
         # The run index's rows not written yet (None: pyarrow is not installed); flushes
         # asked for and done, so a flush waits for the batch its runs are in.
-        self._batch = run_index.Batch() if run_index.can_write() else None
+        self._batch = batch.Batch() if batch.can_write() else None
         # On an object store, the files naming runs whose rows wait in the batch (see
-        # run_index.PENDING), deleted once the batch is written.
+        # pending.PENDING), deleted once the batch is written.
         self._names_in_flight = self._batch is not None and not store.lists_cheaply
         self._writer_id = secrets.token_hex(8)
         self._published: list[str] = []
@@ -210,7 +211,7 @@ class Writer:
     def _check_unindexed(self) -> None:
         """Runs this process cannot index in a store others index: say so, once."""
         try:
-            indexed = run_index.INDEX in self._store.listing()[0]
+            indexed = INDEX in self._store.listing()[0]
         except Exception:  # the writes will say what is wrong with the store
             return
         if indexed:
@@ -218,49 +219,43 @@ class Writer:
                 "agenttape recorder: %s has a run index, but this process cannot add its runs "
                 "to it (pyarrow is missing): %s; meanwhile 'agenttape index rebuild %s' adds them",
                 self._store.url,
-                run_index.EXTRA,
+                EXTRA,
                 self._store.url,
             )
 
     def _index_due(self) -> bool:
         """The batch is old or big enough (written between runs); or, with no run waiting, a
         flush asks for it or the writer is closing."""
-        batch = self._batch
-        if batch is not None and batch.due():
+        waiting = self._batch
+        if waiting is not None and waiting.due():
             return True
         if self._jobs:
             return False
         return self._flushes_done < self._flushes_asked or (
-            self._closed and batch is not None and len(batch) > 0
+            self._closed and waiting is not None and len(waiting) > 0
         )
 
     def _write_index(self) -> None:
         """Write the batch; rows that fail wait for the next one (not past close)."""
-        batch = self._batch
-        if batch is None or not len(batch):
+        waiting = self._batch
+        if waiting is None or not len(waiting):
             return
-        rows = batch.take()
+        rows = waiting.take()
         published, self._published = self._published, []
         try:
-            run_index.write_rows(self._store, rows)
-        except run_index.IndexWriteError as exc:
+            batch.write_rows(self._store, rows)
+        except batch.IndexWriteError as exc:
             self._published = published + self._published
             if self._closed:
-                self._losses.warn(
-                    "index", run_index.lost_rows_message(self._store, len(exc.rows), exc)
-                )
+                self._losses.warn("index", batch.lost_rows_message(self._store, len(exc.rows), exc))
                 return
-            self._losses.warn(
-                "index", run_index.waiting_rows_message(self._store, len(exc.rows), exc)
-            )
-            dropped = batch.keep(exc.rows)
+            self._losses.warn("index", batch.waiting_rows_message(self._store, len(exc.rows), exc))
+            dropped = waiting.keep(exc.rows)
             if dropped:
-                self._losses.warn(
-                    "index lost", run_index.lost_rows_message(self._store, dropped, exc)
-                )
+                self._losses.warn("index lost", batch.lost_rows_message(self._store, dropped, exc))
         except Exception as exc:  # the rows cannot be encoded: another try would fail again
             # The files naming these runs stay: readers still find them.
-            self._losses.warn("index", run_index.lost_rows_message(self._store, len(rows), exc))
+            self._losses.warn("index", batch.lost_rows_message(self._store, len(rows), exc))
         else:
             for name in published:
                 with contextlib.suppress(Exception):
@@ -300,16 +295,16 @@ class Writer:
             self._losses.warn(
                 "pending",
                 f"could not name {counted(written, 'run')} in flight at {self._store.url}/"
-                f"{run_index.PENDING} ({unnamed}): 'agenttape runs' lists them once their "
+                f"{pending.PENDING} ({unnamed}): 'agenttape runs' lists them once their "
                 "batch of the run index is written",
             )
         return sizes
 
     def _publish(self, runs: list[StoredFile]) -> Exception | None:
         """Names ``runs`` as in flight; the store's error when it refused."""
-        name = run_index.pending_name(self._writer_id)
+        name = pending.pending_name(self._writer_id)
         try:
-            self._store.write(name, run_index.encode_pending(runs))
+            self._store.write(name, pending.encode_pending(runs))
         except Exception as exc:
             return exc
         self._published.append(name)
@@ -352,7 +347,7 @@ class Writer:
             return None
         if self._batch is not None:
             try:
-                self._batch.add(run_index.describe(header, job.name, len(data), job.interactions))
+                self._batch.add(describe(header, job.name, len(data), job.interactions))
             except Exception as exc:  # the run is written; only its row is missing
-                self._losses.warn("index", run_index.lost_rows_message(self._store, 1, exc))
+                self._losses.warn("index", batch.lost_rows_message(self._store, 1, exc))
         return len(data)

@@ -78,71 +78,90 @@ class H1Connection(ClientConnection):
             self.conn.receive_data(data)
 
     def run(self) -> None:
-        plain = not isinstance(self.sock, ssl.SSLSocket)
-        if plain and (
-            self.pending.startswith(H2_PREFACE[:4])
-            or (not self.pending and peek(self.sock, len(H2_PREFACE)) == H2_PREFACE)
-        ):
-            # HTTP/2 with prior knowledge, without TLS (h2c).
-            origin = self.tunnel or self.server.upstream_origin
-            if origin is not None:
-                H2Connection(
-                    self.server, self.sock, self.pool, origin, self.pending, self.tunnel is None
-                ).run()
+        """Serve the connection's requests one after another, or hand it to HTTP/2."""
+        if self._served_as_h2c():
             return
         if self.pending:
             self.conn.receive_data(self.pending)
+        while self._serve_one():
+            pass
+
+    def _served_as_h2c(self) -> bool:
+        """HTTP/2 with prior knowledge, without TLS (h2c): served by ``H2Connection``."""
+        plain = not isinstance(self.sock, ssl.SSLSocket)
+        if not plain or not (
+            self.pending.startswith(H2_PREFACE[:4])
+            or (not self.pending and peek(self.sock, len(H2_PREFACE)) == H2_PREFACE)
+        ):
+            return False
+        origin = self.tunnel or self.server.upstream_origin
+        if origin is not None:
+            H2Connection(
+                self.server, self.sock, self.pool, origin, self.pending, self.tunnel is None
+            ).run()
+        return True
+
+    def _serve_one(self) -> bool:
+        """One request, forwarded or replayed; False once the connection is done with."""
+        try:
+            event = self._next()
+        except h11.RemoteProtocolError as exc:
+            self._refuse(400, f"malformed request: {exc}")
+            return False
+        if not isinstance(event, h11.Request):
+            return False
+        method = event.method.decode("ascii", "replace")
+        target = event.target.decode("latin-1")
+        headers = decode_header_set(event.headers.raw_items())
+        if method == "CONNECT":
+            self._connect(target)
+            return False
+        problem = framing_problem(headers)
+        if problem is not None:
+            # Never forwarded nor recorded: a server may read the body as another request.
+            self.server.log(f"refused {method} {target}: ambiguous framing ({problem})")
+            self._refuse(400, f"ambiguous request framing: {problem}")
+            return False
+        body = self._body()
+        incoming = None if body is None else self._incoming(method, target, headers, body)
+        if incoming is None:
+            return False
+        if "websocket" in (header(headers, "upgrade") or "").lower():
+            # The connection is the session's from here on, whatever its outcome.
+            pending, _closed = self.conn.trailing_data
+            self.server.adapter.handle_websocket(incoming, self.sock, self.pool, pending)
+            return False
+        return self._answer(incoming, method)
+
+    def _body(self) -> bytes | None:
+        """The request's body; None when the client sent something else before its end."""
+        body = []
         while True:
-            try:
-                event = self._next()
-            except h11.RemoteProtocolError as exc:
-                self._refuse(400, f"malformed request: {exc}")
-                return
-            if not isinstance(event, h11.Request):
-                return
-            method = event.method.decode("ascii", "replace")
-            target = event.target.decode("latin-1")
-            headers = decode_header_set(event.headers.raw_items())
-            if method == "CONNECT":
-                self._connect(target)
-                return
-            problem = framing_problem(headers)
-            if problem is not None:
-                # Never forwarded nor recorded: a server may read the body as another request.
-                self.server.log(f"refused {method} {target}: ambiguous framing ({problem})")
-                self._refuse(400, f"ambiguous request framing: {problem}")
-                return
-            body = []
-            while True:
-                part = self._next()
-                if isinstance(part, h11.Data):
-                    body.append(part.data)
-                elif isinstance(part, h11.EndOfMessage):
-                    break
-                else:
-                    return
-            incoming = self._incoming(method, target, headers, b"".join(body))
-            if incoming is None:
-                return
-            if "websocket" in (header(headers, "upgrade") or "").lower():
-                # The connection is the session's from here on, whatever its outcome.
-                pending, _closed = self.conn.trailing_data
-                self.server.adapter.handle_websocket(incoming, self.sock, self.pool, pending)
-                return
-            client = _H1Client(self, method)
-            self.server.adapter.handle(incoming, client, self.pool)
-            if client.closed or client.close_after:
-                if not client.closed:
-                    with contextlib.suppress(OSError):
-                        self.sock.close()
-                return
-            # h11 follows along: the answer went out as recorded, byte for byte, not via h11.
-            self.conn.send(h11.Response(status_code=200, headers=[(b"content-length", b"0")]))
-            self.conn.send(h11.EndOfMessage())
-            try:
-                self.conn.start_next_cycle()
-            except h11.LocalProtocolError:
-                return
+            part = self._next()
+            if isinstance(part, h11.Data):
+                body.append(part.data)
+            elif isinstance(part, h11.EndOfMessage):
+                return b"".join(body)
+            else:
+                return None
+
+    def _answer(self, incoming: ProxyRequest, method: str) -> bool:
+        """Answer through the adapter; False when the connection closes after it."""
+        client = _H1Client(self, method)
+        self.server.adapter.handle(incoming, client, self.pool)
+        if client.closed or client.close_after:
+            if not client.closed:
+                with contextlib.suppress(OSError):
+                    self.sock.close()
+            return False
+        # h11 follows along: the answer went out as recorded, byte for byte, not via h11.
+        self.conn.send(h11.Response(status_code=200, headers=[(b"content-length", b"0")]))
+        self.conn.send(h11.EndOfMessage())
+        try:
+            self.conn.start_next_cycle()
+        except h11.LocalProtocolError:
+            return False
+        return True
 
     def _connect(self, target: str) -> None:
         if self.tunnel is not None:

@@ -25,7 +25,7 @@ import re
 import sys
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import Any, TextIO
@@ -143,6 +143,31 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
     if install:
         install_adapters()
     installed, off = state()
+    patched = _patched()
+    would, reasons = _would_patch(installed, off)
+    not_intercepted = {
+        library: f"{distribution} {version_of(distribution, library)}: no adapter"
+        for library, distribution in UNADAPTED.items()
+        if library in sys.modules
+        and not any(adapted.partition(".")[0] == library for adapted in LIBRARIES)
+    }
+    for library in reasons:
+        not_intercepted[library] = f"{_version(library)}: adapter off"
+    return Report(
+        __version__,
+        sys.version.split()[0],
+        patched,
+        would,
+        {library: f"{_version(library)}: {reason}" for library, reason in reasons.items()},
+        not_intercepted,
+        list(_wrappers()),
+        _not_imported(),
+    )
+
+
+def _patched() -> list[PatchRow]:
+    """What is patched now: the ledger's patches (each once), the import hook, the audit
+    hook of the network guard."""
     patched: list[PatchRow] = []
     for entry in ledger.entries():
         row = patch_rows(entry.library, [entry.patch], entry.state)[0]
@@ -172,6 +197,14 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
                 "",
             )
         )
+    return patched
+
+
+def _would_patch(
+    installed: Collection[str], off: Mapping[str, str]
+) -> tuple[list[PatchRow], dict[str, str]]:
+    """What installing would patch in the libraries imported now; and each library whose
+    adapter stays off, with why."""
     would: list[PatchRow] = []
     reasons = dict(off)
     for library, module in _imported():
@@ -184,24 +217,7 @@ def report(*, imports: tuple[str, ...] = (), install: bool = False) -> Report:
             continue
         fresh = [patch for patch in patches if ledger.installed(patch.target, patch.name) is None]
         would += patch_rows(library, fresh, "not yet")
-    not_intercepted = {
-        library: f"{distribution} {version_of(distribution, library)}: no adapter"
-        for library, distribution in UNADAPTED.items()
-        if library in sys.modules
-        and not any(adapted.partition(".")[0] == library for adapted in LIBRARIES)
-    }
-    for library in reasons:
-        not_intercepted[library] = f"{_version(library)}: adapter off"
-    return Report(
-        __version__,
-        sys.version.split()[0],
-        patched,
-        would,
-        {library: f"{_version(library)}: {reason}" for library, reason in reasons.items()},
-        not_intercepted,
-        list(_wrappers()),
-        _not_imported(),
-    )
+    return would, reasons
 
 
 def _not_imported() -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .._core import grpc_wire
-from .._core.models import Headers, Interaction, first_header
+from .._core.models import Headers, Interaction, Request, Response, first_header
 from .._core.text import counted, iso
 from .._version import __version__
 from . import frames
@@ -171,8 +171,42 @@ def _response_cookies(headers: Headers) -> list[dict[str, Any]]:
 
 
 def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
-    request, response, error = interaction.request, interaction.response, interaction.error
+    response, error = interaction.response, interaction.error
     http_version = response.http_version if response is not None else "HTTP/1.1"
+    har_response = (
+        _no_response(http_version) if response is None else _har_response(interaction, response)
+    )
+    if error is not None:
+        har_response["_error"] = f"{error.kind}: {error.type}: {error.message}"
+    wait = max(0.0, (interaction.ttfb or 0.0) * 1000)
+    receive = max(0.0, (interaction.duration or 0.0) * 1000 - wait)
+    entry: dict[str, Any] = {
+        "startedDateTime": iso(interaction.started_at),
+        "time": wait + receive,
+        "request": _har_request(interaction.request, http_version),
+        "response": har_response,
+        "cache": {},
+        "timings": {
+            "blocked": -1,
+            "dns": -1,
+            "connect": -1,
+            "ssl": -1,
+            "send": 0,
+            "wait": wait,
+            "receive": receive,
+        },
+        "_index": index,
+    }
+    if response is not None and response.chunks:
+        entry["_chunks"] = [list(chunk) for chunk in response.chunks]
+    if interaction.frames is not None:
+        entry["_resourceType"] = "websocket"
+        entry["_webSocketMessages"] = frames.har_messages(interaction)
+    return entry
+
+
+def _har_request(request: Request, http_version: str) -> dict[str, Any]:
+    """The request as HAR has it; a body that is not UTF-8 as base64."""
     har_request: dict[str, Any] = {
         "method": request.method,
         "url": request.url,
@@ -194,78 +228,65 @@ def _har_entry(index: int, interaction: Interaction) -> dict[str, Any]:
             post["text"] = base64.b64encode(request.body).decode("ascii")
             post["_encoding"] = "base64"
         har_request["postData"] = post
-    if response is not None:
-        readable_body = decode_within_budget(response.headers, response.body)
-        decoded = readable_body.data
-        content: dict[str, Any] = {
-            "size": len(decoded),
-            "mimeType": first_header(response.headers, "content-type") or "x-unknown",
-        }
-        if readable_body.note:
-            content["comment"] = readable_body.note
-        if len(decoded) != len(response.body):
-            content["compression"] = len(decoded) - len(response.body)
-        if decoded:
-            try:
-                content["text"] = decoded.decode("utf-8")
-            except UnicodeDecodeError:
-                content["text"] = base64.b64encode(decoded).decode("ascii")
-                content["encoding"] = "base64"
-        har_response: dict[str, Any] = {
-            "status": response.status,
-            "statusText": response.reason,
-            "httpVersion": response.http_version,
-            "cookies": _response_cookies(response.headers),
-            "headers": _har_headers(response.headers),
-            "content": content,
-            "redirectURL": first_header(response.headers, "location") or "",
-            "headersSize": -1,
-            "bodySize": len(response.body),
-        }
-        if response.trailers:
-            har_response["_trailers"] = _har_headers(response.trailers)
-        if response.truncated:
-            har_response["_truncated"] = True
-        har_response["_bodyEnd"] = body_end(interaction)
-    else:
-        har_response = {
-            "status": 0,
-            "statusText": "",
-            "httpVersion": http_version,
-            "cookies": [],
-            "headers": [],
-            "content": {"size": 0, "mimeType": "x-unknown"},
-            "redirectURL": "",
-            "headersSize": -1,
-            "bodySize": -1,
-        }
-    if error is not None:
-        har_response["_error"] = f"{error.kind}: {error.type}: {error.message}"
-    wait = max(0.0, (interaction.ttfb or 0.0) * 1000)
-    receive = max(0.0, (interaction.duration or 0.0) * 1000 - wait)
-    entry: dict[str, Any] = {
-        "startedDateTime": iso(interaction.started_at),
-        "time": wait + receive,
-        "request": har_request,
-        "response": har_response,
-        "cache": {},
-        "timings": {
-            "blocked": -1,
-            "dns": -1,
-            "connect": -1,
-            "ssl": -1,
-            "send": 0,
-            "wait": wait,
-            "receive": receive,
-        },
-        "_index": index,
+    return har_request
+
+
+def _har_response(interaction: Interaction, response: Response) -> dict[str, Any]:
+    """The response as HAR has it, plus what HAR has no field for (trailers, a truncated
+    body, how the body ended) under ``_`` names."""
+    har_response: dict[str, Any] = {
+        "status": response.status,
+        "statusText": response.reason,
+        "httpVersion": response.http_version,
+        "cookies": _response_cookies(response.headers),
+        "headers": _har_headers(response.headers),
+        "content": _har_content(response),
+        "redirectURL": first_header(response.headers, "location") or "",
+        "headersSize": -1,
+        "bodySize": len(response.body),
     }
-    if response is not None and response.chunks:
-        entry["_chunks"] = [list(chunk) for chunk in response.chunks]
-    if interaction.frames is not None:
-        entry["_resourceType"] = "websocket"
-        entry["_webSocketMessages"] = frames.har_messages(interaction)
-    return entry
+    if response.trailers:
+        har_response["_trailers"] = _har_headers(response.trailers)
+    if response.truncated:
+        har_response["_truncated"] = True
+    har_response["_bodyEnd"] = body_end(interaction)
+    return har_response
+
+
+def _har_content(response: Response) -> dict[str, Any]:
+    """The body decoded (gzip, br…) within budget: HAR's ``content`` holds it readable."""
+    readable = decode_within_budget(response.headers, response.body)
+    decoded = readable.data
+    content: dict[str, Any] = {
+        "size": len(decoded),
+        "mimeType": first_header(response.headers, "content-type") or "x-unknown",
+    }
+    if readable.note:
+        content["comment"] = readable.note
+    if len(decoded) != len(response.body):
+        content["compression"] = len(decoded) - len(response.body)
+    if decoded:
+        try:
+            content["text"] = decoded.decode("utf-8")
+        except UnicodeDecodeError:
+            content["text"] = base64.b64encode(decoded).decode("ascii")
+            content["encoding"] = "base64"
+    return content
+
+
+def _no_response(http_version: str) -> dict[str, Any]:
+    """An exchange that got no response (an error): HAR still wants a response object."""
+    return {
+        "status": 0,
+        "statusText": "",
+        "httpVersion": http_version,
+        "cookies": [],
+        "headers": [],
+        "content": {"size": 0, "mimeType": "x-unknown"},
+        "redirectURL": "",
+        "headersSize": -1,
+        "bodySize": -1,
+    }
 
 
 def to_har(header: dict[str, Any], interactions: list[Interaction], name: str) -> dict[str, Any]:

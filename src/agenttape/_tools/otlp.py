@@ -204,6 +204,37 @@ def _mapping(value: Any) -> dict[str, Any]:
 def to_otlp(header: dict[str, Any], interactions: list[Interaction]) -> dict[str, Any]:
     """An OTLP/JSON ``ExportTraceServiceRequest`` holding the cassette as one trace."""
     run_id = str(header.get("run_id") or "")
+    spans, first, last = _exchange_spans(run_id, interactions)
+    root = _root_span(header, run_id, first, last)
+    tags = _mapping(header.get("tags"))
+    resource = {
+        "service.name": str(tags.get("service") or "agenttape"),
+        "telemetry.sdk.name": "agenttape",
+        "telemetry.sdk.language": "python",
+        "telemetry.sdk.version": __version__,
+    }
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attributes(resource)},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "agenttape", "version": __version__},
+                        "spans": [root, *spans],
+                        "schemaUrl": SCHEMA_URL,
+                    }
+                ],
+                "schemaUrl": SCHEMA_URL,
+            }
+        ]
+    }
+
+
+def _exchange_spans(
+    run_id: str, interactions: list[Interaction]
+) -> tuple[list[dict[str, Any]], float | None, float | None]:
+    """A span per exchange, children of the run's; and when the first started and the last
+    ended (None without exchanges)."""
     trace_id = trace_id_of(run_id)
     root_id = _span_id(run_id, -1)
     spans = []
@@ -230,6 +261,14 @@ def to_otlp(header: dict[str, Any], interactions: list[Interaction]) -> dict[str
                 "status": status,
             }
         )
+    return spans, first, last
+
+
+def _root_span(
+    header: dict[str, Any], run_id: str, first: float | None, last: float | None
+) -> dict[str, Any]:
+    """The run's span: from its first exchange (or its creation) to its last exchange's end
+    or its recorded duration, whichever is later; an error when it raised or failed."""
     summary = _mapping(header.get("run"))
     created = header.get("created_at")
     start = first if first is not None else (created.timestamp() if created else 0.0)
@@ -244,9 +283,9 @@ def to_otlp(header: dict[str, Any], interactions: list[Interaction]) -> dict[str
     }
     tags = _mapping(header.get("tags"))
     root_attributes |= {f"agenttape.tag.{key}": value for key, value in tags.items()}
-    root = {
-        "traceId": trace_id,
-        "spanId": root_id,
+    return {
+        "traceId": trace_id_of(run_id),
+        "spanId": _span_id(run_id, -1),
         "name": "agenttape run",
         "kind": INTERNAL,
         "startTimeUnixNano": _nanos(start),
@@ -257,27 +296,6 @@ def to_otlp(header: dict[str, Any], interactions: list[Interaction]) -> dict[str
             if failed
             else {"code": STATUS_OK}
         ),
-    }
-    resource = {
-        "service.name": str(tags.get("service") or "agenttape"),
-        "telemetry.sdk.name": "agenttape",
-        "telemetry.sdk.language": "python",
-        "telemetry.sdk.version": __version__,
-    }
-    return {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": _attributes(resource)},
-                "scopeSpans": [
-                    {
-                        "scope": {"name": "agenttape", "version": __version__},
-                        "spans": [root, *spans],
-                        "schemaUrl": SCHEMA_URL,
-                    }
-                ],
-                "schemaUrl": SCHEMA_URL,
-            }
-        ]
     }
 
 

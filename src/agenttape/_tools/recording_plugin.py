@@ -197,7 +197,7 @@ def open_tape(
 ) -> VcrTape:
     """The test's tape, configured as pytest-recording configures vcrpy: ``vcr_config``
     under the markers' keywords, the conftest's hook called with the ``VCR``."""
-    from .vcr_tape import VcrTape, msgpack_path
+    from .vcr_tape import VcrTape
 
     try:
         from vcr import VCR
@@ -208,20 +208,13 @@ def open_tape(
             pytrace=False,
         )
     merged = merge_kwargs(request.getfixturevalue("vcr_config"), markers)
-    name = request.getfixturevalue("default_cassette_name")
     suffix = "." + str(merged.get("serializer", "yaml"))
-    if len(name) + len(suffix) > MAX_FILENAME_LEN:
-        digest = hashlib.md5(name.encode()).hexdigest()
-        name = f"{name[: MAX_FILENAME_LEN - len(suffix) - len(digest) - 3]}...{digest}"
+    name = _cassette_name(request.getfixturevalue("default_cassette_name"), suffix)
     record_mode = merged.get("record_mode", record_mode)
     path_transformer = VCR.ensure_suffix(suffix)
     if record_mode == "rewrite":
         old = Path(path_transformer(os.path.join(cassette_dir, name)))
-        for path in (old, msgpack_path(old, suffix)):
-            path.unlink(missing_ok=True)
-        record_mode = "new_episodes"
-        if "record_mode" in merged:
-            merged["record_mode"] = record_mode
+        record_mode = _rewritten(merged, old, suffix)
     vcr = VCR(
         path_transformer=path_transformer,
         cassette_library_dir=cassette_dir,
@@ -234,25 +227,50 @@ def open_tape(
     ]
     vcr.register_persister(combined_persister(extras))
     pytestconfig.hook.pytest_recording_configure(config=pytestconfig, vcr=vcr)
-    config = vcr.get_merged_config(path=name, **merged)
+    config = _cassette_config(vcr, name, merged)
+    blocks = _blocks(request, record_mode, markers)
+    return VcrTape(
+        Cassette(**config),
+        suffix=suffix,
+        record_mode=str(config["record_mode"].value),
+        drift=pytestconfig.getoption("agenttape_drift") != "off",
+        ignore_json_fields=tuple(pytestconfig.getini(IGNORE_JSON_FIELDS)),
+        block_network=blocks,
+        allowed_hosts=as_patterns(request.getfixturevalue("allowed_hosts")) if blocks else (),
+    )
+
+
+def _cassette_name(name: str, suffix: str) -> str:
+    """The test's cassette name, shortened as pytest-recording shortens it (a digest at the
+    end) when the file name would be too long for the file system."""
+    if len(name) + len(suffix) > MAX_FILENAME_LEN:
+        digest = hashlib.md5(name.encode()).hexdigest()
+        name = f"{name[: MAX_FILENAME_LEN - len(suffix) - len(digest) - 3]}...{digest}"
+    return name
+
+
+def _rewritten(merged: dict[str, Any], old: Path, suffix: str) -> str:
+    """``--record-mode=rewrite``: the old cassette (and its msgpack twin) deleted, then
+    recorded as ``new_episodes``."""
+    from .vcr_tape import msgpack_path
+
+    for path in (old, msgpack_path(old, suffix)):
+        path.unlink(missing_ok=True)
+    if "record_mode" in merged:
+        merged["record_mode"] = "new_episodes"
+    return "new_episodes"
+
+
+def _cassette_config(vcr: Any, name: str, merged: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of vcrpy's ``Cassette`` as the ``VCR`` merges them, its path transformed
+    and the keywords the cassette itself does not take left out."""
+    config: dict[str, Any] = vcr.get_merged_config(path=name, **merged)
     transformer = config.pop("path_transformer", None)
     for key in ("func_path_generator", "record_on_exception"):
         config.pop(key, None)
     if transformer:
         config["path"] = transformer(config["path"])
-    drift = pytestconfig.getoption("agenttape_drift") != "off"
-    ignored = tuple(pytestconfig.getini(IGNORE_JSON_FIELDS))
-    blocks = _blocks(request, record_mode, markers)
-    hosts = as_patterns(request.getfixturevalue("allowed_hosts")) if blocks else ()
-    return VcrTape(
-        Cassette(**config),
-        suffix=suffix,
-        record_mode=str(config["record_mode"].value),
-        drift=drift,
-        ignore_json_fields=ignored,
-        block_network=blocks,
-        allowed_hosts=hosts,
-    )
+    return config
 
 
 def combined_persister(extra_paths: list[str]) -> Any:

@@ -2,8 +2,8 @@
 recorded and replayed through one cassette.
 
 How: the command runs with ``agenttape/_bootstrap`` first on PYTHONPATH; its
-``sitecustomize`` opens a cassette in each Python process before user code runs, as the
-environment variables below say. Every other program (Node, curl, Go, a JVM) reaches the
+``sitecustomize`` opens a cassette in each Python process before user code runs
+(``run_process``), as the environment variables say. Every other program (Node, curl, Go, a JVM) reaches the
 network through the recording proxy, which runs in this process for the command's lifetime
 and serves the same cassette; Python processes leave the proxy out of their own proxy
 settings, so nothing is recorded twice.
@@ -19,7 +19,6 @@ recorded order, each once. A process forked without exec starts a fragment of it
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import heapq
 import json
@@ -30,17 +29,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-import uuid
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._adapters import sdk_keys
-from .._core import codec, meta, tracebacks
-from .._core.cassette import Cassette
+from .._core import codec, meta
 from .._core.errors import AgentTapeError
 from .._core.faults import (
     FAULTS_ENVIRONMENT_VARIABLE,
@@ -49,242 +44,23 @@ from .._core.faults import (
     faults_from_environment,
 )
 from .._core.files import read, write_atomic
-from .._core.matching import Matcher
 from .._core.models import Interaction
-from .._core.options import MODE_ENVIRONMENT_VARIABLE, Mode
-from .._core.replay_queue import Key, ReplayQueue
+from .._core.options import MODE_ENVIRONMENT_VARIABLE
 from .._core.text import counted
-from .proxy_command import USER_PROXIES_VARIABLE
+from .run_process import (
+    CASSETTE_VARIABLE,
+    FRAGMENTS_VARIABLE,
+    MODE_VARIABLE,
+    REQUESTED_MODE_VARIABLE,
+    open_cassette,
+    process_mode,
+)
 
 if TYPE_CHECKING:
     from .._proxy.upstream import Origin
     from .proxy_command import Proxy
 
-CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"
-MODE_VARIABLE = "AGENTTAPE_RUN_MODE"
-FRAGMENTS_VARIABLE = "AGENTTAPE_RUN_FRAGMENTS"
-REQUESTED_MODE_VARIABLE = "AGENTTAPE_RUN_REQUESTED_MODE"
 BOOTSTRAP = Path(__file__).resolve().parent.parent / "_bootstrap"
-
-# What each process does, decided once by the parent: "replay" (read only), "record"
-# (everything to a fragment) or "new_episodes" (replay, misses to a fragment).
-PROCESS_MODES = ("replay", "record", "new_episodes")
-
-
-class _FragmentCassette(Cassette):
-    """A cassette that saves only what this process recorded, to its own fragment file."""
-
-    def __init__(
-        self,
-        path: Path,
-        fragments: Path,
-        mode: Mode,
-        label: str = "",
-        faults: tuple[Fault, ...] = (),
-    ) -> None:
-        super().__init__(path, mode=mode, faults=faults)
-        self.fragments = fragments
-        self.label = label
-        self.first_new = 0
-        self.fragment = self._fragment_name()
-
-    def _fragment_name(self) -> Path:
-        label = f"-{self.label}" if self.label else ""
-        return (
-            self.fragments
-            / f"{time.time_ns():020d}-{os.getpid()}{label}-{uuid.uuid4().hex[:8]}.msgpack"
-        )
-
-    def open(self) -> None:
-        self.start()
-        self.first_new = len(self.interactions)
-
-    def forked(self) -> None:
-        """In a forked child: what the parent recorded is the parent's to save. A
-        multiprocessing child leaves through ``os._exit``, past atexit, so it saves from
-        multiprocessing's own exit hook."""
-        self.first_new = len(self.interactions)
-        self.fragment = self._fragment_name()
-        util = sys.modules.get("multiprocessing.util")
-        if util is not None:
-            util.register_after_fork(self, _save_at_multiprocessing_exit)
-
-    def save(self) -> None:
-        recorded = self.interactions[self.first_new :]
-        if recorded:
-            write_atomic(self.fragment, codec.encode_pieces(self.metadata, recorded))
-
-
-class _SharedReplayCassette(Cassette):
-    """Replay whose play counts every process of the run shares through a play log file, so
-    identical requests made by different processes are served in recorded order, each
-    recorded response once, as within one process."""
-
-    rerecord_hint = (
-        "To re-record: agenttape run --mode all -- COMMAND, or --mode new_episodes to add "
-        "only the missing requests."
-    )
-
-    def __init__(
-        self, path: Path, play_log: Path, requested_mode: str, faults: tuple[Fault, ...] = ()
-    ) -> None:
-        super().__init__(path, mode="none", faults=faults)
-        self.play_log = play_log
-        self.mode_label = f"{requested_mode!r}, through agenttape run"
-
-    def start(self) -> None:
-        super().start()
-        shared = _PlayLogQueue(self.matcher, self.play_log)
-        for interaction in self.interactions:
-            shared.add(interaction, played=False)
-        self.queue = shared
-
-
-class _PlayLogQueue(ReplayQueue):
-    """A replay queue whose plays are written to, and read from, a play log file."""
-
-    __slots__ = ("play_log",)
-
-    def __init__(self, matcher: Matcher, play_log: Path) -> None:
-        super().__init__(matcher)
-        self.play_log = play_log
-
-    def take(self, key: Key) -> Interaction | None:
-        try:
-            import fcntl
-        except ImportError:
-            return super().take(key)
-        with open(self.play_log, "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                handle.seek(0)
-                counts = self.play_counts
-                for word in handle.read().split():
-                    played = int(word)
-                    if played < len(counts) and not counts[played]:
-                        counts[played] = 1
-                position = self.next_position(key)
-                if position is None:
-                    return None
-                counts[position] += 1
-                handle.write(f"{position}\n")
-                handle.flush()
-                return self.interactions[position]
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def open_cassette(
-    path: Path,
-    process_mode: str,
-    fragments: Path,
-    requested: str,
-    label: str = "",
-    faults: tuple[Fault, ...] = (),
-) -> Cassette:
-    """The cassette one process of the run serves, started: it records to a fragment of its
-    own, or replays sharing the run's play log. ``faults`` are the proxy's
-    (a Python process reads its own from ``AGENTTAPE_FAULTS``)."""
-    if process_mode in ("record", "new_episodes"):
-        if process_mode == "record":
-            # Opened on a fresh fragment name: nothing on disk is read or overwritten.
-            recorder = _FragmentCassette(fragments / "recording", fragments, "all", label, faults)
-            recorder.path = recorder.fragment
-        else:
-            recorder = _FragmentCassette(path, fragments, "new_episodes", label, faults)
-        recorder.open()
-        return recorder
-    cassette = _SharedReplayCassette(path, fragments / "played", requested, faults)
-    cassette.start()
-    return cassette
-
-
-def start_in_process() -> None:
-    """Called by the bootstrap: open the cassette for this process, close it at exit."""
-    path = Path(os.environ[CASSETTE_VARIABLE])
-    process_mode = os.environ.get(MODE_VARIABLE, "replay")
-    fragments = Path(os.environ.get(FRAGMENTS_VARIABLE) or path.parent)
-    requested = os.environ.get(REQUESTED_MODE_VARIABLE, "none")
-    try:
-        cassette = open_cassette(path, process_mode, fragments, requested)
-    except AgentTapeError as exc:
-        # Never run the program unprotected. SystemExit here would make the interpreter
-        # report a fatal error in site, with a traceback, so leave at once instead.
-        sys.stderr.write(f"agenttape run: error: {exc}\n")
-        sys.stderr.flush()
-        os._exit(2)
-    tracebacks.install_hook()
-    _save_on_sigterm()
-    if isinstance(cassette, _FragmentCassette) and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=cassette.forked)  # not on Windows: nothing forks
-    user_proxies = os.environ.get(USER_PROXIES_VARIABLE)
-    if user_proxies is not None:
-        _keep_user_proxies(user_proxies)
-    atexit.register(_close, cassette)
-
-
-def _save_on_sigterm() -> None:
-    """SIGTERM, which ``agenttape run`` passes on when it gets one, ends a Python process
-    without running ``atexit``: what it recorded would be lost. Unless the program handles
-    SIGTERM itself, it leaves as ``sys.exit(143)`` does instead (the status a shell reports
-    for SIGTERM), running its ``finally`` blocks and saving what it recorded."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def leave(number: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it at once
-        raise SystemExit(128 + number)
-
-    signal.signal(signal.SIGTERM, leave)
-
-
-def _keep_user_proxies(saved: str) -> None:
-    """This process records in-process, so its HTTP libraries (httpx, requests, aiohttp,
-    urllib) keep the proxy settings the user had, read through ``urllib.request``, instead of
-    the run's recording proxy: nothing is recorded twice. The environment itself is left as
-    the run set it, so a program this process starts (Node, curl) still goes through the
-    proxy."""
-    import urllib.request
-
-    try:
-        proxies = {str(k): str(v) for k, v in json.loads(saved).items()}
-    except (ValueError, AttributeError):
-        proxies = {}
-
-    def getproxies() -> dict[str, str]:
-        return dict(proxies)
-
-    # ``proxy_bypass`` (NO_PROXY) reads ``getproxies_environment`` when it is called.
-    urllib.request.getproxies = getproxies
-    urllib.request.getproxies_environment = getproxies
-
-
-def _save_at_multiprocessing_exit(cassette: Cassette) -> None:
-    import multiprocessing.util
-
-    multiprocessing.util.Finalize(None, _close, args=(cassette,), exitpriority=0)
-
-
-def _close(cassette: Cassette) -> None:
-    try:
-        with warnings.catch_warnings():
-            # The run says once, for all its processes, when nothing was recorded.
-            warnings.filterwarnings("ignore", "nothing was recorded into ", UserWarning)
-            cassette.__exit__(None, None, None)
-    except AgentTapeError as exc:
-        sys.stderr.write(f"agenttape run: error: {exc}\n")
-
-
-def process_mode(mode: str, cassette: Path) -> str:
-    """The per-process mode for a cassette mode, with the same rules as use_cassette."""
-    if mode == "all" or (mode in ("once", "new_episodes") and not cassette.exists()):
-        return "record"
-    if mode == "new_episodes":
-        return "new_episodes"
-    return "replay"
-
 
 # Interpreters whose first file argument names the program, as ``python script.py`` does.
 _SCRIPT_RUNNERS = ("node", "nodejs", "deno", "bun", "ruby", "perl", "php", "tsx", "ts-node")
@@ -376,10 +152,42 @@ def run(
     """Run ``command`` under ``cassette``; returns the command's exit status (1 when it
     succeeded but a request through the proxy had no recorded interaction, or a TLS
     handshake with the proxy failed)."""
-    from . import proxy_command
-
     options = options or RunOptions()
     cassette = cassette.resolve()
+    each, needs_proxy = _checked(command, cassette, mode)
+    if each == "replay":
+        # Only the play log lives here: replay works from a read-only checkout too.
+        fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
+    else:
+        cassette.parent.mkdir(parents=True, exist_ok=True)
+        fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
+    proxy: Proxy | None = None
+    try:
+        try:
+            proxy = _proxy_if_any(
+                command, cassette, each, fragments, mode, options, report, needs_proxy
+            )
+            status, signalled = _run_child(
+                command, cassette, mode, each, fragments, proxy, options.faults
+            )
+        finally:
+            if proxy is not None:
+                proxy.close()
+        if each != "replay":
+            distrusted = bool(proxy and proxy.distrusted)
+            _save(
+                cassette, each, fragments, report, handshakes_failed=distrusted, signalled=signalled
+            )
+    finally:
+        shutil.rmtree(fragments, ignore_errors=True)
+    return status if proxy is None else _proxy_status(proxy, status, report)
+
+
+def _checked(command: list[str], cassette: Path, mode: str) -> tuple[str, bool]:
+    """What each process does (``process_mode``) and whether the command needs the proxy;
+    AgentTapeError, before anything runs, when the run cannot be what was asked."""
+    from . import proxy_command
+
     if cassette.exists():
         read(cassette)  # a damaged cassette stops the run before anything touches it
     each = process_mode(mode, cassette)
@@ -395,48 +203,48 @@ def run(
             "recording proxy, which needs the 'proxy' extra: "
             "pip install 'agenttape-recorder[proxy]'"
         )
-    if each == "replay":
-        # Only the play log lives here: replay works from a read-only checkout too.
-        fragments = Path(tempfile.mkdtemp(prefix="agenttape-run-"))
-    else:
-        cassette.parent.mkdir(parents=True, exist_ok=True)
-        fragments = Path(tempfile.mkdtemp(prefix=f".{cassette.name}.run-", dir=cassette.parent))
-    proxy: Proxy | None = None
+    return each, needs_proxy
+
+
+def _proxy_if_any(
+    command: list[str],
+    cassette: Path,
+    each: str,
+    fragments: Path,
+    mode: str,
+    options: RunOptions,
+    report: Any,
+    needs_proxy: bool,
+) -> Proxy | None:
+    """The recording proxy, started when installed; a Python program does without it when it
+    cannot start (it records in-process; only programs it starts miss out)."""
+    from . import proxy_command
+
+    if not proxy_command.available():
+        return None
     try:
-        try:
-            if proxy_command.available():
-                try:
-                    proxy = _start_proxy(command, cassette, each, fragments, mode, options, report)
-                except AgentTapeError as exc:
-                    if needs_proxy:
-                        raise
-                    # A Python program records in-process; only programs it starts miss out.
-                    report(
-                        f"note: the recording proxy did not start ({exc}); only Python "
-                        "processes are recorded"
-                    )
-            status, signalled = _run_child(
-                command, cassette, mode, each, fragments, proxy, options.faults
-            )
-        finally:
-            if proxy is not None:
-                proxy.close()
-        if each != "replay":
-            distrusted = bool(proxy and proxy.distrusted)
-            _save(
-                cassette, each, fragments, report, handshakes_failed=distrusted, signalled=signalled
-            )
-    finally:
-        shutil.rmtree(fragments, ignore_errors=True)
-    if proxy is not None:
-        failed = bool(proxy.distrusted or proxy.misses)
-        if proxy.distrusted:
-            # Also while recording: what those connections would have sent is not recorded.
-            report(f"error: {proxy_command.describe_distrust(proxy)}")
-        if proxy.misses:
-            report(f"error: {proxy_command.describe_misses(proxy.misses)}")
-        if failed:
-            return status or 1
+        return _start_proxy(command, cassette, each, fragments, mode, options, report)
+    except AgentTapeError as exc:
+        if needs_proxy:
+            raise
+        report(
+            f"note: the recording proxy did not start ({exc}); only Python processes are recorded"
+        )
+        return None
+
+
+def _proxy_status(proxy: Proxy, status: int, report: Any) -> int:
+    """The run's status, 1 rather than 0 when the proxy met a request it had no recording
+    for or a client that distrusted it (said through ``report``)."""
+    from . import proxy_command
+
+    if proxy.distrusted:
+        # Also while recording: what those connections would have sent is not recorded.
+        report(f"error: {proxy_command.describe_distrust(proxy)}")
+    if proxy.misses:
+        report(f"error: {proxy_command.describe_misses(proxy.misses)}")
+    if proxy.distrusted or proxy.misses:
+        return status or 1
     return status
 
 

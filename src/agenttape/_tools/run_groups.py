@@ -181,9 +181,49 @@ COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e")
 def to_html(ranking: Ranking, store: str) -> str:
     """One self-contained page (inline SVG, no script, nothing fetched): the top groups'
     counts per hour, and the ranking as a table."""
-    top = ranking.groups[:CHART_GROUPS]
+    width, height = CHART_SIZE
+    chart, legend = _chart(ranking.groups[:CHART_GROUPS])
+    rows = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(part)}</td>" for part in group.key)
+        + f"<td>{group.runs}</td><td>{group.cold}</td><td>{group.expected:.1f}</td>"
+        f"<td>{group.score:+.1f}</td></tr>"
+        for group in ranking.groups[:TOP]
+    )
+    heads = "".join(f"<th>{html.escape(d)}</th>" for d in ranking.dimensions)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<title>agenttape: where runs cluster in {html.escape(store)}</title>
+<style>
+body {{ font: 14px system-ui, sans-serif; margin: 24px; color: #222; }}
+table {{ border-collapse: collapse; }} td, th {{ padding: 2px 10px; text-align: left; }}
+tr:nth-child(even) {{ background: #f4f4f4; }}
+ul {{ list-style: none; padding: 0; }}
+.legend span {{ display: inline-block; width: 12px; height: 12px; margin-right: 6px; }}
+</style></head><body>
+<h1>Where runs cluster</h1>
+<p class="base">{ranking.focus} of {ranking.runs} runs counted, {ranking.cold} cold; by
+{html.escape(", ".join(ranking.dimensions))}. Top groups per hour:</p>
+<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"
+ viewBox="0 0 {width} {height}" role="img">{chart}</svg>
+<ul>{legend}</ul>
+<table><thead><tr>{heads}<th>runs</th><th>cold</th><th>expected</th><th>score</th></tr></thead>
+<tbody>{rows}</tbody></table>
+</body></html>
+"""
+
+
+# The chart's width, height and margin, in pixels.
+CHART_SIZE = (760, 260)
+CHART_MARGIN = 40
+
+
+def _chart(top: list[Group]) -> tuple[str, str]:
+    """The SVG inside of the chart (axes, hour ticks, a line per group) and its legend."""
+    width, height = CHART_SIZE
+    margin = CHART_MARGIN
     hours = sorted({hour for group in top for hour in group.hours} - {"-"})
-    width, height, margin = 760, 260, 40
     peak = max((count for group in top for count in group.hours.values()), default=1)
     step = (width - 2 * margin) / max(1, len(hours) - 1)
 
@@ -224,32 +264,4 @@ def to_html(ranking: Ranking, store: str) -> str:
         f'<text x="{margin - 6}" y="{margin + 4}" font-size="10" text-anchor="end">{peak}</text>'
         f'<text x="{margin - 6}" y="{height - margin}" font-size="10" text-anchor="end">0</text>'
     )
-    rows = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(part)}</td>" for part in group.key)
-        + f"<td>{group.runs}</td><td>{group.cold}</td><td>{group.expected:.1f}</td>"
-        f"<td>{group.score:+.1f}</td></tr>"
-        for group in ranking.groups[:TOP]
-    )
-    heads = "".join(f"<th>{html.escape(d)}</th>" for d in ranking.dimensions)
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<title>agenttape: where runs cluster in {html.escape(store)}</title>
-<style>
-body {{ font: 14px system-ui, sans-serif; margin: 24px; color: #222; }}
-table {{ border-collapse: collapse; }} td, th {{ padding: 2px 10px; text-align: left; }}
-tr:nth-child(even) {{ background: #f4f4f4; }}
-ul {{ list-style: none; padding: 0; }}
-.legend span {{ display: inline-block; width: 12px; height: 12px; margin-right: 6px; }}
-</style></head><body>
-<h1>Where runs cluster</h1>
-<p class="base">{ranking.focus} of {ranking.runs} runs counted, {ranking.cold} cold; by
-{html.escape(", ".join(ranking.dimensions))}. Top groups per hour:</p>
-<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"
- viewBox="0 0 {width} {height}" role="img">{axes}{"".join(ticks)}{"".join(series)}</svg>
-<ul>{"".join(legend)}</ul>
-<table><thead><tr>{heads}<th>runs</th><th>cold</th><th>expected</th><th>score</th></tr></thead>
-<tbody>{rows}</tbody></table>
-</body></html>
-"""
+    return axes + "".join(ticks) + "".join(series), "".join(legend)

@@ -18,8 +18,8 @@ ACTIONS = ("delete", "mark")
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    from .._production.durations import parse_since
     from .._production.run_deletion import delete_runs
-    from .._production.stored_runs import parse_since
     from .runs_table import format_runs, parse_tags
 
     try:
@@ -105,7 +105,8 @@ def cmd_groups(args: argparse.Namespace, out: TextIO) -> int:
     """``agenttape runs STORE --by …``: the groups where runs cluster, ranked."""
     from pathlib import Path
 
-    from .._production.stored_runs import list_runs, parse_since
+    from .._production.durations import parse_since
+    from .._production.stored_runs import list_runs
     from .run_groups import format_ranking, parse_by, rank, to_html, to_json
     from .runs_table import parse_tags
 

@@ -17,7 +17,8 @@ from .runs_actions import STORE
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import list_runs, parse_since
+    from .._production.durations import parse_since
+    from .._production.stored_runs import list_runs
     from .runs_table import format_runs, parse_tags
 
     if args.by is not None or args.html:
@@ -61,7 +62,8 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production.stored_runs import parse_since, rebuild_index
+    from .._production.durations import parse_since
+    from .._production.index.rebuild import rebuild_index
 
     try:
         since = None if args.since is None else parse_since(args.since)
@@ -76,7 +78,7 @@ def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
         f"replaced {counted(done.replaced, 'index file')}\n"
     )
     if done.late:
-        from .._production.run_index import late_message
+        from .._production.index.compaction import late_message
 
         again = f"{PROG} index rebuild {args.store} --since {done.late[0]}"
         raise AgentTapeError(late_message(args.store, done.late, again))
@@ -84,7 +86,8 @@ def cmd_index_rebuild(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_index_status(args: argparse.Namespace, out: TextIO) -> int:
-    from .._production import claims, deletions, run_index
+    from .._production import deletions
+    from .._production.index import claims, listing
     from .._production.store import open_store
 
     store = open_store(args.store)
@@ -94,7 +97,7 @@ def cmd_index_status(args: argparse.Namespace, out: TextIO) -> int:
         if path.conditional
         else "fragments and manifests (no day is claimed; nothing is overwritten)"
     )
-    files = run_index.index_files(store)
+    files = listing.index_files(store)
     stones = deletions.tombstones(store)
     out.write(
         f"{store.url}: compactions, deletions and rebuilds go through {how}; {path.why}\n"
@@ -121,7 +124,7 @@ def cmd_index_compact(args: argparse.Namespace, out: TextIO) -> int:
             f"{counted(done.collected, 'replaced file')} deleted after the grace period\n"
         )
     if done.late:
-        from .._production.run_index import late_message
+        from .._production.index.compaction import late_message
 
         raise AgentTapeError(late_message(args.store, done.late, f"{PROG} index compact"))
     if done.skipped:

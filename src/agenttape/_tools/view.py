@@ -209,53 +209,15 @@ def body_view(
     events: list[dict[str, Any]] = []
     messages = grpc_messages(headers, data) if not decoded.cut else None
     if messages is not None:
-        view["kind"] = "grpc"
-        view["count"] = len(messages)
-        text, note = _bounded(
-            "\n".join(
-                f"[{number}] {message['size']} bytes\n"
-                + (
-                    json.dumps(message["fields"], indent=2, ensure_ascii=False)
-                    if "fields" in message
-                    else message["hex"]
-                )
-                for number, message in enumerate(messages)
-            ),
-            "the messages",
-        )
+        view.update(kind="grpc", count=len(messages))
+        text, note = _bounded(_grpc_text(messages), "the messages")
     elif is_sse(headers):
         # Arrival moments are positions in the stored bytes: only an unencoded stream has them.
-        events, parsed = _events(data, chunks if not encodings else None)
-        if len(parsed) > len(events):
-            notes.append(
-                f"{counted(len(parsed) - len(events), 'more event')} not listed "
-                f"(over {EVENT_LIMIT:,})"
-            )
-        room = SHOWN_LIMIT
-        for position, item in enumerate(events):
-            room -= len(item["data"])
-            if room < 0:
-                notes.append(
-                    f"events {position} to {len(parsed) - 1} not listed: over "
-                    f"{SHOWN_LIMIT:,} characters of events"
-                )
-                events = events[:position]
-                break
+        events, parsed = _listed_events(data, chunks if not encodings else None, notes)
         view.update(kind="sse", count=len(parsed))
         text, note = _bounded(sse_text(parsed), "the stream's text")
     else:
-        as_json, document = (False, None) if decoded.cut else parse_json(data)
-        if as_json:
-            view["kind"] = "json"
-            text = json.dumps(document, indent=2, ensure_ascii=False)
-        else:
-            readable_text = _utf8(data, decoded.cut)
-            view["kind"] = "text" if readable_text is not None else "binary"
-            if readable_text is None:
-                readable_text = _hex_dump(data)
-                if len(data) > HEX_LIMIT:
-                    notes.append(f"the first {HEX_LIMIT:,} of {len(data):,} bytes are shown")
-            text = readable_text
+        view["kind"], text = _plain_text(data, decoded.cut, notes)
         text, note = _bounded(text, "the formatted body")
     if note:
         notes.append(note)
@@ -266,6 +228,54 @@ def body_view(
     if view["kind"] == "sse":
         view["events"] = events
     return view
+
+
+def _grpc_text(messages: list[dict[str, Any]]) -> str:
+    """Each gRPC message numbered: its fields where known, else its bytes in hex."""
+    return "\n".join(
+        f"[{number}] {message['size']} bytes\n"
+        + (
+            json.dumps(message["fields"], indent=2, ensure_ascii=False)
+            if "fields" in message
+            else message["hex"]
+        )
+        for number, message in enumerate(messages)
+    )
+
+
+def _listed_events(
+    data: bytes, chunks: Sequence[tuple[int, float]] | None, notes: list[str]
+) -> tuple[list[dict[str, Any]], list[Event]]:
+    """A stream's events as listed (within ``EVENT_LIMIT`` and ``SHOWN_LIMIT``, what is left
+    out said in ``notes``), and every event parsed."""
+    events, parsed = _events(data, chunks)
+    if len(parsed) > len(events):
+        notes.append(
+            f"{counted(len(parsed) - len(events), 'more event')} not listed (over {EVENT_LIMIT:,})"
+        )
+    room = SHOWN_LIMIT
+    for position, item in enumerate(events):
+        room -= len(item["data"])
+        if room < 0:
+            notes.append(
+                f"events {position} to {len(parsed) - 1} not listed: over "
+                f"{SHOWN_LIMIT:,} characters of events"
+            )
+            return events[:position], parsed
+    return events, parsed
+
+
+def _plain_text(data: bytes, cut: bool, notes: list[str]) -> tuple[str, str]:
+    """The kind (``json``, ``text``, ``binary``) and text of a body that is not a stream."""
+    as_json, document = (False, None) if cut else parse_json(data)
+    if as_json:
+        return "json", json.dumps(document, indent=2, ensure_ascii=False)
+    readable_text = _utf8(data, cut)
+    if readable_text is not None:
+        return "text", readable_text
+    if len(data) > HEX_LIMIT:
+        notes.append(f"the first {HEX_LIMIT:,} of {len(data):,} bytes are shown")
+    return "binary", _hex_dump(data)
 
 
 _CALLER_CODES = frozenset((3, 5, 6, 7, 9, 11, 12, 16))
@@ -360,57 +370,9 @@ def _frames_view(interaction: Interaction, budget: Budget) -> dict[str, Any] | N
     return {"summary": summary, "frames": shown, "left_out": left}
 
 
-def _replay_kit(header: dict[str, Any]) -> list[list[str]]:
-    """The cassette header as (name, value) rows, the well-known fields first."""
-    rows: list[list[str]] = []
-
-    def add(name: str, value: Any) -> None:
-        if value is None or value == "" or value == {}:
-            return
-        if not isinstance(value, str):
-            value = json.dumps(jsonable(value), ensure_ascii=False, sort_keys=True)
-        rows.append([name, value])
-
-    created = header.get("created_at")
-    add(
-        "recorded",
-        created.isoformat(timespec="seconds").replace("+00:00", "Z")
-        if isinstance(created, _dt.datetime)
-        else created,
-    )
-    add("agenttape", header.get("agenttape_version"))
-    add("run id", header.get("run_id"))
-    python = header.get("python")
-    implementation = header.get("implementation")
-    add("python", f"{python} ({implementation})" if python and implementation else python)
-    add("platform", header.get("platform"))
-    git = header.get("git")
-    if isinstance(git, dict) and git.get("commit"):
-        add("git", f"{git['commit']}{' (dirty)' if git.get('dirty') else ''}")
-    else:
-        add("git", git)
-    libraries = header.get("libraries")
-    if isinstance(libraries, dict):
-        add("libraries", ", ".join(f"{name} {version}" for name, version in libraries.items()))
-    else:
-        add("libraries", libraries)
-    tags = header.get("tags")
-    if isinstance(tags, dict):
-        for name, value in tags.items():
-            add(f"tag {name}", value if isinstance(value, str) else jsonable(value))
-    else:
-        add("tags", tags)
-    add("interrupted", interrupted(header))
-    run = header.get("run")
-    if isinstance(run, dict):
-        add("kept", kept_because(header))
-        add(
-            "duration",
-            f"{run['duration']:.3f} s" if isinstance(run.get("duration"), float) else None,
-        )
-    else:
-        add("run", run)
-    known = {
+# The header fields ``_replay_kit`` shows by name; every other one follows as it is.
+KNOWN_HEADER_FIELDS = frozenset(
+    (
         "run",
         "interrupted",
         "created_at",
@@ -422,11 +384,77 @@ def _replay_kit(header: dict[str, Any]) -> list[list[str]]:
         "git",
         "libraries",
         "tags",
-    }
+    )
+)
+
+
+def _replay_kit(header: dict[str, Any]) -> list[list[str]]:
+    """The cassette header as (name, value) rows, the well-known fields first."""
+    rows: list[list[str]] = []
+    created = header.get("created_at")
+    _add_row(
+        rows,
+        "recorded",
+        created.isoformat(timespec="seconds").replace("+00:00", "Z")
+        if isinstance(created, _dt.datetime)
+        else created,
+    )
+    _add_row(rows, "agenttape", header.get("agenttape_version"))
+    _add_row(rows, "run id", header.get("run_id"))
+    _environment_rows(rows, header)
+    _run_rows(rows, header)
     for name, value in header.items():
-        if name not in known:
-            add(str(name).replace("_", " "), value)
+        if name not in KNOWN_HEADER_FIELDS:
+            _add_row(rows, str(name).replace("_", " "), value)
     return rows
+
+
+def _add_row(rows: list[list[str]], name: str, value: Any) -> None:
+    """A row, unless there is nothing to show; a value that is not text as JSON."""
+    if value is None or value == "" or value == {}:
+        return
+    if not isinstance(value, str):
+        value = json.dumps(jsonable(value), ensure_ascii=False, sort_keys=True)
+    rows.append([name, value])
+
+
+def _environment_rows(rows: list[list[str]], header: dict[str, Any]) -> None:
+    """Where it was recorded: Python, platform, git commit, libraries."""
+    python = header.get("python")
+    implementation = header.get("implementation")
+    _add_row(
+        rows, "python", f"{python} ({implementation})" if python and implementation else python
+    )
+    _add_row(rows, "platform", header.get("platform"))
+    git = header.get("git")
+    if isinstance(git, dict) and git.get("commit"):
+        _add_row(rows, "git", f"{git['commit']}{' (dirty)' if git.get('dirty') else ''}")
+    else:
+        _add_row(rows, "git", git)
+    libraries = header.get("libraries")
+    if isinstance(libraries, dict):
+        listed = ", ".join(f"{name} {version}" for name, version in libraries.items())
+        _add_row(rows, "libraries", listed)
+    else:
+        _add_row(rows, "libraries", libraries)
+
+
+def _run_rows(rows: list[list[str]], header: dict[str, Any]) -> None:
+    """What the run was: its tags, whether it was interrupted, why it was kept, how long."""
+    tags = header.get("tags")
+    if isinstance(tags, dict):
+        for name, value in tags.items():
+            _add_row(rows, f"tag {name}", value if isinstance(value, str) else jsonable(value))
+    else:
+        _add_row(rows, "tags", tags)
+    _add_row(rows, "interrupted", interrupted(header))
+    run = header.get("run")
+    if isinstance(run, dict):
+        _add_row(rows, "kept", kept_because(header))
+        duration = run.get("duration")
+        _add_row(rows, "duration", f"{duration:.3f} s" if isinstance(duration, float) else None)
+    else:
+        _add_row(rows, "run", run)
 
 
 def page_data(header: dict[str, Any], interactions: list[Interaction], name: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ a day is a new file) are kept in this user's cache folder (``user_cache``), keye
 file's URL, size and version (ETag): a listing run again fetches only row groups.
 
 The row groups fetched are written as small local Parquet files under the same names, which
-the usual reader (``run_index.IndexReader``) then queries: it applies the exact filters.
+the usual reader (``reader.IndexReader``) then queries: it applies the exact filters.
 Every row of a run that can match is in them: its other rows (a newer one, after a mark)
 have its tags and time, so their row groups pass too; with ``--errors`` the status is not
 used to leave a row group out.
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._core import user_cache
-from . import run_index, tag_filters
-from .run_index import IndexFile
-from .store import LocalStore, Store
+from ..._core import user_cache
+from ..store import LocalStore, Store
+from . import tag_filters
+from .rows import IndexFile, tag_text
 
 if TYPE_CHECKING:
     import pyarrow
@@ -184,10 +184,18 @@ def _footer_length(data: bytes) -> int:
 def _fetch(
     store: Store, copy: LocalStore, files: Sequence[IndexFile], wanted: Wanted, paths_of: set[str]
 ) -> dict[str, set[str]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """The three rounds: footers, then the row groups they point to, then the small local
+    files written; the run paths each file of ``paths_of`` holds."""
     cache = FooterCache(store)
+    partials = _footers(store, cache, files)
+    chosen, fresh = _row_groups(store, partials, wanted, paths_of)
+    cache.put(fresh)
+    return _write_copies(copy, partials, chosen, paths_of)
+
+
+def _footers(store: Store, cache: FooterCache, files: Sequence[IndexFile]) -> list[Partial]:
+    """Each file's tail, from the cache or fetched (in parallel), read on until its footer
+    is whole."""
     partials = []
     for found in files:
         partial = Partial(
@@ -213,6 +221,18 @@ def _fetch(
             longer.append((partial, partial.size - footer, partial.fetched_from))
             partial.fetched_from = partial.size - footer
     _read(store, longer)
+    return partials
+
+
+def _row_groups(
+    store: Store, partials: Sequence[Partial], wanted: Wanted, paths_of: set[str]
+) -> tuple[dict[str, list[int]], list[tuple[IndexFile, bytes]]]:
+    """Fetch the row groups ``wanted`` may match (and the ``path`` column of every row group
+    of the files in ``paths_of``); the row groups chosen of each file, and the footers
+    fetched rather than found in the cache."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     ranges = []
     chosen: dict[str, list[int]] = {}
     fresh = []
@@ -232,7 +252,17 @@ def _fetch(
             ]
         ranges += [(partial, *partial.missing(start, end)) for start, end in _merged(spans)]
     _read(store, ranges)
-    cache.put(fresh)
+    return chosen, fresh
+
+
+def _write_copies(
+    copy: LocalStore, partials: Sequence[Partial], chosen: dict[str, list[int]], paths_of: set[str]
+) -> dict[str, set[str]]:
+    """Write each file's chosen row groups to ``copy`` under its name; the run paths of the
+    files in ``paths_of``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     known: dict[str, set[str]] = {}
     for partial in partials:
         parquet = pq.ParquetFile(
@@ -276,7 +306,7 @@ def _groups(metadata: pyarrow.parquet.FileMetaData, wanted: Wanted) -> list[int]
     items = [
         {tag_filters.item(str(key), text), tag_filters.item(str(key), text.lower())}
         for key, value in wanted.tags.items()
-        for text in [run_index.tag_text(value)]
+        for text in [tag_text(value)]
     ]
     found = []
     for group in range(metadata.num_row_groups):

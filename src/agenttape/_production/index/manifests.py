@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .store import Store
+from ..store import Store
 
 MANIFESTS = "_index/_manifest"
 MANIFEST_FILE = re.compile(

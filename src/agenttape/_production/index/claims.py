@@ -24,7 +24,7 @@ from typing import Any
 
 import msgpack
 
-from .store import CONDITIONAL_WRITES, FsspecStore, Store, conditional_writes_allowed
+from ..store import CONDITIONAL_WRITES, FsspecStore, Store, conditional_writes_allowed
 
 CLAIMS = "_claims"
 # A claim this old is stale whoever holds it: a day's rewrite takes seconds, not minutes.
