@@ -46,8 +46,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agenttape._core import codec, meta  # noqa: E402
+from agenttape._core import meta  # noqa: E402
 from agenttape._core.models import Interaction, Request, Response  # noqa: E402
+from agenttape._core.wire import codec  # noqa: E402
 from agenttape._production.index import pending as index_pending  # noqa: E402
 from agenttape._production.index import rows as index_rows  # noqa: E402
 from agenttape._production.index.rows import IndexRow  # noqa: E402

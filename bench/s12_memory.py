@@ -64,8 +64,9 @@ def resident_bytes() -> int:
 def prepare(work: Path) -> None:
     """200 GETs recorded for real, grown to each size and written by each library's writer,
     as in scenario 3."""
-    from agenttape._core import codec, files
+    from agenttape._core import files
     from agenttape._core.meta import new_header
+    from agenttape._core.wire import codec
     from bench._harness import serve
 
     with serve() as base:

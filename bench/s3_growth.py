@@ -45,8 +45,9 @@ def grow(template: Any, base: str, size: int) -> list[Any]:
 def prepare(work: Path) -> None:
     """200 GETs recorded for real; the larger cassettes repeat their shape, each written by
     its own library's writer (recording 20,000 through vcrpy alone takes hours)."""
-    from agenttape._core import codec, files
+    from agenttape._core import files
     from agenttape._core.meta import new_header
+    from agenttape._core.wire import codec
 
     with serve() as base:
         _peers.record_agenttape(

@@ -22,8 +22,9 @@ import pytest
 from llm_standin import StandIn
 
 import agenttape
-from agenttape._core import codec, meta
+from agenttape._core import meta
 from agenttape._core.models import Interaction, Request, Response
+from agenttape._core.wire import codec
 from tests.servers import Reply, Server, gzip_reply, refused_port
 
 AGENTTAPE = Path(sys.executable).parent / "agenttape"

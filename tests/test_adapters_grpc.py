@@ -19,7 +19,7 @@ grpc = pytest.importorskip("grpc")
 pytest.importorskip("grpc_tools")
 
 import agenttape  # noqa: E402
-from agenttape._core import grpc_wire  # noqa: E402
+from agenttape._core.wire import grpc as grpc_wire  # noqa: E402
 from tests.grpc_support import GrpcServer, stubs  # noqa: E402
 
 pb, services = stubs()
@@ -224,7 +224,8 @@ def test_a_bidi_ping_pong_recorded_without_send_times_replays_an_answer_a_messag
 ) -> None:
     """A cassette written before send times were kept (or by hand): each answer comes once
     as many messages as it has answers before it were sent."""
-    from agenttape._core import codec, files
+    from agenttape._core import files
+    from agenttape._core.wire import codec
 
     path = tmp_path / "chat.msgpack"
     target = _record_ping_pongs(path, ["ping 0", "ping 1", "ping 2"])
@@ -631,8 +632,9 @@ def test_a_stream_cut_mid_way_replays_its_status_with_the_note(tmp_path: Path) -
     """A stream whose connection broke after its first message, as the recording proxy
     writes it (a transport failure, no status): replayed, the first message comes, then
     UNAVAILABLE, saying it was replayed, from the cassette."""
-    from agenttape._core import codec, files
+    from agenttape._core import files
     from agenttape._core.models import Failure
+    from agenttape._core.wire import codec
 
     path = tmp_path / "scroll.msgpack"
     with GrpcServer() as server:

@@ -18,11 +18,12 @@ import pytest
 import time_machine
 
 import agenttape
-from agenttape._core import codec, files
+from agenttape._core import files
 from agenttape._core.age import parse_age
 from agenttape._core.errors import AgentTapeError, AgentTapeWarning
 from agenttape._core.meta import new_header
 from agenttape._core.models import Interaction, Request, Response
+from agenttape._core.wire import codec
 from tests.servers import Server, json_reply
 from tests.test_pytest_plugin import INI, run
 

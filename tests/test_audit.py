@@ -18,9 +18,10 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._core import codec, meta
+from agenttape._core import meta
 from agenttape._core.models import Failure, Interaction, Request, Response
 from agenttape._core.redaction import Redactor
+from agenttape._core.wire import codec
 from tests.cli_support import (
     cli,
 )

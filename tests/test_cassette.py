@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._core import codec, files
+from agenttape._core import files
 from agenttape._core.meta import new_header
+from agenttape._core.wire import codec
 from tests.servers import Server, json_reply
 
 

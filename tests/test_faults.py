@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._core.codec import decode, encode
 from agenttape._core.faults import FaultPlan, fault_from_json, fault_to_json
 from agenttape._core.models import Interaction, Request, Response
+from agenttape._core.wire.codec import decode, encode
 from tests.servers import Seen, Server, json_reply
 
 pytest_plugins = ["pytester"]

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from websockets.sync.client import connect as connect_websocket
 
 import agenttape
-from agenttape._core.bounded_msgpack import Invalid
-from agenttape._core.codec import (
+from agenttape._core.models import Failure, Interaction, Request, Response
+from agenttape._core.wire.bounded_msgpack import Invalid
+from agenttape._core.wire.codec import (
     FORMAT_VERSION,
     PLAIN_FORMAT,
     _decode_interaction,
@@ -32,7 +33,6 @@ from agenttape._core.codec import (
     encode,
     encode_pieces,
 )
-from agenttape._core.models import Failure, Interaction, Request, Response
 from tests.cli_support import cli
 from tests.servers import Server, WebSocketServer, json_reply, refused_port
 

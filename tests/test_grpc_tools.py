@@ -86,8 +86,8 @@ def test_every_tool_reads_grpc_calls(tmp_path: Path) -> None:
 
 
 def test_audit_finds_a_secret_left_in_a_trailer(tmp_path: Path) -> None:
-    from agenttape._core.codec import encode
     from agenttape._core.models import Interaction, Request, Response
+    from agenttape._core.wire.codec import encode
 
     leaked = Interaction(
         Request("POST", "grpc://h:443/s.S/M", [("content-type", "application/grpc")], b""),

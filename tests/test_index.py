@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._core import codec
+from agenttape._core.wire import codec
 from agenttape._production.index import batch as index_batch
 from agenttape._production.index import listing as index_listing
 from agenttape._production.index import pending as index_pending

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._core.matching import Matcher
+from agenttape._core.matching.matcher import Matcher
 from agenttape._core.urls import _parse_general, _parse_simple
 from tests.servers import Server, json_reply
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from agenttape._core.matching import Matcher
+from agenttape._core.matching.matcher import Matcher
+from agenttape._core.matching.replay_queue import ReplayQueue
 from agenttape._core.models import Interaction, Request, Response
 from agenttape._core.playback import Schedule, Walk
-from agenttape._core.replay_queue import ReplayQueue
 
 
 def _stream_and_tool_call() -> tuple[ReplayQueue, Interaction]:

@@ -14,8 +14,9 @@ import pytest
 
 import agenttape
 from agenttape._adapters.sdk_keys import for_children
-from agenttape._core import codec, meta
+from agenttape._core import meta
 from agenttape._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
+from agenttape._core.wire import codec
 from tests.servers import Server, json_reply
 
 

@@ -25,8 +25,8 @@ import pytest
 import requests
 
 import agenttape
-from agenttape._core import codec
 from agenttape._core.files import read, write_atomic
+from agenttape._core.wire import codec
 from agenttape._proxy.guard import is_loopback
 from tests.cli_support import cli
 from tests.proxy_support import (

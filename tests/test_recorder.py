@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 import agenttape
-from agenttape._core import codec
+from agenttape._core.wire import codec
 from agenttape._production.stored_runs import list_runs
 from tests.servers import (
     Reply,

@@ -17,7 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._core import codec, meta
+from agenttape._core import meta
 from agenttape._core.redaction import Redactor
 from agenttape._core.secrets import (
     CREDENTIAL_STARTS,
@@ -30,6 +30,7 @@ from agenttape._core.secrets import (
     scrub_bytes,
     scrub_text,
 )
+from agenttape._core.wire import codec
 from tests.servers import Reply, Seen, Server, json_reply
 
 FAKE_KEY = "sk-agenttapeFAKEkey0123456789abcdefXYZ"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenttape._core.matching import Matcher
+from agenttape._core.matching.matcher import Matcher
+from agenttape._core.matching.replay_queue import ReplayQueue
 from agenttape._core.models import Interaction, Request, Response
-from agenttape._core.replay_queue import ReplayQueue
 
 
 def interaction(path: str, started: float, duration: float) -> Interaction:

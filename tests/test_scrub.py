@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 
 import agenttape
-from agenttape._core import codec, meta
+from agenttape._core import meta
 from agenttape._core.models import Interaction, Request, Response
+from agenttape._core.wire import codec
 from agenttape._tools.redact import _substitute
 from tests.cli_support import assert_one_line_error, cli
 from tests.servers import Seen, Server, gzip_reply, json_reply, sse_reply

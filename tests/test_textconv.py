@@ -10,8 +10,9 @@ from pathlib import Path
 
 from llm_standin import StandIn
 
-from agenttape._core import codec, meta
+from agenttape._core import meta
 from agenttape._core.models import Closed, Frame, Interaction, Request, Response
+from agenttape._core.wire import codec
 from tests.cli_support import assert_one_line_error, cli, make_world, record_session
 from tests.servers import Server
 

@@ -22,8 +22,8 @@ from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect as connect_sync
 
 import agenttape
-from agenttape._core import codec
 from agenttape._core.models import Frame
+from agenttape._core.wire import codec
 from tests.cli_support import cli
 from tests.servers import WebSocketServer
 from tests.websocket_support import AUDIO, UPDATE, conversation, frames_of
@@ -490,7 +490,7 @@ def test_a_client_that_sends_after_close_gets_the_librarys_error_as_live(
 
 
 def test_accept_key_is_rfc_6455s() -> None:
-    from agenttape._core.websocket import accept_key
+    from agenttape._core.wire.websocket import accept_key
 
     assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
@@ -502,7 +502,7 @@ def test_encoded_server_frames_parse_in_the_library(size: int) -> None:
     from websockets.protocol import State
     from websockets.uri import parse_uri
 
-    from agenttape._core.websocket import encode_frame
+    from agenttape._core.wire.websocket import encode_frame
 
     protocol = ClientProtocol(parse_uri("ws://api.test/"), state=State.OPEN, max_size=None)
     payload = bytes(range(256)) * (size // 256) + bytes(size % 256)

@@ -18,7 +18,7 @@ from ._core.errors import (
     UnmatchedInteractionError,
 )
 from ._core.llm import LLMCall
-from ._core.matching import Candidate
+from ._core.matching.matcher import Candidate
 from ._core.models import Failure, Interaction, Request, Response
 from ._core.options import Mode
 from ._version import __version__

@@ -7,8 +7,8 @@ from typing import Any
 import msgpack
 from hypothesis import strategies as st
 
-from agenttape._core import codec
 from agenttape._core.models import Failure, Interaction, Request, Response
+from agenttape._core.wire import codec
 
 latin1 = st.text(st.characters(min_codepoint=0, max_codepoint=255), max_size=12)
 headers = st.lists(st.tuples(latin1, latin1), max_size=4)

@@ -12,7 +12,8 @@ import msgpack
 import pytest
 
 import agenttape
-from agenttape._core import codec, meta
+from agenttape._core import meta
+from agenttape._core.wire import codec
 from tests.servers import Server, path_app
 
 

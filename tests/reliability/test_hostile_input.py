@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agenttape
-from agenttape._core import bounded_msgpack, codec
+from agenttape._core.wire import bounded_msgpack, codec
 from tests.cli_support import Bounded, assert_one_line_error, run_bounded
 from tests.reliability.scale import properties
 from tests.reliability.strategies import cassettes, document_of, values

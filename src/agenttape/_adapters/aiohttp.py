@@ -20,7 +20,7 @@ from .._core.exchange import Live, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
-from .._core.websocket import SessionRecording, session_of
+from .._core.wire.websocket import SessionRecording, session_of
 from . import ledger, wire
 from .memory_transport import MemoryTransport
 from .websocket import aiohttp as aiohttp_ws

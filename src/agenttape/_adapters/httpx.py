@@ -19,7 +19,7 @@ from .._core.exchange import Live, Replay, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
-from .._core.websocket import SessionRecording, SessionReplay, session_of
+from .._core.wire.websocket import SessionRecording, SessionReplay, session_of
 from . import instrumented, ledger, tls_contexts
 from .forwarding import Forwarding
 from .header_tables import (

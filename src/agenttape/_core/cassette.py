@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from . import age, blame, codec, files, locking, runtime, tracebacks
+from . import age, blame, files, locking, runtime, tracebacks
 from .age import OnExpired
 from .clock import freeze_clock
 from .errors import (
@@ -23,15 +23,16 @@ from .errors import (
     UnmatchedInteractionError,
 )
 from .faults import Fault, FaultPlan, FiredFault
-from .matching import Candidate, Matcher
+from .matching.matcher import Candidate, Matcher
+from .matching.replay_queue import RERECORD_HINT, KeepsMisses, Key, Precedents, ReplayQueue
 from .models import Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
 from .redaction import Redacting, Redactor
-from .replay_queue import RERECORD_HINT, KeepsMisses, Key, Precedents, ReplayQueue
 from .scope import Scope
 from .tape import Recording, Tape
 from .text import counted, interrupted
 from .tracebacks import note_fired
+from .wire import codec
 
 F = TypeVar("F", bound=Callable[..., Any])
 

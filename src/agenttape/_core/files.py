@@ -16,9 +16,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import codec
 from .errors import CassetteFormatError, CassetteNotFoundError, CassetteWriteError
 from .models import Interaction
+from .wire import codec
 
 STALE_TEMPORARY = 3600.0  # seconds: no write of a cassette takes this long
 

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from . import codec
 from .age import ON_EXPIRED, OnExpired, parse_age
+from .wire import codec
 
 if TYPE_CHECKING:
     from .faults import Fault

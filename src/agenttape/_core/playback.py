@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .bodies import reached_end_of_stream
+from .matching.replay_queue import Precedents
 from .models import Failure, Interaction
-from .replay_queue import Precedents
 from .tracebacks import note_replayed
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import UnmatchedInteractionError
+from .matching.replay_queue import Precedents
 from .models import Failure, FailureKind, Frame, Headers, Interaction, Request, Response
 from .options import Mode
-from .replay_queue import Precedents
 
 
 class Tape(Protocol):

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from . import jsonpath
 from .bodies import decode_body, is_sse, parse_json, parse_sse
-from .matching import Matcher, show_change, show_value
+from .matching.matcher import Matcher, show_change, show_value
 from .models import Headers, Interaction, Request, Response
 
 Kind = Literal["identical", "benign", "response shape changed", "request changed"]

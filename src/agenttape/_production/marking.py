@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._core import codec
 from .._core.errors import CassetteNotFoundError
 from .._core.secrets import scrub_note
+from .._core.wire import codec
 from .index import batch, listing
 from .index.rows import describe
 from .run import COLD

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
-from .._core import codec, runtime
+from .._core import runtime
 from .._core.errors import AgentTapeError, UnmatchedInteractionError
 from .._core.models import Frame, Headers, Interaction, Request
 from .._core.options import Mode
 from .._core.redaction import Redactor
 from .._core.tape import Recording, Tape
+from .._core.wire import codec
 from .store import SUFFIX
 
 logger = logging.getLogger("agenttape.recorder")

@@ -19,10 +19,10 @@ from typing import Any
 
 import msgpack
 
-from .._core import codec
 from .._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from .._core.files import write_atomic
 from .._core.text import aware, counted
+from .._core.wire import codec
 from . import deletions, erasure
 from .durations import parse_since, utc_day
 from .index import batch, compaction, fetch, listing, pending, reader

@@ -17,11 +17,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from .._core import codec, runtime
+from .._core import runtime
 from .._core.models import Interaction
 from .._core.redaction import Redactor
 from .._core.secrets import scrub_tags
 from .._core.text import counted
+from .._core.wire import codec
 from .index import batch, pending
 from .index.rows import EXTRA, INDEX, describe
 from .store import Store, StoredFile

@@ -24,13 +24,13 @@ import h11
 
 from .._adapters.header_tables import decode_headers, decode_text
 from .._adapters.wire import header
-from .._core import grpc_wire
 from .._core.errors import UnmatchedInteractionError
 from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure, Headers, Interaction, Request, Response
 from .._core.playback import Schedule, Walk
 from .._core.tape import Recording, Tape
-from .._core.websocket import SessionReplay, session_of
+from .._core.wire import grpc as grpc_wire
+from .._core.wire.websocket import SessionReplay, session_of
 from . import grpc_upstream
 from .upstream import (
     ClientGone,

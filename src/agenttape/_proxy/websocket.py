@@ -25,7 +25,7 @@ from .._adapters.header_tables import decode_headers, decode_text
 from .._core.bodies import READ_LIMIT
 from .._core.errors import UnmatchedInteractionError
 from .._core.models import OPCODES, Direction, Failure, Frame, Headers, Opcode
-from .._core.websocket import (
+from .._core.wire.websocket import (
     End,
     SessionRecording,
     SessionReplay,

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._core import codec
 from .._core.errors import AgentTapeError, CassetteNotFoundError
 from .._core.files import read, write_atomic
 from .._core.options import MODE_METAVAR, Mode, environment_mode, mode_argument
 from .._core.text import counted
+from .._core.wire import codec
 from .._version import __version__
 from . import (
     doctor,

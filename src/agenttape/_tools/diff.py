@@ -8,9 +8,10 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .._core import grpc_wire, jsonpath
-from .._core.matching import Matcher, json_differences, show_value
+from .._core import jsonpath
+from .._core.matching.matcher import Matcher, json_differences, show_value
 from .._core.models import Interaction, Response
+from .._core.wire import grpc as grpc_wire
 from . import frames, reading
 
 

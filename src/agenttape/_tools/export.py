@@ -11,9 +11,9 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .._core import grpc_wire
 from .._core.models import Headers, Interaction, Request, Response, first_header
 from .._core.text import counted, iso
+from .._core.wire import grpc as grpc_wire
 from .._version import __version__
 from . import frames
 from .reading import body_end, decode_within_budget, llm_fields, readable_body

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from .._core import grpc_wire
 from .._core.bodies import is_sse, parse_json
 from .._core.faults import Fault, FaultKind, fault, fault_to_json
 from .._core.faults.spec import fault_to_python, fault_to_text
 from .._core.files import read
 from .._core.models import Interaction
 from .._core.text import counted
+from .._core.wire import grpc as grpc_wire
 from .cli_usage import JSON, command, operands
 from .reading import reading, where
 

@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 from .._core import jsonpath
-from .._core.matching import json_differences, show_value
+from .._core.matching.matcher import json_differences, show_value
 from .._core.models import OPCODE_NUMBERS, Frame, Interaction
-from .._core.websocket import parse_close
+from .._core.wire.websocket import parse_close
 from .reading import parse_json
 
 ARROWS = {"client": "->", "server": "<-"}

@@ -9,9 +9,9 @@ from pathlib import Path
 from .._adapters.network_guard import allowed
 from .._core import runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
+from .._core.matching.replay_queue import Precedents
 from .._core.models import Headers, Interaction, Request
 from .._core.options import Mode
-from .._core.replay_queue import Precedents
 from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
 

@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from .._core import bodies, grpc_wire
+from .._core import bodies
 from .._core.bodies import (
     END_OF_STREAM_EVENTS,
     READ_LIMIT,
@@ -25,6 +25,7 @@ from .._core.bodies import (
     reached_end_of_stream,
 )
 from .._core.models import Headers, Interaction, Request, first_header
+from .._core.wire import grpc as grpc_wire
 
 __all__ = [
     "BODY_END_TEXT",

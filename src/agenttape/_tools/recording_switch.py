@@ -150,7 +150,7 @@ def configure(config: pytest.Config) -> bool:
     conftests' (``pytest_plugin``)."""
     if not offered(config):
         return False
-    from .._core.matching import Matcher
+    from .._core.matching.matcher import Matcher
     from .drift import DriftReport
 
     for name, text in _MARKERS.items():

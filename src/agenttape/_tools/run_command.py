@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._adapters import sdk_keys
-from .._core import codec, meta
+from .._core import meta
 from .._core.errors import AgentTapeError
 from .._core.faults import (
     FAULTS_ENVIRONMENT_VARIABLE,
@@ -47,6 +47,7 @@ from .._core.files import read, write_atomic
 from .._core.models import Interaction
 from .._core.options import MODE_ENVIRONMENT_VARIABLE
 from .._core.text import counted
+from .._core.wire import codec
 from .run_process import (
     CASSETTE_VARIABLE,
     FRAGMENTS_VARIABLE,

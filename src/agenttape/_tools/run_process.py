@@ -21,15 +21,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .._core import codec, tracebacks
+from .._core import tracebacks
 from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError
 from .._core.faults import Fault
 from .._core.files import write_atomic
-from .._core.matching import Matcher
+from .._core.matching.matcher import Matcher
+from .._core.matching.replay_queue import Key, ReplayQueue
 from .._core.models import Interaction
 from .._core.options import Mode
-from .._core.replay_queue import Key, ReplayQueue
+from .._core.wire import codec
 from .proxy_command import USER_PROXIES_VARIABLE
 
 CASSETTE_VARIABLE = "AGENTTAPE_RUN_CASSETTE"

@@ -11,10 +11,10 @@ import os
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .._core import grpc_wire
 from .._core.files import read
 from .._core.models import Headers, Interaction
 from .._core.text import counted, interrupted, kept_because
+from .._core.wire import grpc as grpc_wire
 from . import frames
 from .export import exchange_json, jsonable
 from .reading import (

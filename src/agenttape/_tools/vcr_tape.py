@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from .._adapters.network_guard import allowed
-from .._core import codec, files, runtime
+from .._core import files, runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
-from .._core.matching import Matcher, multipart_parts
+from .._core.matching.matcher import Matcher, multipart_parts
+from .._core.matching.replay_queue import KeepsMisses, Precedents, ReplayQueue
 from .._core.models import Interaction, Request
 from .._core.options import Mode
 from .._core.redaction import Redacting, Redactor
-from .._core.replay_queue import KeepsMisses, Precedents, ReplayQueue
 from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
 from .._core.verdict import REQUEST, request_changes
+from .._core.wire import codec
 from .drift import Drift
 from .vcr import VcrImportError, interaction_of, request_of, vcr_request_of, vcr_response_of
 

@@ -31,10 +31,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .._core import grpc_wire
 from .._core.encoding import encodings_of
 from .._core.models import Headers, Interaction
 from .._core.text import byte_size, counted, interrupted, iso, kept_because
+from .._core.wire import grpc as grpc_wire
 from .._version import __version__
 from . import frames
 from .export import exchange_json, jsonable

@@ -21,11 +21,12 @@ from typing import Any, TypeVar
 import grpc
 from grpc import aio
 
-from ..._core import grpc_wire, runtime
+from ..._core import runtime
 from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Interaction
 from ..._core.playback import Schedule
 from ..._core.tape import Recording, Tape
+from ..._core.wire import grpc as grpc_wire
 from .. import ledger
 from .common import (
     DeadlinePassed,

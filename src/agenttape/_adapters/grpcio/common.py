@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from ..._core import grpc_wire
 from ..._core.models import Failure, Interaction, Request
 from ..._core.playback import Schedule, Walk
 from ..._core.tape import Recording, Tape
+from ..._core.wire import grpc as grpc_wire
 
 CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
 Metadata = tuple[tuple[str, str | bytes], ...]

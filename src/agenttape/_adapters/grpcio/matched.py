@@ -22,11 +22,11 @@ from typing import Any
 
 import grpc
 
-from ..._core import grpc_wire
 from ..._core.errors import UnmatchedInteractionError
 from ..._core.models import Interaction, Request
 from ..._core.tape import Tape
 from ..._core.tracebacks import note_replayed
+from ..._core.wire import grpc as grpc_wire
 from .common import Metadatum, Method, Outcome, encoding
 from .replayed import ReplayedCall, StreamFuture
 

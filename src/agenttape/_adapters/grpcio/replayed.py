@@ -10,9 +10,9 @@ from typing import Any
 
 import grpc
 
-from ..._core import grpc_wire
 from ..._core.models import Interaction
 from ..._core.playback import Schedule
+from ..._core.wire import grpc as grpc_wire
 from .common import DeadlinePassed, Metadatum, Method, Outcome, encoding, walk
 
 

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from ..._core.models import OPCODES, Failure, Opcode
-from ..._core.websocket import SessionRecording, SessionReplay, close_payload
+from ..._core.wire.websocket import SessionRecording, SessionReplay, close_payload
 from .. import ledger
 from ..wire import ResponseParser
 from .replay import ReplayTransport

@@ -23,11 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from ..._core.models import Headers, Opcode
-from ..._core.websocket import (
-    SessionRecording,
-    SessionReplay,
-    close_payload,
-)
+from ..._core.wire.websocket import SessionRecording, SessionReplay, close_payload
 from .. import ledger
 from ..forwarding import Forwarding
 from .replay import ReplayPeer, key_of

@@ -18,7 +18,7 @@ import socket
 import threading
 
 from ..._core.models import Frame
-from ..._core.websocket import End, SessionReplay, Step, encode_frame
+from ..._core.wire.websocket import End, SessionReplay, Step, encode_frame
 from ..memory_transport import MemoryTransport
 from ..wire import header, parse_head
 

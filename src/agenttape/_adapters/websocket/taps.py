@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..._core.errors import UnmatchedInteractionError
 from ..._core.models import Direction, Failure, Opcode
-from ..._core.websocket import SessionRecording, SessionReplay, Step, parse_close
+from ..._core.wire.websocket import SessionRecording, SessionReplay, Step, parse_close
 
 
 class FrameRecorder:

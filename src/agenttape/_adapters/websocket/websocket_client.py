@@ -24,10 +24,7 @@ from typing import Any
 from ..._core import runtime
 from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Request
-from ..._core.websocket import (
-    SessionRecording,
-    session_of,
-)
+from ..._core.wire.websocket import SessionRecording, session_of
 from .. import ledger
 from ..wire import parse_head
 from .replay import ReplayPeer

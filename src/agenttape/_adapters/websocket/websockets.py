@@ -29,12 +29,7 @@ from ..._core.errors import UnmatchedInteractionError
 from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Failure, Request
 from ..._core.tape import Tape
-from ..._core.websocket import (
-    SessionRecording,
-    SessionReplay,
-    Step,
-    session_of,
-)
+from ..._core.wire.websocket import SessionRecording, SessionReplay, Step, session_of
 from .. import ledger
 from .replay import ReplayPeer, ReplayTransport
 from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened

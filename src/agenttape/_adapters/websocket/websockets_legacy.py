@@ -27,7 +27,7 @@ from ..._core import runtime
 from ..._core.errors import UnmatchedInteractionError
 from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Failure, Request
-from ..._core.websocket import SessionRecording, session_of
+from ..._core.wire.websocket import SessionRecording, session_of
 from .. import ledger
 from .replay import ReplayTransport
 from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened

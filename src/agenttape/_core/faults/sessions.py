@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from .. import grpc_wire
 from ..models import Interaction, Request
-from ..websocket import closed_early
+from ..wire import grpc as grpc_wire
+from ..wire.websocket import closed_early
 from . import LIVE_KINDS, Fault, FaultKind
 
 KINDS: frozenset[FaultKind] = frozenset(("close", "grpc_status"))

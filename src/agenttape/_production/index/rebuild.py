@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._core import codec
 from ..._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
 from ..._core.text import aware
+from ..._core.wire import codec
 from .. import deletions, erasure
 from ..durations import parse_since, utc_day
 from ..store import SUFFIX, LocalStore, Store, StoredFile, open_store

@@ -26,16 +26,16 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from .errors import UnmatchedInteractionError
-from .exchange import Live, Replay
-from .matching import Matcher
-from .models import OPCODE_NUMBERS, Closed, Frame, Interaction, Opcode, Request
-from .playback import Schedule
-from .replay_queue import RERECORD_HINT
-from .tape import Recording, Tape
+from ..errors import UnmatchedInteractionError
+from ..exchange import Live, Replay
+from ..matching.matcher import Matcher
+from ..matching.replay_queue import RERECORD_HINT
+from ..models import OPCODE_NUMBERS, Closed, Frame, Interaction, Opcode, Request
+from ..playback import Schedule
+from ..tape import Recording, Tape
 
 if TYPE_CHECKING:
-    from .models import Direction, Failure, Headers, Response
+    from ..models import Direction, Failure, Headers, Response
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _MATCHED: frozenset[str] = frozenset(("text", "binary", "continuation", "close"))

@@ -20,11 +20,11 @@ from array import array
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 
-from .errors import UnmatchedInteractionError
-from .matching import Candidate, Matcher
-from .models import Interaction, Request
-from .options import MODE_ENVIRONMENT_VARIABLE, Mode
-from .text import counted
+from ..errors import UnmatchedInteractionError
+from ..models import Interaction, Request
+from ..options import MODE_ENVIRONMENT_VARIABLE, Mode
+from ..text import counted
+from .matcher import Candidate, Matcher
 
 Key = tuple[str, Hashable]
 """A boundary and a request's match key."""

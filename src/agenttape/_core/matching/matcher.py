@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from . import grpc_wire, jsonpath
-from .models import Interaction, Request
-from .urls import ParsedURL, parse_url, split_url
+from .. import jsonpath
+from ..models import Interaction, Request
+from ..urls import ParsedURL, parse_url, split_url
+from ..wire import grpc as grpc_wire
 
 URL_FIELDS = ("scheme", "host", "port", "path", "query")
 DEFAULT_MATCH_ON = ("method", *URL_FIELDS, "body")

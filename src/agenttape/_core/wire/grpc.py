@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .models import Headers, Interaction, Request, Response, first_header
+from ..models import Headers, Interaction, Request, Response, first_header
 
 SCHEMES = ("grpc://", "grpcs://")
 CONTENT_TYPE = "application/grpc"

@@ -21,10 +21,9 @@ from typing import Any, BinaryIO, cast
 
 import msgpack
 
-from .._version import __version__
-from .bounded_msgpack import NESTING, Invalid, budget, describe, extensions, unpack
-from .errors import CassetteFormatError
-from .models import (
+from ..._version import __version__
+from ..errors import CassetteFormatError
+from ..models import (
     OPCODE_NUMBERS,
     Closed,
     Direction,
@@ -37,6 +36,7 @@ from .models import (
     Request,
     Response,
 )
+from .bounded_msgpack import NESTING, Invalid, budget, describe, extensions, unpack
 
 FORMAT_VERSION = 2
 """The newest format this version reads and writes: files holding WebSocket sessions."""
