@@ -22,17 +22,16 @@ from websockets.sync.client import connect as connect_websocket
 import agenttape
 from agenttape._core.models import Failure, Interaction, Request, Response
 from agenttape._core.wire.bounded_msgpack import Invalid
+from agenttape._core.wire.checked_read import decode_interaction
 from agenttape._core.wire.codec import (
     FORMAT_VERSION,
     PLAIN_FORMAT,
-    _decode_interaction,
-    _decode_plain,
-    _SharedPairs,
     decode,
     decode_stream,
     encode,
     encode_pieces,
 )
+from agenttape._core.wire.fast_read import SharedPairs, decode_plain
 from tests.cli_support import cli
 from tests.servers import Server, WebSocketServer, json_reply, refused_port
 
@@ -215,9 +214,9 @@ def as_streamed(value: object) -> object:
     return value
 
 
-def pairs_seen_before() -> _SharedPairs:
+def pairs_seen_before() -> SharedPairs:
     """What the reader has kept after the sample's entries: every header pair they hold."""
-    seen = _SharedPairs(1 << 20)
+    seen = SharedPairs(1 << 20)
     for interaction in sample():
         response = interaction.response
         response_headers = [*response.headers, *response.trailers] if response else []
@@ -232,11 +231,11 @@ def agree(raw: object) -> None:
     Both readers' forms are tried, with no header pairs seen before and with the sample's."""
     for form in (raw, as_streamed(raw)):
         try:
-            checked = _decode_interaction(form)
+            checked = decode_interaction(form)
         except Invalid:
             checked = None
-        for seen in (_SharedPairs(1 << 20), pairs_seen_before(), _SharedPairs(0)):
-            fast = _decode_plain(form, seen)
+        for seen in (SharedPairs(1 << 20), pairs_seen_before(), SharedPairs(0)):
+            fast = decode_plain(form, seen)
             assert fast is None or fast == checked, form
 
 
@@ -261,7 +260,7 @@ def test_fast_decoding_agrees_on_combined_odd_fields(
 
 def test_fast_decoding_takes_ordinary_interactions() -> None:
     for raw in msgpack.unpackb(encode({}, sample()), raw=False)["interactions"]:
-        assert _decode_plain(raw, _SharedPairs(1 << 20)) == _decode_interaction(raw)
+        assert decode_plain(raw, SharedPairs(1 << 20)) == decode_interaction(raw)
 
 
 def stream(path: Path) -> object:
