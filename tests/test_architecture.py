@@ -136,3 +136,18 @@ def private_names_used_across_modules() -> list[str]:
 
 def test_no_private_name_is_used_outside_its_module() -> None:
     assert private_names_used_across_modules() == []
+
+
+def test_tools_compose_a_cassette_and_never_subclass_it() -> None:
+    """What ``agenttape run`` needs of a cassette (a fragment to save to, a play log shared
+    between processes) is handed to one as a collaborator: no module subclasses
+    ``Cassette`` or ``ReplayQueue``, so their insides stay theirs to change."""
+    closed = {"Cassette", "ReplayQueue"}
+    subclasses = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base).rsplit(".", 1)[-1] for base in node.bases}
+                if bases & closed:
+                    subclasses.append(f"{path.relative_to(PACKAGE)}: {node.name}")
+    assert subclasses == []

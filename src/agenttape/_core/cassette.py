@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from contextvars import Token
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from . import age, blame, files, locking, runtime, tracebacks
 from .age import OnExpired
@@ -24,7 +24,14 @@ from .errors import (
 )
 from .faults import Fault, FaultPlan, FiredFault
 from .matching.matcher import Candidate, Matcher
-from .matching.replay_queue import RERECORD_HINT, KeepsMisses, Key, Precedents, ReplayQueue
+from .matching.replay_queue import (
+    RERECORD_HINT,
+    KeepsMisses,
+    Key,
+    Precedents,
+    ReplayQueue,
+    SharedPlays,
+)
 from .models import Interaction, Request
 from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused, parse_mode
 from .redaction import Redacting, Redactor
@@ -35,6 +42,12 @@ from .tracebacks import note_fired
 from .wire import codec
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Keeping(Protocol):
+    """Where a cassette's recording is saved instead of its own file."""
+
+    def save(self, cassette: Cassette) -> None: ...
 
 
 class Cassette(runtime.Block, KeepsMisses, Redacting):
@@ -84,6 +97,12 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
     """How a miss names the mode, when not by ``mode`` alone (``agenttape run`` says its own)."""
     rerecord_hint: str = RERECORD_HINT
     """The last line of a miss: how to record what is missing."""
+    keeping: Keeping | None = None
+    """Where the recording goes when the cassette stops, when not to its own file: a tool
+    composes a cassette with one (``agenttape run``'s fragments) instead of subclassing it."""
+    shared_plays: SharedPlays | None = None
+    """Plays shared with other processes (``agenttape run``'s play log), set before
+    ``start``."""
 
     def __init__(
         self,
@@ -312,23 +331,11 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
                 f"{MODE_ENVIRONMENT_VARIABLE}=once, pytest --agenttape-record, or "
                 "agenttape run --mode once -- COMMAND"
             )
-        self.queue = ReplayQueue(self.matcher, self.options.allow_repeats)
+        self.queue = ReplayQueue(self.matcher, self.options.allow_repeats, self.shared_plays)
         self.misses = []
         self._pending, self._dirty = set(), False
         self._digest = None
-        if exists:
-            # Also read in mode 'all': a damaged file must fail loudly, never be overwritten.
-            if self.mode == "new_episodes":
-                data = files.read_bytes(self.path)
-                self.metadata, loaded = codec.decode(data, self.path)
-                self._digest = files.digest(data)
-            else:
-                self.metadata, loaded = files.read(self.path)
-            if self.options.max_age is not None and self.mode != "all":
-                self.mode = self._check_age(loaded)
-                self.block_network = self._blocks_network()
-        else:
-            loaded = []
+        loaded = self._load_existing() if exists else []
         self._frozen_pool, self._derived, self._derived_dirty = None, None, False
         self._replaced = None
         faults = self.options.effective_faults()
@@ -338,16 +345,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             # now, where they fire now: replayed as well, the agent would meet them twice.
             loaded = [interaction for interaction in loaded if interaction.injected is None]
         if self.mode == "all" or not exists:
-            if loaded and self._frozen_scope:
-                # Re-recording keeps serving frozen calls from the previous recording.
-                self._frozen_pool = Cassette.from_options(self.path, self.options)
-                for interaction in loaded:
-                    if self._frozen_scope.matches(interaction.boundary, interaction.request):
-                        self._frozen_pool.queue.add(interaction, played=False)
-            from .meta import new_header  # platform, git and package metadata: only to record
-
-            self.metadata = new_header(self.tags)
-            self._replaced = loaded if exists and self.mode == "all" else None
+            self._record_anew(loaded, exists)
             loaded = []
         for interaction in loaded:
             self.queue.add(interaction, played=False)
@@ -363,6 +361,33 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             files.check_writable(self.path)
         elif self._derived is not None:
             files.check_writable(self.derived_path)
+
+    def _load_existing(self) -> list[Interaction]:
+        """The file's interactions, read in every mode: in ``all`` too, since a damaged file
+        must fail loudly, never be overwritten. Its age may change the mode."""
+        if self.mode == "new_episodes":
+            data = files.read_bytes(self.path)
+            self.metadata, loaded = codec.decode(data, self.path)
+            self._digest = files.digest(data)
+        else:
+            self.metadata, loaded = files.read(self.path)
+        if self.options.max_age is not None and self.mode != "all":
+            self.mode = self._check_age(loaded)
+            self.block_network = self._blocks_network()
+        return loaded
+
+    def _record_anew(self, loaded: list[Interaction], exists: bool) -> None:
+        """A recording from scratch: a new header, and of the previous recording, the frozen
+        calls (still served) and what a worse new one is compared with when saved."""
+        if loaded and self._frozen_scope:
+            self._frozen_pool = Cassette.from_options(self.path, self.options)
+            for interaction in loaded:
+                if self._frozen_scope.matches(interaction.boundary, interaction.request):
+                    self._frozen_pool.queue.add(interaction, played=False)
+        from .meta import new_header  # platform, git and package metadata: only to record
+
+        self.metadata = new_header(self.tags)
+        self._replaced = loaded if exists and self.mode == "all" else None
 
     def _activate(self) -> None:
         """Serve every request from here on (what ``_read`` read)."""
@@ -645,6 +670,9 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
     # -- persistence -------------------------------------------------------------------
 
     def save(self) -> None:
+        if self.keeping is not None:
+            self.keeping.save(self)
+            return
         if self.mode == "new_episodes":
             self._save_merged()
             return

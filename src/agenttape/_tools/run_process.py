@@ -10,6 +10,7 @@ order, each once.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +28,6 @@ from .._core.cassette import Cassette
 from .._core.errors import AgentTapeError
 from .._core.faults import Fault
 from .._core.files import write_atomic
-from .._core.matching.matcher import Matcher
-from .._core.matching.replay_queue import Key, ReplayQueue
-from .._core.models import Interaction
-from .._core.options import Mode
 from .._core.wire import codec
 from .proxy_command import USER_PROXIES_VARIABLE
 
@@ -43,107 +41,76 @@ REQUESTED_MODE_VARIABLE = "AGENTTAPE_RUN_REQUESTED_MODE"
 PROCESS_MODES = ("replay", "record", "new_episodes")
 
 
-class _FragmentCassette(Cassette):
-    """A cassette that saves only what this process recorded, to its own fragment file."""
+class Fragment:
+    """Where one process of the run saves what it recorded: a fragment file of its own,
+    holding only the interactions recorded after ``opened`` (the parent merges them)."""
 
-    def __init__(
-        self,
-        path: Path,
-        fragments: Path,
-        mode: Mode,
-        label: str = "",
-        faults: tuple[Fault, ...] = (),
-    ) -> None:
-        super().__init__(path, mode=mode, faults=faults)
-        self.fragments = fragments
+    def __init__(self, folder: Path, label: str = "") -> None:
+        self.folder = folder
         self.label = label
         self.first_new = 0
-        self.fragment = self._fragment_name()
+        self.path = self._name()
 
-    def _fragment_name(self) -> Path:
+    def _name(self) -> Path:
         label = f"-{self.label}" if self.label else ""
         return (
-            self.fragments
+            self.folder
             / f"{time.time_ns():020d}-{os.getpid()}{label}-{uuid.uuid4().hex[:8]}.msgpack"
         )
 
-    def open(self) -> None:
-        self.start()
-        self.first_new = len(self.interactions)
+    def opened(self, cassette: Cassette) -> None:
+        self.first_new = len(cassette.interactions)
 
-    def forked(self) -> None:
+    def forked(self, cassette: Cassette) -> None:
         """In a forked child: what the parent recorded is the parent's to save. A
         multiprocessing child leaves through ``os._exit``, past atexit, so it saves from
         multiprocessing's own exit hook."""
-        self.first_new = len(self.interactions)
-        self.fragment = self._fragment_name()
+        self.first_new = len(cassette.interactions)
+        self.path = self._name()
         util = sys.modules.get("multiprocessing.util")
         if util is not None:
-            util.register_after_fork(self, _save_at_multiprocessing_exit)
+            util.register_after_fork(cassette, _save_at_multiprocessing_exit)
 
-    def save(self) -> None:
-        recorded = self.interactions[self.first_new :]
+    def save(self, cassette: Cassette) -> None:
+        recorded = cassette.interactions[self.first_new :]
         if recorded:
-            write_atomic(self.fragment, codec.encode_pieces(self.metadata, recorded))
+            write_atomic(self.path, codec.encode_pieces(cassette.metadata, recorded))
 
 
-class _SharedReplayCassette(Cassette):
-    """Replay whose play counts every process of the run shares through a play log file, so
+class PlayLog:
+    """The run's play log: every replaying process appends the positions it played, so
     identical requests made by different processes are served in recorded order, each
     recorded response once, as within one process."""
 
-    rerecord_hint = (
-        "To re-record: agenttape run --mode all -- COMMAND, or --mode new_episodes to add "
-        "only the missing requests."
-    )
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
-    def __init__(
-        self, path: Path, play_log: Path, requested_mode: str, faults: tuple[Fault, ...] = ()
-    ) -> None:
-        super().__init__(path, mode="none", faults=faults)
-        self.play_log = play_log
-        self.mode_label = f"{requested_mode!r}, through agenttape run"
-
-    def start(self) -> None:
-        super().start()
-        shared = _PlayLogQueue(self.matcher, self.play_log)
-        for interaction in self.interactions:
-            shared.add(interaction, played=False)
-        self.queue = shared
-
-
-class _PlayLogQueue(ReplayQueue):
-    """A replay queue whose plays are written to, and read from, a play log file."""
-
-    __slots__ = ("play_log",)
-
-    def __init__(self, matcher: Matcher, play_log: Path) -> None:
-        super().__init__(matcher)
-        self.play_log = play_log
-
-    def take(self, key: Key) -> Interaction | None:
+    def claim(self, play_counts: list[int], choose: Callable[[], int | None]) -> int | None:
         try:
             import fcntl
         except ImportError:
-            return super().take(key)
-        with open(self.play_log, "a+") as handle:
+            return choose()
+        with open(self.path, "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 handle.seek(0)
-                counts = self.play_counts
                 for word in handle.read().split():
                     played = int(word)
-                    if played < len(counts) and not counts[played]:
-                        counts[played] = 1
-                position = self.next_position(key)
-                if position is None:
-                    return None
-                counts[position] += 1
-                handle.write(f"{position}\n")
-                handle.flush()
-                return self.interactions[position]
+                    if played < len(play_counts) and not play_counts[played]:
+                        play_counts[played] = 1
+                position = choose()
+                if position is not None:
+                    handle.write(f"{position}\n")
+                    handle.flush()
+                return position
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+REPLAY_HINT = (
+    "To re-record: agenttape run --mode all -- COMMAND, or --mode new_episodes to add "
+    "only the missing requests."
+)
 
 
 def open_cassette(
@@ -158,15 +125,20 @@ def open_cassette(
     own, or replays sharing the run's play log. ``faults`` are the proxy's
     (a Python process reads its own from ``AGENTTAPE_FAULTS``)."""
     if process_mode in ("record", "new_episodes"):
+        fragment = Fragment(fragments, label)
         if process_mode == "record":
             # Opened on a fresh fragment name: nothing on disk is read or overwritten.
-            recorder = _FragmentCassette(fragments / "recording", fragments, "all", label, faults)
-            recorder.path = recorder.fragment
+            recorder = Cassette(fragment.path, mode="all", faults=faults)
         else:
-            recorder = _FragmentCassette(path, fragments, "new_episodes", label, faults)
-        recorder.open()
+            recorder = Cassette(path, mode="new_episodes", faults=faults)
+        recorder.keeping = fragment
+        recorder.start()
+        fragment.opened(recorder)
         return recorder
-    cassette = _SharedReplayCassette(path, fragments / "played", requested, faults)
+    cassette = Cassette(path, mode="none", faults=faults)
+    cassette.shared_plays = PlayLog(fragments / "played")
+    cassette.mode_label = f"{requested!r}, through agenttape run"
+    cassette.rerecord_hint = REPLAY_HINT
     cassette.start()
     return cassette
 
@@ -187,8 +159,10 @@ def start_in_process() -> None:
         os._exit(2)
     tracebacks.install_hook()
     _save_on_sigterm()
-    if isinstance(cassette, _FragmentCassette) and hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=cassette.forked)  # not on Windows: nothing forks
+    fragment = cassette.keeping
+    if isinstance(fragment, Fragment) and hasattr(os, "register_at_fork"):
+        # not on Windows: nothing forks
+        os.register_at_fork(after_in_child=functools.partial(fragment.forked, cassette))
     user_proxies = os.environ.get(USER_PROXIES_VARIABLE)
     if user_proxies is not None:
         _keep_user_proxies(user_proxies)

@@ -19,6 +19,7 @@ import threading
 from array import array
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from ..errors import UnmatchedInteractionError
 from ..models import Interaction, Request
@@ -76,6 +77,14 @@ class Precedents:
         self.queue.wakers.discard(wake)
 
 
+class SharedPlays(Protocol):
+    """Plays that several processes share (``agenttape run``'s play log): ``claim`` counts
+    the other processes' plays into ``play_counts``, runs ``choose`` while no other process
+    can, and records the position chosen, if any, as played by this one."""
+
+    def claim(self, play_counts: list[int], choose: Callable[[], int | None]) -> int | None: ...
+
+
 class ReplayQueue:
     """Interactions with their play counts; not thread-safe (the cassette holds a lock)."""
 
@@ -88,12 +97,19 @@ class ReplayQueue:
         "interactions",
         "matcher",
         "play_counts",
+        "shared_plays",
         "wakers",
     )
 
-    def __init__(self, matcher: Matcher, allow_repeats: bool = False) -> None:
+    def __init__(
+        self,
+        matcher: Matcher,
+        allow_repeats: bool = False,
+        shared_plays: SharedPlays | None = None,
+    ) -> None:
         self.matcher = matcher
         self.allow_repeats = allow_repeats
+        self.shared_plays = shared_plays
         self.interactions: list[Interaction] = []
         self.play_counts: list[int] = []
         self.wakers: set[Wake] = set()
@@ -223,7 +239,10 @@ class ReplayQueue:
 
     def take(self, key: Key) -> Interaction | None:
         """The next unplayed interaction recorded for ``key``, counted as played."""
-        position = self.next_position(key)
+        if self.shared_plays is None:
+            position = self.next_position(key)
+        else:
+            position = self.shared_plays.claim(self.play_counts, lambda: self.next_position(key))
         if position is None:
             return None
         self.play_counts[position] += 1
