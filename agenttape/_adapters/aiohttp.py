@@ -278,11 +278,7 @@ def _replay_whole(
     loop = asyncio.get_running_loop()
     key = req.connection_key
     protocol = _protocol_for(connector, key, loop, handler_class)
-    protocol.transport.load_whole(
-        req,
-        wire.render_head(response) + b"".join(wire.render_body(response, True)),
-        wire.runs_to_eof(response, req.method),
-    )
+    protocol.transport.load_whole(req, *wire.render_whole(response, req.method))
     return connection_class(connector, key, protocol, loop)
 
 
