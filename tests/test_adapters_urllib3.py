@@ -948,3 +948,32 @@ def test_a_stream_the_server_ended_at_a_later_request_ends_after_it_on_replay(
         reader.join(5)
         assert tape.all_played
     assert order == ["data: 1\n\n", "post", "end"]
+
+
+def test_answers_urlopen_serves_itself_keep_every_header_pair(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """After the first request renders its head, ``urlopen`` serves the replayed answers
+    itself: urllib3's header dict holds every pair in order, duplicates and case kept, as
+    the one ``getresponse()`` makes live, over the same ``http.client`` message."""
+    pairs = [("X-Part", "1"), ("Link", "</a>; rel=next"), ("x-part", "2"), ("Link", "</b>")]
+    server = serve(lambda seen: Reply(headers=pairs, chunks=[seen.path.encode()]))
+
+    def run() -> list[Any]:
+        out = []
+        manager = urllib3.PoolManager()
+        for n in range(3):
+            response = manager.request("GET", f"{server.url}/pairs/{n}")
+            headers = response.headers
+            message = response._original_response.msg
+            out.append(
+                (list(headers.items()), headers.getlist("x-part"), message.items(), response.data)
+            )
+        manager.clear()
+        return out
+
+    live, replayed = record_then_replay(cassette_path, server, run)
+    assert replayed == live
+    assert live[2][2][:4] == pairs  # the message as sent; urllib3's dict groups by name
+    assert live[2][0][:2] == [("X-Part", "1"), ("X-Part", "2")]
+    assert live[2][1] == ["1", "2"]

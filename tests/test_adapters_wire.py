@@ -92,3 +92,35 @@ def test_a_head_is_unframeable_exactly_when_one_of_its_parts_is(
     bad += [t for t in (reason, version) if re.search("[\r\n\x00]", t)]
     problem = wire.unframeable(response)
     assert (problem is None) == (not bad)
+
+
+@given(
+    headers=st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["Content-Length", "content-length", "Transfer-Encoding", "X-Id", "Content-Type"]
+            ),
+            st.sampled_from(["chunked", "gzip, chunked", "CHUNKED ", "identity", "12", "a: b"]),
+        ),
+        max_size=5,
+    ),
+    body=st.binary(max_size=40),
+    status=st.sampled_from([200, 204, 304, 101, 404]),
+    method=st.sampled_from(["GET", "HEAD", "POST"]),
+    version=st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/2"]),
+)
+def test_a_response_in_one_read_is_its_head_and_pieces_rendered_apart(
+    headers: list[tuple[str, str]], body: bytes, status: int, method: str, version: str
+) -> None:
+    """``render_whole``, for a body of at most one piece, says what the head, the pieces and
+    ``runs_to_eof`` say; ``render_head`` writes each pair on its line as given."""
+    response = Response(
+        status=status, reason="Why", http_version=version, headers=headers, body=body
+    )
+    assert wire.render_whole(response, method) == (
+        wire.render_head(response) + b"".join(wire.render_body(response, complete=True)),
+        wire.runs_to_eof(response, method),
+    )
+    line = "HTTP/1.1" if version == "HTTP/2" else version
+    lines = [f"{line} {status} Why", *(f"{name}: {value}" for name, value in headers), "", ""]
+    assert wire.render_head(response) == "\r\n".join(lines).encode("latin-1")

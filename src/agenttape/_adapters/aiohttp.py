@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
-from .._core.exchange import Live, begin, serving, unplayable
+from .._core.exchange import Live, Replay, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
@@ -68,6 +68,8 @@ def _make_connect(
             return await _open_session(tape, self, req, traces, timeout, original, aiohttp)
 
         plan = begin(tape, await _to_model(req))
+        if isinstance(plan, Replay) and plan.body is not None:
+            return _replay_whole(tape, self, req, plan, handler_class, connection_class)
         with serving(tape, plan, failure_of):
             if isinstance(plan, Live):
                 conn = await original(self, req, traces, timeout)
@@ -255,6 +257,31 @@ class _Tap:
 # -- replay -----------------------------------------------------------------------------
 
 
+def _replay_whole(
+    tape: Any,
+    connector: Any,
+    req: Any,
+    plan: Replay,
+    handler_class: type,
+    connection_class: type,
+) -> Any:
+    """A replayed answer with nothing to pace, hold, fail or wait for, its body in at most
+    one piece (``Replay.body``): the connection's transport hands the protocol head and body
+    in one read, as a server writes them, with no ``playback`` made."""
+    interaction = plan.interaction
+    response = interaction.response
+    assert response is not None
+    problem = wire.unframeable(response)
+    if problem:
+        with serving(tape, plan, failure_of):
+            raise unplayable(tape, interaction, "aiohttp", problem)
+    loop = asyncio.get_running_loop()
+    key = req.connection_key
+    protocol = _protocol_for(connector, key, loop, handler_class)
+    protocol.transport.load_whole(req, *wire.render_whole(response, req.method))
+    return connection_class(connector, key, protocol, loop)
+
+
 def _replay_connection(
     connector: Any,
     req: Any,
@@ -265,12 +292,20 @@ def _replay_connection(
 ) -> Any:
     loop = asyncio.get_running_loop()
     key = req.connection_key
+    protocol = _protocol_for(connector, key, loop, handler_class)
+    protocol.transport.load(interaction, req, schedule)
+    return connection_class(connector, key, protocol, loop)
+
+
+def _protocol_for(
+    connector: Any, key: Any, loop: asyncio.AbstractEventLoop, handler_class: type
+) -> Any:
+    """A replay protocol for the next response: one kept alive for ``key``, or a new one."""
     protocol = _idle_protocol(connector, key, loop)
     if protocol is None:
         protocol = handler_class(loop)
         protocol.connection_made(_ReplayTransport(protocol, loop))
-    protocol.transport.load(interaction, req, schedule)
-    return connection_class(connector, key, protocol, loop)
+    return protocol
 
 
 _IDLE = ledger.MARK
@@ -343,12 +378,34 @@ class _ReplayTransport(MemoryTransport):
     consumed (or at its recorded offset with ``realtime``), then the recorded ending; a body
     the client closed early gets none. The first read waits until aiohttp has written the
     request, as a server's answer does. A response that ended leaving the connection open
-    makes way for the next one (``load``), as a kept-alive socket does."""
+    makes way for the next one (``load``), as a kept-alive socket does. An answer with
+    nothing to pace (``load_whole``) is one read and, for a body that runs to the end of the
+    connection, the end; no walk is made for it."""
 
     def __init__(self, protocol: Any, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(loop)
         self._protocol = protocol
         self._handle: asyncio.Handle | None = None
+        self._request: Any = None
+        self._error: Failure | None = None
+        self._eof = True
+        self._held = False
+        self._quiet_end = False
+        self._walk: Walk | None = None
+        self._whole: bytes | None = None
+        self._over = False
+
+    def load_whole(self, req: Any, data: bytes, eof: bool) -> None:
+        """The next response is ``data``, head and body as one read; ``eof``: the connection
+        closes after it (the body runs to its end)."""
+        self._request = req
+        self._error = None
+        self._eof = eof
+        self._held = False
+        self._walk = None
+        self._whole = data
+        self._over = False
+        self._handle = self._loop.call_soon(self._step)
 
     def load(self, interaction: Interaction, req: Any, schedule: Schedule) -> None:
         method = req.method
@@ -376,7 +433,7 @@ class _ReplayTransport(MemoryTransport):
             and schedule.precedents is None
             and not schedule.held
         )
-        self._schedule = schedule
+        self._held = schedule.held
         self._walk = Walk(schedule, body, interaction.error, head=head)
         self._over = False
         self._handle = self._loop.call_soon(self._step)
@@ -417,7 +474,7 @@ class _ReplayTransport(MemoryTransport):
             and self._over
             and self._error is None
             and not self._eof
-            and not self._schedule.held
+            and not self._held
         )
 
     def _step_later(self, delay: float) -> None:
@@ -431,6 +488,9 @@ class _ReplayTransport(MemoryTransport):
         if self._closing or self._paused or self._over:
             return
         walk = self._walk
+        if walk is None:
+            self._step_whole()
+            return
         if not walk.delivered and self._writing():
             return
         if walk.delivered and not walk.exhausted:
@@ -467,6 +527,23 @@ class _ReplayTransport(MemoryTransport):
             for made in (_raised(payload), _raised(protocol)):
                 if made is not None:
                     walk.noted(made)
+
+    def _step_whole(self) -> None:
+        """``_step`` for ``load_whole``: the one read once the request is written, then, for a
+        body that runs to the end of the connection, the end a step later (as a walk's)."""
+        whole = self._whole
+        if whole is None:
+            self._over = True
+            self._lose(None)
+            return
+        if self._writing():
+            return
+        self._whole = None
+        self._protocol.data_received(whole)
+        if self._eof:
+            self._step_later(0)
+        else:
+            self._over = True
 
     def _lose(self, exc: BaseException | None) -> None:
         if not self._closing:

@@ -16,6 +16,9 @@ from .._core.models import Headers, Response
 _NO_BODY_STATUS = (204, 304)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BREAKS = re.compile(r"[\r\n\x00]")
+# Header names joined by a colon, which no token holds: each one a token (none empty) when
+# this matches and the colons are the joins alone.
+_TOKENS = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?::[!#$%&'*+\-.^_`|~0-9A-Za-z]+)*")
 
 
 def unframeable(response: Response) -> str | None:
@@ -24,7 +27,16 @@ def unframeable(response: Response) -> str | None:
     character, a space or colon), or a line break or NUL in a value, the reason phrase or
     the version. None when it can. A cassette from elsewhere may hold such a head; written
     out, it would be refused inside the library or read as other headers."""
-    for name, value in response.headers:
+    headers = response.headers
+    # Every replayed response is asked: the names and the texts are checked joined, in two
+    # scans, and a head that fails is looked at header by header for the message.
+    names, values = zip(*headers, strict=True) if headers else ((), ())
+    joined = ":".join(names)
+    if (
+        not names or (_TOKENS.fullmatch(joined) and joined.count(":") == len(names) - 1)
+    ) and not _BREAKS.search("".join((*values, response.reason, response.http_version))):
+        return None
+    for name, value in headers:
         if not _TOKEN.fullmatch(name):
             return f"response header name {name!r} is not an HTTP token"
         if _BREAKS.search(value):
@@ -196,10 +208,36 @@ class ResponseParser:
 
 def render_head(response: Response) -> bytes:
     version = response.http_version if response.http_version.startswith("HTTP/1.") else "HTTP/1.1"
-    lines = [f"{version} {response.status} {response.reason}\r\n"]
-    lines += [f"{name}: {value}\r\n" for name, value in response.headers]
-    lines.append("\r\n")
-    return "".join(lines).encode("latin-1")
+    status_line = f"{version} {response.status} {response.reason}\r\n"
+    headers = response.headers
+    if not headers:
+        return f"{status_line}\r\n".encode("latin-1")
+    lines = "\r\n".join(map(": ".join, headers))
+    return f"{status_line}{lines}\r\n\r\n".encode("latin-1")
+
+
+def render_whole(response: Response, method: str) -> tuple[bytes, bool]:
+    """A complete response whose body is at most one piece (``Response.pieces``) as one
+    read, head and framed body as a server writes them; and whether its body runs to the
+    end of the connection (``runs_to_eof``). One look at the framing headers serves both."""
+    encoding: str | None = None
+    length = False
+    for name, value in response.headers:
+        size = len(name)  # the length first: a lower-cased copy of every name costs more
+        if size == 17 and encoding is None and name.lower() == "transfer-encoding":
+            encoding = value
+        elif size == 14 and name.lower() == "content-length":
+            length = True
+    head = render_head(response)
+    chunked = encoding is not None and encoding.lower().rstrip().endswith("chunked")
+    body = response.body
+    if chunked:
+        body = b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
+    status = response.status
+    to_eof = not (
+        method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200 or chunked or length
+    )
+    return head + body, to_eof
 
 
 def render_body(response: Response, complete: bool, end_apart: bool = False) -> list[bytes]:

@@ -274,9 +274,17 @@ def _direct_builder(cls: type) -> Callable[..., Any] | None:
                 extra["version_string"] = getattr(template, "_http_vsn_str", "HTTP/?")
             if sock_shutdown:
                 extra["sock_shutdown"] = socket.shutdown
+            # What ``HTTPHeaderDict(items)`` does, pair by pair (``add``), without the type
+            # checks its ``extend`` makes first, which cost more than the pairs themselves.
+            items = head.items
+            assert items is not None
+            headers = header_dict()
+            add = headers.add
+            for name, value in items:
+                add(name, value)
             return response_class(
                 body=raw,
-                headers=header_dict(head.items),
+                headers=headers,
                 status=raw.status,
                 version=raw.version,
                 reason=raw.reason,
