@@ -7,17 +7,13 @@ still-encoded body stream, chunk by chunk.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import sys
-from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
 from .._core import runtime
 from .._core.exchange import Live, Replay, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
-from .._core.playback import Schedule, Walk
 from .._core.tape import Recording
 from .._core.wire.websocket import SessionRecording, SessionReplay, session_of
 from . import instrumented, ledger, tls_contexts
@@ -30,6 +26,7 @@ from .header_tables import (
     decode_text,
     name_email_refuses,
 )
+from .httpx_streams import AsyncTeeStream, ReplayStream, TeeStream, exception_for
 from .websocket import httpx_ws
 
 # httpx exception name -> library-neutral kind.
@@ -47,18 +44,6 @@ KIND_BY_EXCEPTION: dict[str, FailureKind] = {
     "ProxyError": "proxy_error",
     "UnsupportedProtocol": "unsupported_protocol",
 }
-EXCEPTION_BY_KIND: dict[str, str] = {
-    "connect_error": "ConnectError",
-    "connect_timeout": "ConnectTimeout",
-    "read_timeout": "ReadTimeout",
-    "write_timeout": "WriteTimeout",
-    "pool_timeout": "PoolTimeout",
-    "read_error": "ReadError",
-    "write_error": "WriteError",
-    "protocol_error": "RemoteProtocolError",
-    "proxy_error": "ProxyError",
-    "unsupported_protocol": "UnsupportedProtocol",
-}
 
 
 class _Library:
@@ -67,10 +52,10 @@ class _Library:
 
     def __init__(self, hx: ModuleType) -> None:
         self.hx = hx
-        self.tee = type("TeeStream", (_TeeStream, hx.SyncByteStream), {})
-        self.async_tee = type("AsyncTeeStream", (_AsyncTeeStream, hx.AsyncByteStream), {})
+        self.tee = type("TeeStream", (TeeStream, hx.SyncByteStream), {})
+        self.async_tee = type("AsyncTeeStream", (AsyncTeeStream, hx.AsyncByteStream), {})
         self.replay = type(
-            "ReplayStream", (_ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
+            "ReplayStream", (ReplayStream, hx.SyncByteStream, hx.AsyncByteStream), {}
         )
 
     def begin(
@@ -186,16 +171,6 @@ def _respx_serves(hx: ModuleType, request: Any) -> bool:
     return False
 
 
-def _exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Exception:
-    error = interaction.error
-    assert error is not None
-    exception_class = getattr(hx, error.type, None)
-    if not (isinstance(exception_class, type) and issubclass(exception_class, hx.TransportError)):
-        exception_class = getattr(hx, EXCEPTION_BY_KIND.get(error.kind, "TransportError"))
-    exception: Exception = exception_class(error.message, request=request)
-    return exception
-
-
 def _replay_response(hx: ModuleType, interaction: Interaction, request: Any, stream: Any) -> Any:
     """The recorded response as httpx's (a recorded failure raised as its exception). Its
     headers are filled in one pass, each name and value encoded as Latin-1, the name also
@@ -273,7 +248,7 @@ def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -
     """The recorded response; a recorded failure raised as the library's exception."""
     response = interaction.response
     if response is None:
-        raise _exception_for(hx, interaction, request)
+        raise exception_for(hx, interaction, request)
     if EMAIL_CHECKS_NAMES:
         problem = name_email_refuses(response.headers)
         tape = runtime.active()
@@ -536,7 +511,7 @@ class _AsyncTapeTransport(_TapeTransport):
 def _recorded_core(library: _Library, response: Any, recording: Recording, tee: type) -> Any:
     """httpcore's live response, its head recorded and its body teed into ``recording``."""
     _record_core_head(library, recording, response)
-    response.stream = tee(library, response.stream, recording)
+    response.stream = tee(library.failure_of, response.stream, recording)
     return response
 
 
@@ -548,118 +523,5 @@ def _recorded(library: _Library, response: Any, recording: Recording, tee: type)
         recording.chunk(response.content)
         recording.finish()
         return response
-    response.stream = tee(library, response.stream, recording)
+    response.stream = tee(library.failure_of, response.stream, recording)
     return response
-
-
-class _TeeStream:
-    """Hands each raw chunk to the caller the moment it arrives, and to the recording."""
-
-    def __init__(self, library: _Library, stream: Any, recording: Recording) -> None:
-        self._library = library
-        self._stream = stream
-        # Let go of once finished: httpx keeps a read response in a reference cycle until the
-        # garbage collector runs, which would keep the recorded exchange alive as long.
-        self._recording: Recording | None = recording
-
-    @contextlib.contextmanager
-    def _reporting(self) -> Iterator[None]:
-        """Marks the recording failed (as the library names the error) when reading the
-        live stream raises."""
-        try:
-            yield
-        except Exception as exc:
-            failure = self._library.failure_of(exc)
-            if failure is not None and self._recording is not None:
-                self._recording.fail(failure)
-            raise
-
-    def __iter__(self) -> Iterator[bytes]:
-        recording = self._recording
-        assert recording is not None
-        with self._reporting():
-            for chunk in self._stream:
-                recording.chunk(chunk)
-                yield chunk
-        recording.finish()
-        self._recording = None
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            if self._recording is not None:
-                self._recording.finish(truncated=True)
-                self._recording = None
-
-
-class _AsyncTeeStream(_TeeStream):
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        recording = self._recording
-        assert recording is not None
-        with self._reporting():
-            async for chunk in self._stream:
-                recording.chunk(chunk)
-                yield chunk
-        recording.finish()
-        self._recording = None
-
-    async def aclose(self) -> None:
-        try:
-            await self._stream.aclose()
-        finally:
-            if self._recording is not None:
-                self._recording.finish(truncated=True)
-                self._recording = None
-
-
-def _read_timeout(request: Any) -> float | None:
-    """The seconds the client waits for data (its read timeout), None for no limit."""
-    timeout = request.extensions.get("timeout")
-    read = timeout.get("read") if isinstance(timeout, dict) else None
-    return read if isinstance(read, (int, float)) else None
-
-
-def _read_timed_out(hx: ModuleType, request: Any) -> Exception:
-    exception: Exception = hx.ReadTimeout("timed out", request=request)
-    return exception
-
-
-class _ReplayStream:
-    """Hands the client the recorded chunks as the replay walk delivers them, then the
-    recorded ending; closing the stream releases a body held open."""
-
-    def __init__(
-        self, hx: ModuleType, interaction: Interaction, request: Any, schedule: Schedule
-    ) -> None:
-        self._hx = hx
-        self._interaction = interaction
-        self._request = request
-        self._schedule = schedule
-        # The exception made without the stream: a walk that refers back to its stream would
-        # leave both (and the request) to the garbage collector after every replay.
-        self.walk = Walk.of(
-            interaction,
-            schedule,
-            timeout=_read_timeout(request),
-            timed_out=functools.partial(_read_timed_out, hx, request),
-        )
-
-    def __iter__(self) -> Iterator[bytes]:
-        walk = self.walk
-        yield from walk
-        if walk.ending == "failed":
-            raise walk.noted(_exception_for(self._hx, self._interaction, self._request))
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        walk = self.walk
-        async for piece in walk:
-            yield piece
-        if walk.ending == "failed":
-            raise walk.noted(_exception_for(self._hx, self._interaction, self._request))
-
-    def close(self) -> None:
-        self._schedule.release()
-
-    async def aclose(self) -> None:
-        self._schedule.release()

@@ -18,6 +18,7 @@ from typing import Any
 from .._core import runtime
 from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure
+from .._core.tape import Recording
 from . import ledger, libcurl, native_guard
 
 _CALLBACKS = (
@@ -102,46 +103,36 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
     base_getinfo: Callable[..., Any] = base.getinfo  # type: ignore[attr-defined]
     base_getinfo_raw: Callable[..., Any] = base.getinfo_raw  # type: ignore[attr-defined]
 
-    def easy(self: Any) -> libcurl.Easy:
-        found: libcurl.Easy | None = vars(self).get("_agenttape_easy")
-        if found is None:
-            found = vars(self)["_agenttape_easy"] = libcurl.Easy()
-        return found
-
     def setopt(self: Any, option: int, value: Any) -> None:
         base_setopt(self, option, value)
-        easy(self).set(int(option), value)
+        _easy(self).set(int(option), value)
 
     def unsetopt(self: Any, option: int) -> None:
         base_unsetopt(self, option)
-        easy(self).options.pop(int(option), None)
+        _easy(self).options.pop(int(option), None)
 
     def reset(self: Any) -> None:
         base_reset(self)
         vars(self).pop("_agenttape_easy", None)
 
     def getinfo(self: Any, option: int) -> Any:
-        kept = easy(self)
+        kept = _easy(self)
         if kept.replayed is None:
             return base_getinfo(self, option)
         return libcurl.info(kept, int(option), flavour)
 
     def getinfo_raw(self: Any, option: int) -> Any:
-        kept = easy(self)
+        kept = _easy(self)
         if kept.replayed is None:
             return base_getinfo_raw(self, option)
         value = libcurl.info(kept, int(option), flavour)
         return value.encode("latin-1") if isinstance(value, str) else value
 
     def perform(self: Any) -> None:
-        kept = easy(self)
+        kept = _easy(self)
         kept.replayed = None
         tape = runtime.active()
-        if tape is None:
-            base_perform(self)
-            return
-        if kept.options.get(libcurl.CONNECT_ONLY):
-            native_guard.check("pycurl's Curl.perform of a raw connection (CONNECT_ONLY)")
+        if tape is None or _connect_only(kept):
             base_perform(self)
             return
         plan = begin(tape, kept.request(flavour.library))
@@ -150,35 +141,7 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
                 plan.playback.wait(plan.playback.head)
                 libcurl.replay(kept, plan.interaction, flavour)
                 return
-            tee = libcurl.Tee(kept, plan.recording)
-            libcurl.keep_off_the_run_proxy(
-                kept, lambda option, value: base_setopt(self, option, value)
-            )
-            base_setopt(self, libcurl.HEADERFUNCTION, tee.header)
-            base_setopt(self, libcurl.WRITEFUNCTION, tee.write)
-            reader = kept.options.get(libcurl.READFUNCTION)
-            if reader is not None:
-                base_setopt(self, libcurl.READFUNCTION, reader)
-            if tee.decoding:  # the body is recorded as it came; the tee decodes it
-                base_setopt(self, libcurl.HTTP_CONTENT_DECODING, 0)
-            try:
-                base_perform(self)
-            except BaseException as exc:
-                tee.ended(failure_of(exc) or Failure("raised", type(exc).__name__, str(exc)))
-                raise
-            finally:
-                _put_back(self, kept)
-                if tee.decoding:
-                    base_setopt(self, libcurl.HTTP_CONTENT_DECODING, 1)
-            tee.ended(None)
-
-    def _put_back(self: Any, kept: libcurl.Easy) -> None:
-        """The user's own callbacks again, where the tees stood for the live perform."""
-        for option in (libcurl.HEADERFUNCTION, libcurl.WRITEFUNCTION):
-            base_unsetopt(self, option)
-        for option in _CALLBACKS:
-            if option in kept.options:
-                base_setopt(self, option, kept.options[option])
+            _record(self, kept, plan.recording, base_setopt, base_unsetopt, base_perform)
 
     return {
         "setopt": setopt,
@@ -190,3 +153,54 @@ def _namespace(base: type, flavour: libcurl.Flavour) -> dict[str, Any]:
         "__module__": base.__module__,
         "__doc__": base.__doc__,
     }
+
+
+def _connect_only(kept: libcurl.Easy) -> bool:
+    """A raw connection (CONNECT_ONLY) is no exchange: the network guard decides on it."""
+    if not kept.options.get(libcurl.CONNECT_ONLY):
+        return False
+    native_guard.check("pycurl's Curl.perform of a raw connection (CONNECT_ONLY)")
+    return True
+
+
+def _easy(curl: Any) -> libcurl.Easy:
+    """What agenttape keeps of a handle's options (pycurl hands none of them back)."""
+    found: libcurl.Easy | None = vars(curl).get("_agenttape_easy")
+    if found is None:
+        found = vars(curl)["_agenttape_easy"] = libcurl.Easy()
+    return found
+
+
+def _record(
+    curl: Any,
+    kept: libcurl.Easy,
+    recording: Recording,
+    setopt: Callable[..., Any],
+    unsetopt: Callable[..., Any],
+    perform: Callable[..., Any],
+) -> None:
+    """The live perform, its head and body teed into ``recording`` as they come, and the
+    user's own callbacks put back after it."""
+    tee = libcurl.Tee(kept, recording)
+    libcurl.keep_off_the_run_proxy(kept, lambda option, value: setopt(curl, option, value))
+    setopt(curl, libcurl.HEADERFUNCTION, tee.header)
+    setopt(curl, libcurl.WRITEFUNCTION, tee.write)
+    reader = kept.options.get(libcurl.READFUNCTION)
+    if reader is not None:
+        setopt(curl, libcurl.READFUNCTION, reader)
+    if tee.decoding:  # the body is recorded as it came; the tee decodes it
+        setopt(curl, libcurl.HTTP_CONTENT_DECODING, 0)
+    try:
+        perform(curl)
+    except BaseException as exc:
+        tee.ended(failure_of(exc) or Failure("raised", type(exc).__name__, str(exc)))
+        raise
+    finally:
+        for option in (libcurl.HEADERFUNCTION, libcurl.WRITEFUNCTION):
+            unsetopt(curl, option)
+        for option in _CALLBACKS:
+            if option in kept.options:
+                setopt(curl, option, kept.options[option])
+        if tee.decoding:
+            setopt(curl, libcurl.HTTP_CONTENT_DECODING, 1)
+    tee.ended(None)

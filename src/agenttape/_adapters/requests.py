@@ -30,8 +30,7 @@ def _make_send(
     timeout_class: type,
     headers_class: type,
 ) -> Callable[..., Any]:
-    # What send makes of the default timeout=None, made once (urllib3 copies a timeout
-    # before it uses one, so one object serves every request).
+    # send's default timeout=None, made once: urllib3 copies a timeout before it uses one.
     untimed = timeout_class(connect=None, read=None)
 
     def send(
@@ -55,16 +54,9 @@ def _make_send(
         origin, target = place
 
         def arguments_for(pool: Any) -> dict[str, Any] | None:
-            if timeout is None:
-                resolved = untimed
-            elif isinstance(timeout, tuple):
-                if len(timeout) != 2:
-                    return None  # send's own error
-                resolved = timeout_class(connect=timeout[0], read=timeout[1])
-            elif isinstance(timeout, timeout_class):
-                resolved = timeout
-            else:
-                resolved = timeout_class(connect=timeout, read=timeout)
+            resolved = untimed if timeout is None else _resolved(timeout, timeout_class)
+            if resolved is None:
+                return None  # send's own error
             body = request.body
             return {
                 "method": request.method,
@@ -91,6 +83,17 @@ def _make_send(
         )
 
     return send
+
+
+def _resolved(timeout: Any, timeout_class: type) -> Any:
+    """requests' ``timeout`` as urllib3 takes it; None for a tuple that send refuses."""
+    if isinstance(timeout, tuple):
+        if len(timeout) != 2:
+            return None
+        return timeout_class(connect=timeout[0], read=timeout[1])
+    if isinstance(timeout, timeout_class):
+        return timeout
+    return timeout_class(connect=timeout, read=timeout)
 
 
 def _plain(headers: Any, headers_class: type) -> Any:

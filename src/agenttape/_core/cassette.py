@@ -10,18 +10,20 @@ from collections.abc import Callable, Iterable
 from contextvars import Token
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
-from . import age, blame, files, locking, runtime, tracebacks
+from . import blame, files, runtime, tracebacks
+from . import cassette_reports as reports
 from .age import OnExpired
+from .cassette_saving import Keeping, Saving, mark_interrupted
 from .clock import freeze_clock
 from .errors import (
     AgentTapeError,
     AgentTapeWarning,
     CassetteNotFoundError,
-    FaultNotFiredError,
     UnmatchedInteractionError,
 )
+from .expiry import mode_after_age
 from .faults import Fault, FaultPlan, FiredFault
 from .matching.matcher import Candidate, Matcher
 from .matching.replay_queue import (
@@ -37,20 +39,14 @@ from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode, OnUnused,
 from .redaction import Redacting, Redactor
 from .scope import Scope
 from .tape import Recording, Tape
-from .text import counted, interrupted
+from .text import interrupted
 from .tracebacks import note_fired
 from .wire import codec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Keeping(Protocol):
-    """Where a cassette's recording is saved instead of its own file."""
-
-    def save(self, cassette: Cassette) -> None: ...
-
-
-class Cassette(runtime.Block, KeepsMisses, Redacting):
+class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
     """A file of recorded interactions, active as a context manager (``with``/``async with``)
     or a decorator (on ``def`` and ``async def``); ``use_cassette`` builds one.
 
@@ -372,7 +368,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         else:
             self.metadata, loaded = files.read(self.path)
         if self.options.max_age is not None and self.mode != "all":
-            self.mode = self._check_age(loaded)
+            self.mode = mode_after_age(self.path, self.metadata, loaded, self.options, self.mode)
             self.block_network = self._blocks_network()
         return loaded
 
@@ -395,36 +391,6 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
             self._unfreeze_clock = freeze_clock(self._recorded_start())
         self.is_active = True
         self._token = runtime.activate(self)
-
-    def _check_age(self, loaded: list[Interaction]) -> Mode:
-        """The mode this activation runs in once the recording's age is known: ``all`` for
-        an expired cassette that ``on_expired="rerecord"`` can record again now."""
-        seconds = age.age(self.metadata)
-        assert self.options.max_age is not None
-        if seconds is None or seconds <= self.options.max_age:
-            return self.mode
-        expired = (
-            f"cassette {self.path} was recorded {age.say_age(seconds)} ago, more than its "
-            f"max_age of {age.say_age(self.options.max_age)}"
-        )
-        action = self.options.on_expired
-        if action == "fail":
-            raise AgentTapeError(
-                f"{expired} (on_expired='fail'). Record it again: pytest --agenttape-record, "
-                f"or {MODE_ENVIRONMENT_VARIABLE}=all"
-            )
-        if action == "rerecord":
-            missing = age.why_not_record(loaded)
-            if not missing:
-                blame.warn(f"{expired}: recording it again", AgentTapeWarning)
-                return "all"
-            expired += f"; not recorded again now ({missing}), replayed as it is"
-        else:
-            expired += (
-                "; record it again (pytest --agenttape-record), or pass on_expired='rerecord'"
-            )
-        blame.warn(expired, AgentTapeWarning)
-        return self.mode
 
     def _recorded_start(self) -> Any:
         created = self.metadata.get("created_at")
@@ -456,7 +422,7 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
                 if error is None
                 else {"after": len(self.interactions), "by": type(error).__name__}
             )
-            _mark_interrupted(self.metadata, self._interrupted)
+            mark_interrupted(self.metadata, self._interrupted)
         return True
 
     def _finish(self, *, failed: bool) -> None:
@@ -464,79 +430,25 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         if self._dirty and self._recording and not self.interactions:
             self._dirty = False
             if not self._unaccounted:
-                blame.warn(self._nothing_recorded())
+                blame.warn(reports.nothing_recorded(self.path))
         if self._unaccounted and self.is_recording:
-            blame.warn(self._bypassed(), AgentTapeWarning)
+            blame.warn(
+                reports.bypassed(self.path, self._unaccounted, len(self.interactions)),
+                AgentTapeWarning,
+            )
         if self._dirty:
             self.save()
         if self._derived_dirty:
             self._save_derived()
         if not failed and not self.is_recording and self.on_unused != "ignore":
-            self._report_unused()
+            reports.report_unused(self.path, self.unplayed, self.on_unused)
         if self._faults is not None:
-            self._report_unfired(failed)
-
-    def _nothing_recorded(self) -> str:
-        kept = (
-            "the cassette already there was left as it was"
-            if self.path.exists()
-            else "no cassette was written"
-        )
-        return (
-            f"nothing was recorded into {self.path}: the code made no HTTP request (did it fail "
-            f"before sending one, for a missing API key say?); {kept}, so the next run records "
-            "again"
-        )
+            reports.report_unfired(self.path, self._faults, self.options.strict_faults, failed)
 
     def unaccounted(self, host: str, port: int, library: str | None) -> None:
         """A connection this process opened while the cassette was active that no adapter
         made (a library agenttape does not intercept): said when the cassette stops."""
         self._unaccounted.setdefault((host, port), library)
-
-    def _bypassed(self) -> str:
-        places = ", ".join(
-            f"{host}:{port}" + (f" ({library})" if library else "")
-            for (host, port), library in list(self._unaccounted.items())[:10]
-        )
-        recorded = counted(len(self.interactions), "interaction")
-        return (
-            f"while recording {self.path} ({recorded}) the process opened connections that "
-            f"agenttape does not intercept, so they were not recorded: {places}. Replay will "
-            "not serve them (with block_network they raise NetworkBlockedError); call them "
-            "through an intercepted library, or mark them live=(...) if they should stay live."
-        )
-
-    def _report_unused(self) -> None:
-        unplayed = self.unplayed
-        if not unplayed:
-            return
-        lines = "\n".join(f"  {i.request.method} {i.request.url}" for i in unplayed[:10]) + (
-            "\n  ..." if len(unplayed) > 10 else ""
-        )
-        message = (
-            f"{counted(len(unplayed), 'recorded interaction')} of cassette {self.path} "
-            f"{'was' if len(unplayed) == 1 else 'were'} never played "
-            f"(the code no longer makes these requests; re-record to drop them):\n{lines}"
-        )
-        if self.on_unused == "fail":
-            raise AgentTapeError(message)
-        blame.warn(message)
-
-    def _report_unfired(self, failed: bool) -> None:
-        """A fault that never fired rehearsed nothing: said as a warning, or raised as
-        ``FaultNotFiredError`` with ``strict_faults`` (unless the block raised already)."""
-        assert self._faults is not None
-        unfired = self._faults.unfired()
-        if not unfired:
-            return
-        lines = "\n".join(f"  {item.describe()}" for item in unfired)
-        message = (
-            f"{counted(len(unfired), 'fault')} given to cassette {self.path} never fired (no "
-            f"request it applies to was made, or not as often as its selectors ask):\n{lines}"
-        )
-        if self.options.strict_faults and not failed:
-            raise FaultNotFiredError(message, faults=unfired, cassette_path=str(self.path))
-        blame.warn(message, AgentTapeWarning)
 
     # -- the decision per request (the Tape) -------------------------------------------
 
@@ -668,105 +580,6 @@ class Cassette(runtime.Block, KeepsMisses, Redacting):
         return self.queue.nearest(request, limit, boundary)
 
     # -- persistence -------------------------------------------------------------------
-
-    def save(self) -> None:
-        if self.keeping is not None:
-            self.keeping.save(self)
-            return
-        if self.mode == "new_episodes":
-            self._save_merged()
-            return
-        with self._lock:
-            interactions = list(self.interactions)
-        replaced, self._replaced = self._replaced, None
-        previous = None
-        if replaced is not None and self.path.exists():
-            from .verdict import worse
-
-            failed = worse(replaced, interactions)
-            if failed:
-                self._keep_old(replaced, interactions, failed)
-                self._dirty = False
-                return
-            previous = files.read_bytes(self.path)
-        files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
-        self._dirty = False
-        if previous is not None:
-            # Once the new recording is in place: a save that fails leaves nothing beside it.
-            files.write_atomic(self.sibling("previous"), previous)
-
-    def sibling(self, kind: str) -> Path:
-        """``<stem>.<kind>.msgpack`` beside the cassette: ``previous``, ``new``."""
-        stem = (
-            self.path.name[: -len(".msgpack")] if self.path.suffix == ".msgpack" else self.path.name
-        )
-        return self.path.with_name(f"{stem}.{kind}.msgpack")
-
-    def _keep_old(self, old: list[Interaction], new: list[Interaction], failed: list[int]) -> None:
-        """A re-recording that failed where the old one holds answers (the service was
-        down): the old file stays, the new recording goes beside it as
-        ``<stem>.new.msgpack``, and a warning says so with the verdict."""
-        from . import verdict
-
-        target = self.sibling("new")
-        files.write_atomic(target, codec.encode_pieces(self.metadata, new))
-        lines = [
-            f"  #{v.index} {v.label}: {v.kind}" + "".join(f"\n      {line}" for line in v.lines(3))
-            for v in verdict.judge(old, new)
-            if v.kind != verdict.IDENTICAL
-        ]
-        blame.warn(
-            f"re-recording {self.path} kept the old cassette: "
-            f"{counted(len(failed), 'request')} failed without an answer "
-            f"(#{', #'.join(map(str, failed))}) where the old recording holds one, so the "
-            f"service was down or unreachable. The new recording is {target}; compare with "
-            f"agenttape diff {self.path} {target} --verdict, and record again when the "
-            "service is up.\n" + "\n".join(lines),
-            AgentTapeWarning,
-        )
-
-    def _save_derived(self) -> None:
-        """The run as it happened (replayed and live calls, in order) beside the original,
-        which is never modified."""
-        with self._lock:
-            interactions = list(self._derived or [])
-        from .meta import new_header
-
-        original_tags = self.metadata.get("tags")
-        tags = {**(original_tags if isinstance(original_tags, dict) else {}), **self.tags}
-        header = new_header(tags)
-        header["derived_from"] = {"path": str(self.path), "run_id": self.metadata.get("run_id")}
-        files.write_atomic(self.derived_path, codec.encode_pieces(header, interactions))
-        self._derived_dirty = False
-
-    def _save_merged(self) -> None:
-        """Appends what this run recorded to the file as it is now, under the cassette lock:
-        another process that appended since this one read the file loses nothing."""
-        with locking.locked(self.path):
-            with self._lock:
-                interactions = list(self.interactions)
-            header, stored = self.metadata, self._stored
-            try:
-                current = files.read_bytes(self.path)
-            except CassetteNotFoundError:
-                current = None
-            if current is not None and files.digest(current) != self._digest:
-                header, stored = codec.decode(current, self.path)
-                _mark_interrupted(header, self._interrupted)
-            merged = stored + interactions[self._saved :]
-            data = codec.encode(header, merged)
-            files.write_atomic(self.path, data)
-            self._stored, self._digest, self._saved = merged, files.digest(data), len(interactions)
-            self._dirty = False
-
-
-def _mark_interrupted(header: dict[str, Any], mark: dict[str, Any] | None) -> None:
-    """Writes whether the recording saved with ``header`` was cut short: an appending run
-    that reached its end clears the mark of one that did not."""
-    if mark is None:
-        header.pop("interrupted", None)
-    else:
-        header["interrupted"] = mark
 
 
 use_cassette = Cassette
