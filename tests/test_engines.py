@@ -5,10 +5,12 @@ statements name the index's columns with the index's types."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from agenttape._production.index import reader as index_reader
 from agenttape._production.index import rows as row_format
 from agenttape._production.index.rebuild import rebuild_index
 from agenttape._production.stored_runs import list_runs
-from tests.cli_support import write_run
+from tests.cli_support import signals_as_at_a_terminal, write_run
 
 duckdb = pytest.importorskip("duckdb")
 pa = pytest.importorskip("pyarrow")
@@ -67,50 +69,65 @@ def duckdb_rows(store: Path) -> list[tuple[Any, ...]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A local Spark session, on the Java and pyspark the machine has (.ci/run installs both;
-    a test installs nothing)."""
+SPARK_QUERY = """
+import json, sys
+from pyspark.sql import SparkSession
+
+sql, warehouse = sys.argv[1], sys.argv[2]
+spark = (
+    SparkSession.builder.master("local[1]")
+    .appName("agenttape-index")
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.warehouse.dir", warehouse)
+    .config("spark.sql.session.timeZone", "UTC")
+    .config("spark.sql.shuffle.partitions", "1")
+    .getOrCreate()
+)
+try:
+    rows = spark.sql(sql).collect()
+finally:
+    spark.stop()
+print(json.dumps([[r.run_id, r.status, r.path, r.created.isoformat()] for r in rows]))
+"""
+
+
+def spark_rows(sql: str, warehouse: Path) -> list[tuple[str, str, str, _dt.datetime]]:
+    """What Spark (local, on the machine's Java and pyspark; .ci/run installs both, a test
+    installs nothing) answers ``sql`` with. Spark runs in a Python process of its own, as a
+    reader of the index would, with the environment a shell gives it: the test process's
+    state (what earlier tests left in it) cannot stop its JVM from starting."""
     if shutil.which("java") is None:
         pytest.skip(
             "Java is not installed (Debian package openjdk-17-jre-headless); .ci/run installs it"
         )
     pytest.importorskip("pyspark", reason="pyspark is not installed here; .ci/run installs it")
-    from pyspark.errors import PySparkRuntimeError
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master("local[1]")
-        .appName("agenttape-index")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "1")
-    )
-    try:
-        session = builder.getOrCreate()
-    except PySparkRuntimeError:
-        # A JVM that exits while starting on a loaded machine starts on a second try; a
-        # second exit is reported with what Java itself says about the machine.
-        try:
-            session = builder.getOrCreate()
-        except PySparkRuntimeError as error:
-            java = subprocess.run(["java", "-version"], capture_output=True, text=True)
-            pytest.fail(f"Spark did not start ({error}); java -version said: {java.stderr!r}")
-    yield session
-    session.stop()
+    names = ("PATH", "HOME", "LANG", "JAVA_HOME", "TMPDIR")
+    environment = {name: os.environ[name] for name in names if name in os.environ}
+    for _attempt in range(2):  # a JVM that exits while starting on a loaded machine
+        done = subprocess.run(
+            [sys.executable, "-c", SPARK_QUERY, sql, str(warehouse)],
+            capture_output=True,
+            text=True,
+            env=environment,
+            preexec_fn=signals_as_at_a_terminal,
+            timeout=300,
+        )
+        if done.returncode == 0:
+            found = json.loads(done.stdout.splitlines()[-1])
+            return [
+                (run_id, status, path, _dt.datetime.fromisoformat(created).replace(tzinfo=_dt.UTC))
+                for run_id, status, path, created in found
+            ]
+    pytest.fail(f"Spark did not answer; what it said last:\n{done.stderr[-3000:]}")
 
 
-def test_spark_and_duckdb_give_the_same_rows(store: Path, spark: Any) -> None:
+def test_spark_and_duckdb_give_the_same_rows(store: Path, tmp_path: Path) -> None:
     sql = statement("Spark SQL").rstrip().rstrip(";")
     sql = sql.replace("s3a://acme-agent-runs/prod/_index", f"file://{store}/_index")
     sql = sql.replace(
         "AND tags['user_id'] = 'u_7710'", "AND tags['user_id'] = 'u_7710'" + ERRORS_ONLY
     )
-    from_spark = [
-        (row.run_id, row.status, row.path, row.created.replace(tzinfo=_dt.UTC))
-        for row in spark.sql(sql).collect()
-    ]
+    from_spark = spark_rows(sql, tmp_path / "spark-warehouse")
     from_duckdb = duckdb_rows(store)
     print("Spark:  ", [row[:2] for row in from_spark])
     print("DuckDB: ", [row[:2] for row in from_duckdb])
