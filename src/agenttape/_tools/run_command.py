@@ -20,6 +20,7 @@ recorded order, each once. A process forked without exec starts a fragment of it
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import json
 import os
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -166,7 +167,11 @@ def run(
     try:
         try:
             proxy = _proxy_if_any(
-                command, cassette, each, fragments, mode, options, report, needs_proxy
+                functools.partial(
+                    _start_proxy, command, cassette, each, fragments, mode, options, report
+                ),
+                report,
+                needs_proxy,
             )
             status, signalled = _run_child(
                 command, cassette, mode, each, fragments, proxy, options.faults
@@ -207,16 +212,7 @@ def _checked(command: list[str], cassette: Path, mode: str) -> tuple[str, bool]:
     return each, needs_proxy
 
 
-def _proxy_if_any(
-    command: list[str],
-    cassette: Path,
-    each: str,
-    fragments: Path,
-    mode: str,
-    options: RunOptions,
-    report: Any,
-    needs_proxy: bool,
-) -> Proxy | None:
+def _proxy_if_any(start: Callable[[], Proxy], report: Any, needs_proxy: bool) -> Proxy | None:
     """The recording proxy, started when installed; a Python program does without it when it
     cannot start (it records in-process; only programs it starts miss out)."""
     from . import proxy_command
@@ -224,7 +220,7 @@ def _proxy_if_any(
     if not proxy_command.available():
         return None
     try:
-        return _start_proxy(command, cassette, each, fragments, mode, options, report)
+        return start()
     except AgentTapeError as exc:
         if needs_proxy:
             raise

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from ..._core.text import counted
@@ -110,17 +110,7 @@ class _Tally:
         self.dropped += done[2]
 
     def result(self) -> Compacted:
-        return Compacted(
-            days=self.days,
-            files=self.files,
-            rows=self.rows,
-            skipped=self.skipped,
-            dropped=self.dropped,
-            busy=self.busy,
-            by_manifests=self.by_manifests,
-            collected=self.collected,
-            late=self.late,
-        )
+        return Compacted(**asdict(self))
 
 
 def _merged(

@@ -11,7 +11,7 @@ import datetime as _dt
 import os
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..._core.errors import AgentTapeError, CassetteFormatError, CassetteNotFoundError
@@ -84,14 +84,7 @@ def rebuild_index(
     for name, named_days in in_flight.items():
         if named_days and all(day in days and day not in tally.late for day in named_days):
             opened.delete(name)
-    return Rebuilt(
-        runs=tally.runs,
-        days=tally.days,
-        unreadable=tally.unreadable,
-        replaced=tally.replaced,
-        busy=tally.busy,
-        late=tally.late,
-    )
+    return Rebuilt(**asdict(tally))
 
 
 def _loose_rows(
