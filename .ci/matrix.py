@@ -243,22 +243,24 @@ def cell(uv: str, library: Library, version: str) -> Result:
     env = dict(os.environ)
     env.pop("AGENTTAPE_MODE", None)
     select = ["-k", library.select] if library.select else []
-    status = run(
-        [
-            *(str(python), "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:randomly"),
-            *select,
-            *library.tests,
-        ],
-        log,
-        cwd=ROOT,
-        env=env,
-    )
+    command = [
+        *(str(python), "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:randomly"),
+        *select,
+        *library.tests,
+    ]
+    status = run(command, log, cwd=ROOT, env=env)
+    crashed = ""
+    if status < 0:
+        # A native crash (an old libcurl aborting in its own thread, say) is run once more,
+        # and the table says so: a failing test fails both times, a crash twice fails too.
+        crashed = f", after a crash (pytest exit {status}) on the first run"
+        status = run(command, log, cwd=ROOT, env=env)
     outcome = {0: "passed", 5: "no tests", 124: "timed out"}.get(
-        status, f"failed (pytest exit {status})"
+        status, f"failed (pytest exit {status}{crashed})"
     )
     if status == 0:
         tail = log.read_text().strip().splitlines()[-1]
-        outcome = f"passed ({tail.strip('= ').split(' in ')[0]})"
+        outcome = f"passed ({tail.strip('= ').split(' in ')[0]}{crashed})"
     return Result(library.name, version, outcome, time.monotonic() - started, log)
 
 
