@@ -8,9 +8,7 @@ every later run on the machine, with this checkout bound into it at the same pat
 needs root (debootstrap, mount, chroot), as CI has.
 
     python .ci/pythons.py 3.14                       # the whole suite on 3.14
-    python .ci/pythons.py 3.13 3.14 --soak 3.13        # as CI runs them, at once (3.13's
-                                                     # with the soak sizes of tests/reliability)
-    python .ci/pythons.py --prerelease 3.15          # reported, never failing
+    python .ci/pythons.py 3.13 3.14 --prerelease 3.15   # as CI runs them, at once
     python .ci/pythons.py 3.14 -- tests/test_ledger.py  # some tests
     python .ci/pythons.py --exec 3.14 -- python .ci/matrix.py --newest   # any command
 
@@ -222,7 +220,7 @@ class Outcome:
     log: Path | None = None
 
 
-def suite(interp: Interpreter, arguments: list[str], soak: bool = False) -> Outcome:
+def suite(interp: Interpreter, arguments: list[str]) -> Outcome:
     started = time.monotonic()
     logs = CHECKOUT / ".pythons"
     logs.mkdir(exist_ok=True)
@@ -240,8 +238,6 @@ def suite(interp: Interpreter, arguments: list[str], soak: bool = False) -> Outc
         pytest = " ".join(f"-W {shlex.quote(spec)}" for spec in strict) + " " + pytest
     command = f"{interp.python} -m pytest -q -rfE --junitxml={shlex.quote(str(report))} {pytest}"
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    if soak:
-        environment["AGENTTAPE_SOAK"] = "1"
     with log.open("a") as out:
         try:
             status = subprocess.run(
@@ -267,13 +263,6 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("versions", nargs="*", help="e.g. 3.13 3.14")
     parser.add_argument("--prerelease", action="append", default=[], metavar="VERSION")
-    parser.add_argument(
-        "--soak",
-        action="append",
-        default=[],
-        metavar="VERSION",
-        help="that version's run takes the reliability tests at their soak sizes",
-    )
     parser.add_argument("--exec", dest="command", metavar="VERSION", help="run a command")
     arguments, rest = argv, []
     if "--" in argv:
@@ -296,11 +285,7 @@ def main(argv: list[str]) -> int:
             command = " ".join(shlex.quote(part) for part in rest)
             return subprocess.run(inside(interp, f"PATH={bin_dir}:$PATH {command}")).returncode
         with concurrent.futures.ThreadPoolExecutor(len(interpreters)) as pool:
-            outcomes = list(
-                pool.map(
-                    lambda interp: suite(interp, rest, interp.version in options.soak), interpreters
-                )
-            )
+            outcomes = list(pool.map(lambda interp: suite(interp, rest), interpreters))
     print("\n| Python | result | passed | failed | skipped | seconds |\n|---|---|---|---|---|---|")
     for outcome in outcomes:
         verdict = {0: "passed", 5: "no tests"}.get(outcome.status, f"exit {outcome.status}")
