@@ -216,7 +216,21 @@ def name_of(requirement: str) -> str:
     return re.split(r"[<>=!~ ;\[]", requirement, maxsplit=1)[0].lower()
 
 
-def cell(uv: str, library: Library, version: str) -> Result:
+def build_wheel(uv: str) -> Path:
+    """This checkout as a wheel, built once: every cell installs it (an editable install
+    would build it again in each of them)."""
+    out = ENVIRONMENTS / "wheel"
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run(
+        [uv, "build", "-q", "--wheel", "--out-dir", str(out), str(ROOT)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    [wheel] = out.glob("*.whl")
+    return wheel
+
+
+def cell(uv: str, wheel: Path, library: Library, version: str) -> Result:
     started = time.monotonic()
     slug = f"{library.name}-{version}"
     environment = ENVIRONMENTS / slug
@@ -229,11 +243,12 @@ def cell(uv: str, library: Library, version: str) -> Result:
         *(requirement for requirement in BASE if name_of(requirement) not in pinned),
         *(sdk for sdk in SDKS if sdk != library.replaces and sdk not in pinned),
         *pins,
-        *("-e", str(ROOT)),
+        str(wheel),
     ]
     if not python.exists() and run([uv, "venv", "-q", "-p", sys.executable, str(environment)], log):
         return Result(library.name, version, "environment failed", time.monotonic() - started, log)
-    if run([uv, "pip", "install", "-q", "--python", str(python), *wanted], log):
+    install = [uv, "pip", "install", "-q", "--reinstall-package", "agenttape-recorder"]
+    if run([*install, "--python", str(python), *wanted], log):
         return Result(library.name, version, "install failed", time.monotonic() - started, log)
     for name in library.last:
         pinned_last = [pin for pin in pins if name_of(pin) == name] or [name]
@@ -275,13 +290,14 @@ def main(argv: list[str]) -> int:
     chosen = [lib for lib in LIBRARIES if not lib.runs_in and (not argv or lib.name in named)]
     ENVIRONMENTS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    wheel = build_wheel(uv)
     jobs = [
         (library, version)
         for library in chosen
         for version in (library.versions[-1:] if newest else library.versions)
     ]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda job: cell(uv, *job), jobs))
+        results = list(pool.map(lambda job: cell(uv, wheel, *job), jobs))
     print("\n| library | version | result | seconds |\n|---|---|---|---|")
     for result in results:
         print(f"| {result.library} | {result.version} | {result.outcome} | {result.seconds:.0f} |")

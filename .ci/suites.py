@@ -54,7 +54,24 @@ class Suite:
     flaky: dict[str, str] = field(default_factory=dict)  # test id -> why
 
 
+# The longest first (requests' suite takes as long as the other three together): two run at
+# a time, so the stage ends when the longest does.
 SUITES = (
+    Suite(
+        "requests",
+        "2.34.2",
+        (
+            "pytest==8.4.2",
+            "pytest-httpbin==2.1.0",
+            "httpbin==0.10.2",
+            "trustme==1.2.1",
+            "PySocks==1.7.1",
+        ),
+        # tests/test_requests.py is left out whole: besides its local httpbin it connects to
+        # a blackhole address (10.255.255.1) for its timeouts and resolves names on the
+        # internet. The others serve themselves on 127.0.0.1 or need no network.
+        ("tests", "--ignore=tests/test_requests.py"),
+    ),
     Suite(
         "pytest-httpx",
         "0.36.2",
@@ -82,21 +99,6 @@ SUITES = (
         ),
         # the tests that need the internet carry httpx's own marker
         ("tests", "-m", "not network"),
-    ),
-    Suite(
-        "requests",
-        "2.34.2",
-        (
-            "pytest==8.4.2",
-            "pytest-httpbin==2.1.0",
-            "httpbin==0.10.2",
-            "trustme==1.2.1",
-            "PySocks==1.7.1",
-        ),
-        # tests/test_requests.py is left out whole: besides its local httpbin it connects to
-        # a blackhole address (10.255.255.1) for its timeouts and resolves names on the
-        # internet. The others serve themselves on 127.0.0.1 or need no network.
-        ("tests", "--ignore=tests/test_requests.py"),
     ),
     Suite(
         "vcrpy",

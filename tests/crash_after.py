@@ -3,7 +3,8 @@ change to the store: ``CRASH_AFTER=N python tests/crash_after.py runs delete STO
 Counts every write, conditional create and delete of a run file, index file, tombstone or
 claim, so a test can kill a command at each of its steps in turn. ``CRASH_AFTER=0`` never
 kills, and the command prints how many changes it made on stderr. ``PAUSE_BEFORE=N:SECONDS``
-(``PAUSE_AFTER``) sleeps before (after) the Nth change instead; ``CLOCK_OFFSET=SECONDS`` sets the process's clock off."""
+(``PAUSE_AFTER``) sleeps before (after) the Nth change instead; ``CLOCK_OFFSET=SECONDS`` sets the process's clock off.
+tests/command_server.py imports it once and arms it in each child it forks."""
 
 from __future__ import annotations
 
@@ -18,13 +19,10 @@ from agenttape._production.s3_store import S3Store
 from agenttape._production.store import FsspecStore, LocalStore
 from agenttape._tools.cli import main
 
-LIMIT = int(os.environ.get("CRASH_AFTER", "0"))
+LIMIT = 0
 # PAUSE_BEFORE=N:SECONDS (PAUSE_AFTER=...) sleeps that long before (after) the Nth change,
 # having said "paused" on stderr: another process acts then.
-PAUSES = {
-    when: tuple(float(part) for part in os.environ.get(name, "0:0").split(":"))
-    for when, name in (("before", "PAUSE_BEFORE"), ("after", "PAUSE_AFTER"))
-}
+PAUSES: dict[str, tuple[float, ...]] = {}
 changes = 0
 
 
@@ -50,19 +48,29 @@ def counted(method: Callable[..., Any]) -> Callable[..., Any]:
     return change
 
 
-# A local folder's delete_many deletes one file at a time (each counted); an object store's
-# deletes a thousand in one request. On an object store, the local copies a reader makes of
-# index files are not changes to the store.
-REMOTE = any("://" in argument for argument in sys.argv[1:])
-for store_class, names in (
-    (LocalStore, () if REMOTE else ("write", "create", "delete")),
-    (FsspecStore, ("write", "create", "delete", "delete_many")),
-    (S3Store, ("write", "create", "delete", "delete_many")),
-):
-    for name in names:
-        setattr(store_class, name, counted(getattr(store_class, name)))
+def arm(arguments: list[str]) -> None:
+    """Count this process's changes to a store from now on, as the environment says."""
+    global LIMIT
+    LIMIT = int(os.environ.get("CRASH_AFTER", "0"))
+    PAUSES.update(
+        (when, tuple(float(part) for part in os.environ.get(name, "0:0").split(":")))
+        for when, name in (("before", "PAUSE_BEFORE"), ("after", "PAUSE_AFTER"))
+    )
+    # A local folder's delete_many deletes one file at a time (each counted); an object
+    # store's deletes a thousand in one request. On an object store, the local copies a reader
+    # makes of index files are not changes to the store.
+    remote = any("://" in argument for argument in arguments)
+    for store_class, names in (
+        (LocalStore, () if remote else ("write", "create", "delete")),
+        (FsspecStore, ("write", "create", "delete", "delete_many")),
+        (S3Store, ("write", "create", "delete", "delete_many")),
+    ):
+        for name in names:
+            setattr(store_class, name, counted(getattr(store_class, name)))
 
-if __name__ == "__main__":
+
+def run(arguments: list[str]) -> int:
+    """The command, then how many changes it made, on stderr."""
     # CLOCK_OFFSET=SECONDS: this process's clock (time.time, datetime.now) is that far off,
     # as a host's whose clock is wrong; the store's own times are not.
     if os.environ.get("CLOCK_OFFSET"):
@@ -70,6 +78,11 @@ if __name__ == "__main__":
 
         offset = float(os.environ["CLOCK_OFFSET"])
         time_machine.travel(time.time() + offset, tick=True).start()
-    code = main(sys.argv[1:])
+    code = main(arguments)
     sys.stderr.write(f"changes: {changes}\n")
-    sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    arm(sys.argv[1:])
+    sys.exit(run(sys.argv[1:]))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +25,12 @@ from agenttape._production.run_deletion import delete_runs
 from agenttape._production.store import FsspecStore, Store, open_store
 from agenttape._production.stored_runs import list_runs
 from tests.cli_support import assert_one_line_error, cli, fresh_copies, write_run
+from tests.command_server import commands
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 
 NOW = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
-CRASH = Path(__file__).with_name("crash_after.py")
 ROOT = Path(__file__).resolve().parent.parent
 # u_9 asks to be forgotten; the others stay. Two days, so the index rewrite spans two files.
 RUNS = {
@@ -77,15 +75,8 @@ def run_files(store: Store) -> set[str]:
 def crash_run(after: int, *args: str, env: dict[str, str] | None = None) -> tuple[int, int]:
     """Run ``agenttape ARGS`` killed before its ``after``-th change to the store; its exit
     status and the number of changes it made when it ran to the end."""
-    done = subprocess.run(
-        [sys.executable, str(CRASH), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {}), "CRASH_AFTER": str(after)},
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    environment = {**os.environ, **(env or {}), "CRASH_AFTER": str(after)}
+    done = commands().run(list(args), env=environment, cwd=ROOT, crash=True)
     changes = 0
     for line in done.stderr.splitlines():
         if line.startswith("changes: "):
@@ -170,7 +161,9 @@ def kill_delete_at_each_step(url: str, fresh: Any, env: dict[str, str], options:
         assert seen <= run_files(store)
         rows_before = index_rows(store)
         finisher = nexts[after % len(nexts)]
-        following = cli(*finisher[:2], target, *finisher[2:], env=env)
+        following = commands().run(
+            [*finisher[:2], target, *finisher[2:]], env={**os.environ, **env}
+        )
         assert following.returncode == 0, following.stderr
         expected = KEPT if started or finisher[0] == "runs" else set(RUNS)
         assert listed(target, options) == expected == run_files(store), (after, finisher)
@@ -338,7 +331,8 @@ def test_a_retirement_killed_at_each_step_is_finished_by_the_next_compaction(
             break
         assert listed(str(target)) == KEPT, after
         rows_before, left = index_rows(store), _deleted_files(store)
-        assert cli("index", "compact", target).returncode == 0
+        compacted = commands().run(["index", "compact", str(target)], env=dict(os.environ))
+        assert compacted.returncode == 0, compacted.stderr
         assert listed(str(target)) == KEPT == run_files(store), after
         assert index_rows(store) == sorted(KEPT), after
         assert _deleted_files(store) == [], (after, _deleted_files(store))

@@ -24,6 +24,7 @@ from agenttape._production.index import rows as row_format
 from agenttape._production.store import FsspecStore, Store, StoredFile, open_store
 from agenttape._production.stored_runs import list_runs
 from tests.cli_support import AGENTTAPE, fresh_copies
+from tests.command_server import commands
 from tests.test_erasure import crash_run, index_rows
 
 pytest.importorskip("duckdb")
@@ -32,6 +33,9 @@ pytest.importorskip("pyarrow")
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 4
 RUNS_EACH = 40
+# The store a compaction is killed in at each step: four index files of ten rows. Each file
+# adds a kill point (its deletion) like the others, so a larger store repeats the same steps.
+KILL_WRITERS, KILL_RUNS_EACH = 2, 20
 WRITER = textwrap.dedent(
     """
     import json, sys
@@ -58,17 +62,24 @@ def s3_environment(s3: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def start_writers(url: str, options: dict[str, Any] | None) -> list[subprocess.Popen[str]]:
+def start_writers(
+    url: str, options: dict[str, Any] | None, writers: int = WRITERS, runs_each: int = RUNS_EACH
+) -> list[subprocess.Popen[str]]:
     import json
 
     return [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, url, f"w{writer}", str(RUNS_EACH), json.dumps(options)],
+            [sys.executable, "-c", WRITER, url, f"w{writer}", str(runs_each), json.dumps(options)],
             text=True,
             stderr=subprocess.PIPE,
         )
-        for writer in range(WRITERS)
+        for writer in range(writers)
     ]
+
+
+def write_kill_template(template: Path) -> None:
+    for writer in start_writers(str(template), None, KILL_WRITERS, KILL_RUNS_EACH):
+        assert writer.wait(timeout=300) == 0
 
 
 def compact_twice_at_once(url: str, env: dict[str, str]) -> list[str]:
@@ -176,14 +187,7 @@ def _kill_compaction_at_each_step(
         assert set(index_rows(store)) == expected
         rows_killed = len(index_rows(store))
         files_killed = len(raw_index(store)[0])
-        following = subprocess.run(
-            [str(AGENTTAPE), "index", "compact", target],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        following = commands().run(["index", "compact", target], env={**os.environ, **env})
         assert following.returncode == 0, following.stderr
         every_row_once(store, expected)
         assert len(index_listing.index_files(store)) == 1
@@ -205,9 +209,7 @@ def _kill_compaction_at_each_step(
 def _written_copies(tmp_path: Path) -> Callable[[int], str]:
     """The store the writer processes leave, written once; a fresh copy of it per kill."""
     template = tmp_path / "template"
-    for writer in start_writers(str(template), None):
-        assert writer.wait(timeout=300) == 0
-
+    write_kill_template(template)
     return fresh_copies(template, tmp_path)
 
 
@@ -219,8 +221,7 @@ def test_a_compaction_killed_at_each_step_is_finished_by_the_next(tmp_path: Path
 
 def test_a_compaction_killed_at_each_step_on_s3(tmp_path: Path, s3: dict[str, Any]) -> None:
     template = tmp_path / "template"
-    for writer in start_writers(str(template), None):
-        assert writer.wait(timeout=300) == 0
+    write_kill_template(template)
     filesystem = FsspecStore("s3://agent-runs/x", s3)  # s3fs copies a folder in one call
 
     def fresh(after: int) -> str:
@@ -351,9 +352,7 @@ def test_a_compaction_killed_at_each_step_on_fsspec_without_conditional_writes(
     """``local://``: fsspec's own local filesystem, with no conditional create and one
     request for many deletions: merged file, manifest, deletions."""
     template = tmp_path / "template"
-    for writer in start_writers(str(template), None):
-        assert writer.wait(timeout=300) == 0
-
+    write_kill_template(template)
     fresh = fresh_copies(template, tmp_path, "local://")
 
     report = _kill_compaction_at_each_step("", None, {manifests.GRACE: "0"}, fresh, steps=3)
