@@ -208,3 +208,29 @@ def test_the_tape_says_whether_it_records_as_vcrpy_record_modes_mean(
             assert client.get(f"{server.url}/a").json()["path"] == "/a"
     finally:
         played.stop()
+
+
+def test_no_body_and_an_empty_body_match_alike(tmp_path: Path, serve: Callable[..., Server]) -> None:
+    """vcrpy records a GET's body as null from requests and as '' from httpx: with ``body`` in
+    ``match_on``, a GET replays whichever client recorded it (the miss report, which calls the
+    two identical, agrees)."""
+    import requests
+
+    server = serve(app)
+    path = tmp_path / "get.json"
+    with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(path)):
+        recorded = requests.get(f"{server.url}/doc").content
+    assert json.loads(path.read_text())["interactions"][0]["request"]["body"] is None
+    served = len(server.seen)
+
+    replay = tape(path, "none", match_on=["method", "path", "body"], allow_playback_repeats=True)
+    replay.start()
+    try:
+        with requests.get(f"{server.url}/doc", stream=True) as streamed:
+            assert b"".join(streamed.iter_content(7)) == recorded
+        assert httpx.get(f"{server.url}/doc").content == recorded
+        with pytest.raises(agenttape.UnmatchedInteractionError, match="body"):
+            httpx.request("GET", f"{server.url}/doc", content=b"x")
+    finally:
+        replay.stop()
+    assert len(server.seen) == served
