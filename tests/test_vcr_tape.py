@@ -210,7 +210,9 @@ def test_the_tape_says_whether_it_records_as_vcrpy_record_modes_mean(
         played.stop()
 
 
-def test_no_body_and_an_empty_body_match_alike(tmp_path: Path, serve: Callable[..., Server]) -> None:
+def test_no_body_and_an_empty_body_match_alike(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
     """vcrpy records a GET's body as null from requests and as '' from httpx: with ``body`` in
     ``match_on``, a GET replays whichever client recorded it (the miss report, which calls the
     two identical, agrees)."""
