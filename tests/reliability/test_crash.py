@@ -215,7 +215,7 @@ def test_kill_while_recording(
                 return
             check_loads(path, urls)
 
-        torture(tally, scaled(5, 100), args, prepare, check, path)
+        torture(tally, scaled(5, 60), args, prepare, check, path)
     nothing_lost(tally, capsys, "record (once/all)")
 
 
@@ -235,7 +235,7 @@ def test_kill_while_appending(
         if not left_unchanged(path, before, markers):
             assert check_loads(path, urls)[:3] == old
 
-    torture(tally, scaled(10, 100), args, restoring(path, baseline), check, path)
+    torture(tally, scaled(10, 60), args, restoring(path, baseline), check, path)
     nothing_lost(tally, capsys, "new_episodes append")
 
 
@@ -259,7 +259,7 @@ def test_kill_while_redacting_in_place(
 
     torture(
         tally,
-        scaled(10, 100),
+        scaled(10, 60),
         ["redact", str(path), "--header", "user-agent"],
         restoring(path, baseline),
         check,

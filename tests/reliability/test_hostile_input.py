@@ -39,7 +39,7 @@ MEMORY_FACTOR = 24
 MEMORY_SLACK = 512 * 1024
 
 # A generous deadline still catches a reader that hangs.
-hostile = settings(properties(150, 3000), deadline=timedelta(seconds=10))
+hostile = settings(properties(150, 1500), deadline=timedelta(seconds=10))
 
 
 def least_peak(read: Callable[[], object], bound: int) -> int:

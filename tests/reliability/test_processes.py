@@ -28,7 +28,7 @@ def test_processes_appending_in_new_episodes_lose_nothing(
     serve: Callable[..., Server], cassette_path: Path
 ) -> None:
     server = serve(path_app())
-    blocks, per_block = scaled(10, 50), 20  # 200 interactions per process (1000 in a soak)
+    blocks, per_block = scaled(10, 30), 20  # 200 interactions per process (600 in a soak)
     seed = ["record", str(cassette_path), "--url", server.url, "--mode", "once", "--tag", "seed"]
     subprocess.run([sys.executable, str(WORKER), *seed, "--count", "5"], check=True)
     workers = [

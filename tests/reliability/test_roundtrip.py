@@ -141,7 +141,7 @@ def head_of(response: httpx.Response) -> tuple[int, bytes, str, list[tuple[bytes
 counter = itertools.count()
 
 
-@properties(60, 500)
+@properties(60, 300)
 @given(exchange=exchanges())
 def test_recorded_and_replayed_byte_exact(
     exchange: Exchange, scripted: Scripted, tmp_path_factory: pytest.TempPathFactory

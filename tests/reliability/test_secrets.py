@@ -170,7 +170,7 @@ def windows(text: str, width: int = 12) -> set[str]:
     return {text[i : i + width] for i in range(len(text) - width + 1)}
 
 
-@properties(80, 1500)
+@properties(80, 800)
 @given(leaky=leaky_requests())
 def test_generated_credentials_never_reach_the_cassette(
     leaky: Leaky,
