@@ -16,6 +16,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -44,6 +45,11 @@ def agenttape_ca() -> Path:
     return Path(result.stdout.strip())
 
 
+BANNER_WAIT = 120.0
+"""How long a proxy may take to print its banner before the test dumps its threads' stacks
+(``faulthandler``, on SIGABRT) and fails with them: a start that hangs says where."""
+
+
 class ProxyProcess:
     """``agenttape proxy`` running in a subprocess; ``stop`` ends it as Ctrl-C would."""
 
@@ -53,14 +59,9 @@ class ProxyProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})},
         )
-        assert self.process.stdout is not None
-        self.banner = ""
-        for line in self.process.stdout:
-            self.banner += line
-            if line.startswith("stop with") or "listening" not in self.banner:
-                break
+        self.banner = self._read_banner()
         found = re.search(r"listening on (http://127\.0\.0\.1:(\d+))", self.banner)
         if found is None:
             self.process.kill()
@@ -69,6 +70,31 @@ class ProxyProcess:
         self.port = int(found.group(2))
         self.stderr = ""
         self.returncode: int | None = None
+
+    def _read_banner(self) -> str:
+        """The banner's lines, read beside the wait so that a start that hangs fails with
+        the proxy's stacks rather than holding the test run."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        lines: list[str] = []
+
+        def read() -> None:
+            for line in stdout:
+                lines.append(line)
+                if line.startswith("stop with") or "listening" not in "".join(lines):
+                    break
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(BANNER_WAIT)
+        if reader.is_alive():
+            self.process.send_signal(signal.SIGABRT)
+            _out, stacks = self.process.communicate(timeout=30)
+            raise AssertionError(
+                f"the proxy printed no banner in {BANNER_WAIT:.0f} s ({''.join(lines)!r}); "
+                f"its threads when stopped:\n{stacks}"
+            )
+        return "".join(lines)
 
     def stop(self) -> int:
         """SIGTERM, as a service manager stops it; returns the exit status."""
