@@ -80,18 +80,20 @@ def test_a_request_with_a_chunked_body_is_read_whole() -> None:
         max_size=4,
     ),
     reason=st.sampled_from(["OK", "", "O\nK"]),
-    version=st.sampled_from(["HTTP/1.1", "HTTP/1.0\r"]),
+    version=st.sampled_from(["HTTP/1.1", "HTTP/1.0\r", "HTTP/2", "HTTP/2\n"]),
 )
 def test_a_head_is_unframeable_exactly_when_one_of_its_parts_is(
     headers: list[tuple[str, str]], reason: str, version: str
 ) -> None:
-    """The head is checked whole first; it must say what the check of each part says."""
+    """The head is checked whole first; it must say what the check of each part says, and
+    ``render_whole`` (which checks the text it renders) refuse exactly those heads."""
     response = Response(status=200, headers=headers, reason=reason, http_version=version)
     token = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
     bad = [n for n, v in headers if not token.fullmatch(n) or re.search("[\r\n\x00]", v)]
     bad += [t for t in (reason, version) if re.search("[\r\n\x00]", t)]
     problem = wire.unframeable(response)
     assert (problem is None) == (not bad)
+    assert (wire.render_whole(response, "GET") is None) == bool(bad)
 
 
 @given(

@@ -67,7 +67,10 @@ def _make_connect(
         if sockets and aiohttp_ws.upgrades(req.headers):
             return await _open_session(tape, self, req, traces, timeout, original, aiohttp)
 
-        plan = begin(tape, await _to_model(req))
+        body = req.body
+        if type(body) is not bytes:
+            body = await _body_bytes(body)
+        plan = begin(tape, _to_model(req, body))
         if isinstance(plan, Replay) and plan.body is not None:
             return _replay_whole(tape, self, req, plan, handler_class, connection_class)
         with serving(tape, plan, failure_of):
@@ -100,7 +103,7 @@ async def _open_session(
     aiohttp: ModuleType,
 ) -> Any:
     """``ws_connect``'s upgrade request: a WebSocket session (see ``aiohttp_ws``)."""
-    plan = begin(tape, await _to_model(req))
+    plan = begin(tape, _to_model(req, await _body_bytes(req.body)))
     with serving(tape, plan, failure_of):
         opened = session_of(tape, plan)
         if isinstance(opened, SessionRecording):
@@ -126,13 +129,10 @@ async def _open_session(
         return connection_class(connector, req.connection_key, protocol, asyncio.get_running_loop())
 
 
-async def _to_model(req: Any) -> Request:
+def _to_model(req: Any, body: bytes) -> Request:
     headers = [(str(name), str(value)) for name, value in req.headers.items()]
     if not "".join(map("".join, headers)).isascii():
         headers = [(_as_sent(name), _as_sent(value)) for name, value in headers]
-    body = req.body
-    if type(body) is not bytes:
-        body = await _body_bytes(body)
     return Request(method=req.method, url=str(req.url), headers=headers, body=body)
 
 
@@ -271,14 +271,19 @@ def _replay_whole(
     interaction = plan.interaction
     response = interaction.response
     assert response is not None
-    problem = wire.unframeable(response)
-    if problem:
+    rendered = wire.render_whole(response, req.method)
+    if rendered is None:
         with serving(tape, plan, failure_of):
-            raise unplayable(tape, interaction, "aiohttp", problem)
+            raise unplayable(
+                tape,
+                interaction,
+                "aiohttp",
+                wire.unframeable(response) or "a head HTTP/1.1 cannot hold",
+            )
     loop = asyncio.get_running_loop()
     key = req.connection_key
     protocol = _protocol_for(connector, key, loop, handler_class)
-    protocol.transport.load_whole(req, *wire.render_whole(response, req.method))
+    protocol.transport.load_whole(req, *rendered)
     return connection_class(connector, key, protocol, loop)
 
 

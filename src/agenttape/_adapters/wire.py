@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from operator import itemgetter
 
 from .._core.models import Headers, Response
 
@@ -19,6 +20,7 @@ _BREAKS = re.compile(r"[\r\n\x00]")
 # Header names joined by a colon, which no token holds: each one a token (none empty) when
 # this matches and the colons are the joins alone.
 _TOKENS = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?::[!#$%&'*+\-.^_`|~0-9A-Za-z]+)*")
+_name_of = itemgetter(0)
 
 
 def unframeable(response: Response) -> str | None:
@@ -216,19 +218,37 @@ def render_head(response: Response) -> bytes:
     return f"{status_line}{lines}\r\n\r\n".encode("latin-1")
 
 
-def render_whole(response: Response, method: str) -> tuple[bytes, bool]:
+def render_whole(response: Response, method: str) -> tuple[bytes, bool] | None:
     """A complete response whose body is at most one piece (``Response.pieces``) as one
     read, head and framed body as a server writes them; and whether its body runs to the
-    end of the connection (``runs_to_eof``). One look at the framing headers serves both."""
+    end of the connection (``runs_to_eof``). None when the head cannot be written as
+    recorded (``unframeable`` says why): checked on the rendered text, whose line breaks
+    are the ones rendering put there exactly when no part holds one of its own."""
+    headers = response.headers
+    version = response.http_version
+    if not version.startswith("HTTP/1."):
+        if _BREAKS.search(version):
+            return None
+        version = "HTTP/1.1"
+    if headers:
+        names = ":".join(map(_name_of, headers))
+        if not _TOKENS.fullmatch(names) or names.count(":") != len(headers) - 1:
+            return None
+        lines = "\r\n".join(map(": ".join, headers))
+        text = f"{version} {response.status} {response.reason}\r\n{lines}\r\n\r\n"
+    else:
+        text = f"{version} {response.status} {response.reason}\r\n\r\n"
+    breaks = len(headers) + 2
+    if text.count("\n") != breaks or text.count("\r") != breaks or "\x00" in text:
+        return None
     encoding: str | None = None
     length = False
-    for name, value in response.headers:
+    for name, value in headers:
         size = len(name)  # the length first: a lower-cased copy of every name costs more
         if size == 17 and encoding is None and name.lower() == "transfer-encoding":
             encoding = value
         elif size == 14 and name.lower() == "content-length":
             length = True
-    head = render_head(response)
     chunked = encoding is not None and encoding.lower().rstrip().endswith("chunked")
     body = response.body
     if chunked:
@@ -237,7 +257,7 @@ def render_whole(response: Response, method: str) -> tuple[bytes, bool]:
     to_eof = not (
         method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200 or chunked or length
     )
-    return head + body, to_eof
+    return text.encode("latin-1") + body, to_eof
 
 
 def render_body(response: Response, complete: bool, end_apart: bool = False) -> list[bytes]:

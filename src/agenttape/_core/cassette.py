@@ -472,7 +472,7 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
                 injected = self._faulted(self._faults, request, key)
                 if injected is not None:
                     return injected
-            found = queue.take(key)
+            found = queue.take(key, request)
             if found is not None and self._derived is not None:
                 self._derived.append(found)
         if found is not None:
@@ -509,13 +509,13 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
                 self.queue.add(answered.interaction, played=True)
                 self._dirty = True
             return None if answered is None else answered.interaction
-        position = self.queue.next_position(key)
+        position = self.queue.next_position(key, request)
         recorded = None if position is None else self.interactions[position]
         answered = answer(plan, request, recorded, position, self.realtime)
         if answered is None:
             return None
         if answered.serves_recorded:
-            self.queue.take(key)
+            self.queue.take(key, request)
         return answered.interaction
 
     def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:

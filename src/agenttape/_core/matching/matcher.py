@@ -134,6 +134,11 @@ class Matcher:
         # of the memory.
         self._urls: dict[str, None] = {}
 
+    @property
+    def reads_headers(self) -> bool:
+        """Whether a request's key holds any of its headers."""
+        return bool(self._header_fields)
+
     def _canonical_json(self, document: JsonValue) -> str:
         for path in self.ignore_json_fields:
             jsonpath.delete(document, path)

@@ -211,11 +211,23 @@ class ReplayQueue:
             assert isinstance(known, Positions)
             known.append(position)
 
-    def _serves(self, position: int, key: Key) -> bool:
+    def _serves(self, position: int, key: Key, request: Request | None = None) -> bool:
         """Whether the interaction at ``position`` was recorded for ``key`` (and not for
-        another key of the same hash)."""
+        another key of the same hash). A ``request`` whose method, URL and body are the
+        recorded ones, byte for byte, has its key without the key being made again."""
         interaction = self.interactions[position]
-        return interaction.boundary == key[0] and self.matcher.key(interaction.request) == key[1]
+        if interaction.boundary != key[0]:
+            return False
+        recorded = interaction.request
+        if (
+            request is not None
+            and recorded.url == request.url
+            and recorded.method == request.method
+            and recorded.body == request.body
+            and not self.matcher.reads_headers
+        ):
+            return True
+        return self.matcher.key(recorded) == key[1]
 
     def build_index(self) -> dict[int, int | Positions]:
         """The index, built now if this is the first lookup."""
@@ -237,12 +249,15 @@ class ReplayQueue:
             self.build_index()
         return self.matcher.remembers_url(url)
 
-    def take(self, key: Key) -> Interaction | None:
-        """The next unplayed interaction recorded for ``key``, counted as played."""
+    def take(self, key: Key, request: Request | None = None) -> Interaction | None:
+        """The next unplayed interaction recorded for ``key`` (made from ``request``, when
+        given), counted as played."""
         if self.shared_plays is None:
-            position = self.next_position(key)
+            position = self.next_position(key, request)
         else:
-            position = self.shared_plays.claim(self.play_counts, lambda: self.next_position(key))
+            position = self.shared_plays.claim(
+                self.play_counts, lambda: self.next_position(key, request)
+            )
         if position is None:
             return None
         self.play_counts[position] += 1
@@ -251,14 +266,16 @@ class ReplayQueue:
                 wake()
         return self.interactions[position]
 
-    def next_position(self, key: Key) -> int | None:
+    def next_position(self, key: Key, request: Request | None = None) -> int | None:
         """Where the interaction ``take`` would serve stands, without playing it."""
         index = self._index
         found = (index if index is not None else self.build_index()).get(hash(key))
         if found is None:
             return None
         if type(found) is int:
-            if (self.allow_repeats or not self.play_counts[found]) and self._serves(found, key):
+            if (self.allow_repeats or not self.play_counts[found]) and self._serves(
+                found, key, request
+            ):
                 return found
             return None
         assert isinstance(found, Positions)
@@ -268,7 +285,7 @@ class ReplayQueue:
             cursor += 1
         found.cursor = cursor
         for position in found[cursor:]:
-            if not counts[position] and self._serves(position, key):
+            if not counts[position] and self._serves(position, key, request):
                 return position
         if self.allow_repeats:
             for position in reversed(found):
