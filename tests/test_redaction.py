@@ -69,6 +69,31 @@ def test_fake_key_appears_nowhere_in_the_cassette(serve: Any, cassette_path: Pat
     assert stored.response.body == b'{"ok": true}'
 
 
+def test_a_replayed_request_that_misses_or_records_shows_no_secret_header(
+    serve: Any, cassette_path: Path
+) -> None:
+    """Matching reads no header, so a matched request's headers are not redacted; a request
+    that misses (the error shows it) or is recorded (new_episodes) is redacted whole."""
+    server = serve(lambda seen: json_reply({"ok": True}))
+    headers = {"Authorization": f"Bearer {FAKE_KEY}", "x-api-key": FAKE_KEY}
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        httpx.get(f"{server.url}/a", headers=headers)
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert httpx.get(f"{server.url}/a", headers=headers).json() == {"ok": True}
+        with pytest.raises(agenttape.UnmatchedInteractionError) as missed:
+            httpx.get(f"{server.url}/b", headers=headers)
+    assert tape.all_played
+    assert FAKE_KEY not in str(missed.value)
+    assert missed.value.request is not None
+    assert FAKE_KEY not in repr(missed.value.request.headers)
+    assert ("Authorization", "<redacted>") in missed.value.request.headers
+    with agenttape.use_cassette(cassette_path, mode="new_episodes") as tape:
+        httpx.get(f"{server.url}/a", headers=headers)
+        httpx.get(f"{server.url}/c", headers=headers)
+    assert [i.request.url.rsplit("/", 1)[1] for i in tape.interactions] == ["a", "c"]
+    assert FAKE_KEY.encode() not in cassette_path.read_bytes()
+
+
 def test_user_rules_redact_headers_query_json_and_patterns(serve: Any, cassette_path: Path) -> None:
     server = serve(lambda seen: json_reply({"ok": True}))
     rules = ["header:X-Org", "query:sig", "json:user.email", "regex:acct_[0-9]+"]

@@ -466,17 +466,21 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
             return self._live(request, boundary)
         queue = self.queue
         with self._lock:
-            request = self.redactor.request(request, stored=queue)
-            key = boundary, queue.matcher.key(request)  # queue.key, one call fewer
+            # A request that is only matched keeps its headers as they came, unless the match
+            # or a fault reads them; what records, answers or shows it is redacted whole.
+            whole = queue.matcher.reads_headers or (self._faults is not None and boundary == "http")
+            matched = self.redactor.request(request, stored=queue, headers=whole)
+            key = boundary, queue.matcher.key(matched)  # queue.key, one call fewer
             if self._faults is not None and boundary == "http":
-                injected = self._faulted(self._faults, request, key)
+                injected = self._faulted(self._faults, matched, key)
                 if injected is not None:
                     return injected
-            found = queue.take(key, request)
+            found = queue.take(key, matched)
             if found is not None and self._derived is not None:
                 self._derived.append(found)
         if found is not None:
             return found
+        request = matched if whole else self.redactor.request(request, stored=queue)
         if bool(self._frozen_scope) and self._frozen_scope.matches(boundary, request):
             raise self._miss(request, boundary, frozen=True)
         if self.mode == "new_episodes":

@@ -234,8 +234,12 @@ class Redactor:
         except TooLarge:
             return _REDACTED_BYTES
 
-    def request(self, request: Request, *, stored: Recorded | None = None) -> Request:
+    def request(
+        self, request: Request, *, stored: Recorded | None = None, headers: bool = True
+    ) -> Request:
         """``request`` itself when nothing in it is secret: the common case allocates nothing.
+        Without ``headers``, its headers are left as they are: for a request only matched
+        against recorded ones by a matcher that reads none of them, and then dropped.
 
         A URL or plain body that ``stored`` says is exactly one stored before is not scanned
         again (replay matches each request against recorded ones, which were redacted as
@@ -245,13 +249,13 @@ class Redactor:
         url = request.url
         if stored is None or not self._builtin_url_rules or not stored.recorded_url(url):
             url = self._url(url)
-        headers = self._headers(request.headers)
+        pairs = self._headers(request.headers) if headers else request.headers
         body = self._body(request.body, request.headers, stored)
-        if url is request.url and headers is request.headers and body is request.body:
+        if url is request.url and pairs is request.headers and body is request.body:
             return request
         if body is not request.body:
-            headers = _with_length(headers, len(body))
-        return Request(method=request.method, url=url, headers=headers, body=body)
+            pairs = _with_length(pairs, len(body))
+        return Request(method=request.method, url=url, headers=pairs, body=body)
 
     def frame(self, payload: bytes) -> bytes:
         """A client WebSocket frame's payload as stored and matched: redacted as a request
