@@ -41,6 +41,7 @@ BASE = [
     "blockbuster>=1.5",
 ]
 SDKS = ["httpx", "websockets"]
+_RECORDING = ("pytest-recording>=0.13", "pytest-xdist")
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,36 @@ LIBRARIES = (
             "3.21.2": ("requests",),
         },
         last=("urllib3-future",),
+    ),
+    # The pytest-recording drop-in reads vcrpy's cassettes through vcrpy itself, and answers
+    # as its Cassette: its record modes became an enum in the merged config only in 8.2.1,
+    # and the list of played interactions came in 8.0.
+    Library(
+        "vcrpy",
+        ("6.0.2", "8.1.1", "9.4.2"),
+        (
+            "tests/test_vcr.py",
+            "tests/test_vcr_tape.py",
+            "tests/test_vcr_bodies.py",
+            "tests/test_recording_plugin.py",
+            "tests/test_recording_plugin_hostile.py",
+        ),
+        # The clients the drop-in's tests drive, as their users resolve them beside each
+        # vcrpy (whose stubs before 9 need an aiohttp before 3.14, and know no httpx2), and
+        # pytest-recording (what the suites are recorded with and compared against) with
+        # xdist (drift reported across workers).
+        companions={
+            "6.0.2": (
+                "httpx==0.27.2",
+                "urllib3==2.2.3",
+                "requests==2.32.3",
+                "aiohttp==3.10.11",
+                "boto3",
+                *_RECORDING,
+            ),
+            "8.1.1": ("requests", "aiohttp<3.14", "boto3", *_RECORDING),
+            "9.4.2": ("requests", "aiohttp", "boto3", "httpx2", *_RECORDING),
+        },
     ),
 )
 

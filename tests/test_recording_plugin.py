@@ -444,6 +444,34 @@ def test_allowed_hosts_are_regular_expressions(
     assert len(server.seen) == served + 3
 
 
+NO_KEY = """
+import os
+
+import openai
+import pytest
+
+
+@pytest.mark.vcr(record_mode="none")
+def test_a_client_without_its_key_refuses_to_start(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert os.environ.get("OPENAI_API_KEY") is None and os.getenv("OPENAI_API_KEY") is None
+    with pytest.raises(openai.OpenAIError, match="api_key"):
+        openai.OpenAI()
+"""
+
+
+@pytest.mark.parametrize("plugins", [AGENTTAPE, RECORDING], ids=["agenttape", "pytest-recording"])
+def test_a_suite_sees_its_environment_as_it_is(
+    pytester: pytest.Pytester, server: Server, plugins: tuple[str, ...]
+) -> None:
+    """The drop-in gives no placeholder API keys (agenttape's own cassettes do): a suite
+    brings its own dummy keys, and may test what its code does without one, as under
+    vcrpy."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_keys=NO_KEY)
+    run(pytester, server, *plugins).assert_outcomes(passed=1)
+
+
 def test_workers_report_drift_to_one_summary(suite: pytest.Pytester, server: Server) -> None:
     result = run(suite, server, *AGENTTAPE, "-n", "2", N="3")
     result.assert_outcomes(passed=5)

@@ -53,9 +53,11 @@ def _placeholding(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def replaying() -> bool:
-    """Whether the code running here is governed by a cassette that only replays."""
+    """Whether the code running here is governed by a cassette that only replays and fills
+    unset keys (agenttape's own: not the pytest-recording drop-in's, whose suites bring
+    their keys)."""
     tape = runtime.active()
-    return tape is not None and not tape.is_recording
+    return tape is not None and not tape.is_recording and tape.fills_keys
 
 
 def for_children() -> dict[str, str]:

@@ -221,6 +221,8 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
     def fast_retries(self) -> bool:
         return self.options.fast_retries
 
+    fills_keys = True
+
     @property
     def tags(self) -> dict[str, Any]:
         return self.options.tags

@@ -43,6 +43,12 @@ class Tape(Protocol):
     def fast_retries(self) -> bool: ...
 
     @property
+    def fills_keys(self) -> bool:
+        """Whether, while it replays, code that reads an unset provider key variable gets a
+        placeholder (``sdk_keys``)."""
+        ...
+
+    @property
     def block_network(self) -> bool: ...
 
     @property

@@ -110,6 +110,7 @@ class Run(runtime.Block):
     is_recording = True
     realtime = False
     fast_retries = False
+    fills_keys = False
     block_network = False
     allowed_hosts: tuple[str, ...] = ()
     ignore_json_fields: tuple[str, ...] = ()

@@ -26,6 +26,7 @@ class NetworkBlock(runtime.Block):
     ignore_json_fields: tuple[str, ...] = ()
     realtime = False
     fast_retries = False
+    fills_keys = False
     block_network = True
 
     def __init__(self, path: Path, allowed_hosts: tuple[str, ...]) -> None:

@@ -202,6 +202,7 @@ def open_tape(
     try:
         from vcr import VCR
         from vcr.cassette import Cassette
+        from vcr.record_mode import RecordMode
     except ImportError:
         pytest.fail(
             "@pytest.mark.vcr: reading vcrpy cassettes needs vcrpy: pip install vcrpy",
@@ -232,7 +233,7 @@ def open_tape(
     return VcrTape(
         Cassette(**config),
         suffix=suffix,
-        record_mode=str(config["record_mode"].value),
+        record_mode=RecordMode(config["record_mode"]).value,
         drift=pytestconfig.getoption("agenttape_drift") != "off",
         ignore_json_fields=tuple(pytestconfig.getini(IGNORE_JSON_FIELDS)),
         block_network=blocks,
