@@ -191,6 +191,8 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         self._replaced: list[Interaction] | None = None
         self._left = False  # left (by _close), not yet stored
         self._faults: FaultPlan | None = None
+        # Positions a fault's answer used up (a cut stream), and the fault: a miss says so.
+        self._used_by_faults: dict[int, str] = {}
 
     def _blocks_network(self) -> bool:
         option = self.options.block_network
@@ -336,6 +338,7 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         self._replaced = None
         faults = self.options.effective_faults()
         self._faults = FaultPlan(faults) if faults else None
+        self._used_by_faults = {}
         if self._faults is not None and self.mode != "all" and exists:
             # Interactions a fault made while recording are made again by the faults given
             # now, where they fire now: replayed as well, the agent would meet them twice.
@@ -514,8 +517,8 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         answered = answer(plan, request, recorded, position, self.realtime)
         if answered is None:
             return None
-        if answered.serves_recorded:
-            self.queue.take(key)
+        if answered.serves_recorded and self.queue.take(key) is not None and position is not None:
+            self._used_by_faults[position] = answered.interaction.injected or "fault"
         return answered.interaction
 
     def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:
@@ -563,10 +566,17 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
     def _miss(
         self, request: Request, boundary: str = "http", frozen: bool = False
     ) -> UnmatchedInteractionError:
+        candidates = self.queue.nearest(request, boundary=boundary, path=str(self.path))
+        for candidate in candidates:
+            fault = self._used_by_faults.get(candidate.index)
+            if fault is not None:
+                candidate.note = (
+                    f"played by the injected fault {fault}: the answer it changed was this one"
+                )
         return self._missing(
             request,
             boundary,
-            self.nearest(request, boundary=boundary),
+            candidates,
             str(self.path),
             self.rerecord_hint,
             len(self.interactions),
