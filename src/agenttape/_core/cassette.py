@@ -566,17 +566,10 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
     def _miss(
         self, request: Request, boundary: str = "http", frozen: bool = False
     ) -> UnmatchedInteractionError:
-        candidates = self.queue.nearest(request, boundary=boundary, path=str(self.path))
-        for candidate in candidates:
-            fault = self._used_by_faults.get(candidate.index)
-            if fault is not None:
-                candidate.note = (
-                    f"played by the injected fault {fault}: the answer it changed was this one"
-                )
         return self._missing(
             request,
             boundary,
-            candidates,
+            self.nearest(request, boundary=boundary),
             str(self.path),
             self.rerecord_hint,
             len(self.interactions),
@@ -586,8 +579,16 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
 
     def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
         """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;
-        unplayed ones rank before played ones that differ equally."""
-        return self.queue.nearest(request, limit, boundary)
+        unplayed ones rank before played ones that differ equally. One a fault's answer used
+        up says so."""
+        candidates = self.queue.nearest(request, limit, boundary, str(self.path))
+        for candidate in candidates:
+            fault = self._used_by_faults.get(candidate.index)
+            if fault is not None:
+                candidate.note = (
+                    f"played by the injected fault {fault}: the answer it changed was this one"
+                )
+        return candidates
 
     # -- persistence -------------------------------------------------------------------
 
