@@ -521,10 +521,14 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
             note = ""
             if not failed and not played:
                 names = ", ".join(getattr(m, "__name__", repr(m)) for m in self._match_on)
+                where = (
+                    f"agenttape show {self._read_from} --index {index}"
+                    if self._read_from == self.path
+                    else f"interaction {index} of {self._read_from}"
+                )
                 note = (
                     f"every matcher of match_on ({names}) accepts it, yet it was not served; "
-                    f"compare it with the request sent: agenttape show {self._read_from} "
-                    f"--index {index}"
+                    f"compare it with the request sent ({where})"
                 )
             strict = self._strict.differences(interaction.request, sent)
             scrub = _Scrub(self.redactor, (matched, stored[index]))
