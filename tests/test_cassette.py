@@ -10,6 +10,7 @@ import stat
 import traceback
 import tracemalloc
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import agenttape
 from agenttape._core import files
 from agenttape._core.meta import new_header
 from agenttape._core.wire import codec
-from tests.servers import Server, json_reply
+from tests.servers import Server, json_reply, sse_reply
 
 
 @pytest.fixture
@@ -526,3 +527,25 @@ def test_a_large_cassette_replays_holding_little_more_than_it_recorded(
         for i in (0, size // 2, size - 1):
             assert httpx.get(f"{server.url}/item/{i}?page={i}").json()["path"] == f"/item/{i}"
     assert len(server.seen) == 1
+
+
+def test_a_miss_after_a_cut_stream_names_the_fault_that_used_the_recording(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """A fault that changes the recorded answer (a cut stream) uses it up: a retry of the
+    same request then misses, and the candidate says the fault played it, not the code."""
+    server = serve(lambda seen: sse_reply([b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n"]))
+    path = tmp_path / "stream.msgpack"
+    url = f"{server.url}/v1/stream"
+    with agenttape.use_cassette(path, mode="once"), httpx.stream("POST", url, json={"q": 1}) as r:
+        assert b"".join(r.iter_bytes()).count(b"data:") == 3
+    cut = agenttape.fault("cut_stream", after_chunks=1)
+    with agenttape.use_cassette(path, faults=[cut]):
+        with pytest.raises(httpx.HTTPError), httpx.stream("POST", url, json={"q": 1}) as r:
+            b"".join(r.iter_bytes())
+        with pytest.raises(agenttape.UnmatchedInteractionError) as miss:
+            httpx.post(url, json={"q": 1})
+    candidate = miss.value.candidates[0]
+    assert (candidate.index, candidate.played, candidate.differences) == (0, True, [])
+    assert candidate.note.startswith("played by the injected fault cut_stream")
+    assert candidate.note in str(miss.value)

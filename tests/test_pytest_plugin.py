@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import openai  # imported once: pytester drops what a test imports, patched or not
 import pytest
 from llm_standin import StandIn
 
@@ -451,4 +452,206 @@ def test_plugins_that_list_plugins_run_beside_agenttape(
     disabled = ("-p", "no:recording") if recording == "drop-in" else ()
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *disabled)
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
+
+
+RETRY_CONFTEST = """
+    import os
+
+    import openai
+    import pytest
+
+    BASE = os.environ["API"] + "/v1"
+
+
+    @pytest.fixture
+    def client():
+        '''Built before any cassette is active, as a project's shared client is.'''
+        return openai.OpenAI(base_url=BASE, api_key="sk-test", max_retries=2)
+"""
+
+RETRY_TESTS = """
+    import logging
+    import os
+    import re
+
+    import openai
+    import pytest
+
+    import agenttape
+
+    BASE = os.environ["API"] + "/v1"
+    CASSETTE = os.environ["CASSETTE"]
+    FAULTS = [
+        agenttape.fault("rate_limit", on="POST */v1/chat/completions", nth=1, retry_after=30)
+    ]
+    MESSAGES = [{"role": "user", "content": "hello"}]
+    WAIT = re.compile(r"Retrying request (?:to [^ ]+ )?in ([0-9.]+) seconds")
+
+
+    @pytest.fixture(autouse=True)
+    def retried_at_once(caplog):
+        '''The SDK retried once, after the injected 429, and waited nothing (fast_retries).'''
+        caplog.set_level(logging.INFO, logger="openai")
+        yield
+        waits = [
+            float(found.group(1))
+            for record in caplog.get_records("call")
+            if (found := WAIT.match(record.getMessage()))
+        ]
+        assert waits == [0.0]
+
+
+    def ask(client):
+        reply = client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
+        assert reply.choices[0].message.content == "hi"
+
+
+    async def ask_async(client):
+        reply = await client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
+        assert reply.choices[0].message.content == "hi"
+
+
+    def sync_client():
+        return openai.OpenAI(base_url=BASE, api_key="sk-test", max_retries=2)
+
+
+    def async_client():
+        return openai.AsyncOpenAI(base_url=BASE, api_key="sk-test", max_retries=2)
+
+
+    def test_use_cassette():
+        with agenttape.use_cassette(CASSETTE, faults=FAULTS) as tape:
+            ask(sync_client())
+        assert len(tape.faults_fired) == 1 and tape.play_count == 1
+
+
+    def test_client_built_in_a_fixture(client):
+        with agenttape.use_cassette(CASSETTE, faults=FAULTS) as tape:
+            ask(client)
+        assert len(tape.faults_fired) == 1 and tape.play_count == 1
+
+
+    @pytest.mark.agenttape(CASSETTE, faults=FAULTS)
+    def test_marker(agenttape_cassette):
+        ask(sync_client())
+        assert len(agenttape_cassette.faults_fired) == 1
+
+
+    @pytest.mark.vcr
+    def test_vcr_marker_around_use_cassette():
+        with agenttape.use_cassette(CASSETTE, faults=FAULTS) as tape:
+            ask(sync_client())
+        assert len(tape.faults_fired) == 1
+
+
+    @pytest.mark.block_network
+    def test_block_network_marker(client):
+        with agenttape.use_cassette(CASSETTE, faults=FAULTS) as tape:
+            ask(client)
+        assert len(tape.faults_fired) == 1
+
+
+    @pytest.mark.asyncio
+    async def test_async_client():
+        async with agenttape.use_cassette(CASSETTE, faults=FAULTS) as tape:
+            await ask_async(async_client())
+        assert len(tape.faults_fired) == 1
+
+
+    @pytest.mark.asyncio
+    async def test_async_client_in_a_sync_with():
+        with agenttape.use_cassette(CASSETTE, faults=FAULTS) as tape:
+            await ask_async(async_client())
+        assert len(tape.faults_fired) == 1
+
+
+    @pytest.mark.asyncio
+    @pytest.mark.agenttape(CASSETTE, faults=FAULTS)
+    async def test_async_marker(agenttape_cassette):
+        await ask_async(async_client())
+        assert len(agenttape_cassette.faults_fired) == 1
+"""
+
+CHAT = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "hi"},
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [(), ("--block-network",), ("--record-mode=none",), ("-p", "xdist.plugin", "-n", "2")],
+    ids=["plain", "block-network", "record-mode-none", "xdist"],
+)
+def test_an_sdk_retry_after_an_injected_rate_limit_is_served_in_any_pytest_setup(
+    pytester: pytest.Pytester, serve: Callable[..., Server], options: tuple[str, ...]
+) -> None:
+    """A user found a replay that an injected 429 made miss under pytest: one chat completion
+    recorded, replayed with a ``rate_limit`` fault on the first call and the SDK retrying.
+    However pytest combines things (the pytest-recording interface agenttape provides, a
+    client made in a fixture, the network blocked, async clients, workers), the retry is
+    served the recorded answer at once."""
+    server = serve(lambda seen: json_reply(CHAT))
+    cassette = pytester.path / "chat.msgpack"
+    with agenttape.use_cassette(cassette, mode="once"):
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="sk-test", max_retries=0)
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hello"}]
+        )
+    server.stop()
+    pytester.makeconftest(textwrap.dedent(RETRY_CONFTEST))
+    pytester.makepyfile(test_retry=textwrap.dedent(RETRY_TESTS))
+    pytester.makeini(INI)
+    result = run(pytester, server, *options, CASSETTE=str(cassette))
+    result.assert_outcomes(passed=8)
+
+
+VCR_RETRY_TESTS = """
+    import pytest
+
+
+    @pytest.fixture
+    def vcr_config():
+        return {"match_on": ["method", "uri", "headers"]}
+
+
+    @pytest.mark.vcr
+    def test_retried_chat(client):
+        reply = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hello"}]
+        )
+        assert reply.choices[0].message.content == "hi"
+"""
+
+
+def test_the_vcr_marker_replays_an_sdk_retry_matched_on_headers(
+    pytester: pytest.Pytester, serve: Callable[..., Server]
+) -> None:
+    """pytest-recording's interface, as agenttape provides it, with ``headers`` in
+    ``match_on``: the SDK's retry after a 429 differs in ``x-stainless-retry-count`` alone,
+    and both are replayed from what the test recorded, whose ``Authorization`` is stored
+    redacted (every replay missed on it, the miss calling the request identical)."""
+    answers = iter([json_reply({"error": {"message": "slow down"}}, 429, [("retry-after", "0")])])
+    server = serve(lambda seen: next(answers, json_reply(CHAT)))
+    pytester.makeconftest(textwrap.dedent(RETRY_CONFTEST))
+    pytester.makepyfile(test_vcr_retry=textwrap.dedent(VCR_RETRY_TESTS))
+    pytester.makeini(INI)
+    run(pytester, server, "--record-mode=once").assert_outcomes(passed=1)
+    cassette = pytester.path / "cassettes" / "test_vcr_retry" / "test_retried_chat.msgpack"
+    recorded = agenttape.load(cassette).interactions
+    assert [i.response.status for i in recorded if i.response] == [429, 200]
+    assert [dict(i.request.headers)["x-stainless-retry-count"] for i in recorded] == ["0", "1"]
+    server.stop()
+    result = run(pytester, server, "--record-mode=none")
     result.assert_outcomes(passed=1)

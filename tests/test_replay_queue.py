@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -157,3 +158,38 @@ def test_keys_of_one_hash_each_serve_their_own_interactions(allow_repeats: bool)
     assert queue.take(key_a) is second_a
     assert queue.take(key_a) is (second_a if allow_repeats else None)
     assert queue.take(key_b) is (b if allow_repeats else None)
+
+
+def test_a_candidate_another_process_played_says_so(tmp_path: Path) -> None:
+    """Under ``agenttape run`` the processes share one play log: the candidate a second
+    process misses on was played by the first, and the miss says so."""
+    from agenttape._tools.run_process import PlayLog
+
+    log = tmp_path / "plays"
+    first, second = (ReplayQueue(Matcher(), shared_plays=PlayLog(log)) for _ in range(2))
+    for queue in (first, second):
+        queue.add(interaction("a", 0, 0.1), played=False)
+    request = Request("GET", "http://127.0.0.1/a")
+    assert first.take(first.key(request)) is not None
+    assert second.take(second.key(request)) is None
+    (candidate,) = second.nearest(request)
+    assert candidate.played and not candidate.differences
+    assert (
+        candidate.note == "played by another process of this run (agenttape run shares the plays)"
+    )
+    assert candidate.note in str(candidate)
+    assert first.nearest(request)[0].note == ""  # played by the process itself: no note
+
+
+def test_a_candidate_equal_in_every_field_and_unplayed_is_never_left_unexplained() -> None:
+    """The last resort: nothing explains why a request equal to a recorded one in every
+    field matched on was not served, and the line says so and what to look at."""
+    queue = queue_of(interaction("a", 0, 0.1))
+    (candidate,) = queue.nearest(Request("GET", "http://127.0.0.1/a"), path="c.msgpack")
+    assert not candidate.played and not candidate.differences
+    assert "identical request" not in str(candidate)
+    assert candidate.note == (
+        "equal in every field matched on (method, scheme, host, port, path, query, body) and "
+        "not played, yet not served: compare it with the request sent (agenttape show "
+        "c.msgpack --index 0) and report it"
+    )

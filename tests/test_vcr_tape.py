@@ -23,10 +23,15 @@ def app(seen: Seen) -> Any:
     return json_reply({"path": seen.path, "body": seen.body.decode() or None})
 
 
-def tape(path: Path, record_mode: str, **options: Any) -> VcrTape:
-    config = vcr.VCR(serializer="json").get_merged_config(
-        path=str(path), record_mode=record_mode, **options
-    )
+def tape(
+    path: Path, record_mode: str, registered: tuple[Callable[..., Any], ...] = (), **options: Any
+) -> VcrTape:
+    """The drop-in's tape over vcrpy's ``Cassette``; ``registered``: matchers a project
+    adds with ``vcr.register_matcher``, under their names."""
+    config_vcr = vcr.VCR(serializer="json")
+    for matcher in registered:
+        config_vcr.register_matcher(matcher.__name__, matcher)
+    config = config_vcr.get_merged_config(path=str(path), record_mode=record_mode, **options)
     for key in ("path_transformer", "func_path_generator", "record_on_exception"):
         config.pop(key)
     return VcrTape(Cassette(**config), suffix=".json", record_mode=record_mode)
@@ -236,3 +241,143 @@ def test_no_body_and_an_empty_body_match_alike(
     finally:
         replay.stop()
     assert len(server.seen) == served
+
+
+def tenant(r1: Any, r2: Any) -> None:
+    """A project's own matcher, as ``vcr.register_matcher`` adds one."""
+    assert r1.headers.get("x-tenant") == r2.headers.get("x-tenant"), "another tenant"
+
+
+def test_a_miss_names_the_vcrpy_matchers_that_rejected_each_candidate(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """The drop-in matches with vcrpy's matchers, so its miss explains in theirs: a request
+    that agenttape's own comparison calls identical to a recorded one (its fields: method, URL,
+    body as JSON) is rejected by ``headers``, a project's matcher or ``raw_body``, and each
+    says so; the nearest is the one vcrpy rejects least; played is vcrpy's play count."""
+    server = serve(app)
+    path = tmp_path / "chat.json"
+    with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(path)):
+        for run in ("1", "2"):
+            httpx.post(
+                f"{server.url}/a?session=s{run}&page=1",
+                content=b'{"n": 1}',
+                headers={"x-run": run, "x-tenant": "acme"},
+            )
+    served = len(server.seen)
+
+    replay = tape(
+        path,
+        "none",
+        (tenant,),
+        match_on=["method", "query", "headers", "tenant", "raw_body"],
+        filter_query_parameters=["session"],
+    )
+    replay.start()
+    try:
+        served_body = httpx.post(
+            f"{server.url}/a?session=new&page=1",
+            content=b'{"n": 1}',
+            headers={"x-run": "2", "x-tenant": "acme"},
+        )
+        assert served_body.json()["path"] == "/a"
+        with pytest.raises(agenttape.UnmatchedInteractionError) as again:
+            httpx.post(
+                f"{server.url}/a?session=new&page=1",
+                content=b'{"n": 1}',
+                headers={"x-run": "2", "x-tenant": "acme"},
+            )
+        with pytest.raises(agenttape.UnmatchedInteractionError) as other:
+            httpx.post(
+                f"{server.url}/a?session=new&page=2",
+                content=b'{"n":1}',
+                headers={"x-run": "1", "x-tenant": "globex"},
+            )
+    finally:
+        replay.stop()
+    assert len(server.seen) == served
+
+    # Played by vcrpy's count: the nearest is the one played, which it says.
+    first = again.value.candidates[0]
+    assert (first.index, first.played, first.differences) == (1, True, [])
+    assert "allow_playback_repeats=True serves the last one again" in str(again.value)
+    assert "#1 POST" in str(again.value).split("Nearest recorded requests:")[1].split("\n")[1]
+
+    candidates = other.value.candidates
+    assert [c.index for c in candidates] == [0, 1]  # #1 fails headers too (x-run)
+    nearest = candidates[0].differences
+    assert nearest[0].startswith("match_on query: ")
+    assert "  url.query.page: expected '1', got '2'" in nearest
+    assert not any("session" in line for line in nearest)  # filtered alike: no difference
+    assert "match_on headers: " in "\n".join(nearest)
+    assert "  headers.x-tenant: expected 'acme', got 'globex'" in nearest
+    assert "match_on tenant: another tenant" in nearest
+    assert any(line.startswith("match_on raw_body: ") for line in nearest)
+    assert str(candidates[0]).count("\n") == len(nearest)  # no "identical request"
+
+
+def test_an_empty_path_matches_as_vcrpy_matches_it(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """vcrpy 9.4's ``uri`` and ``path`` take a bare host as the host with "/" (httpx records
+    ``https://host`` bare); the drop-in serves what vcrpy's own verdict accepts, in every
+    supported vcrpy."""
+    from vcr import matchers
+    from vcr.request import Request as VcrRequest
+
+    server = serve(app)
+    path = tmp_path / "root.json"
+    with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(path)):
+        recorded = httpx.get(f"{server.url}/").content
+    document = json.loads(path.read_text())
+    document["interactions"][0]["request"]["uri"] = server.url  # as httpx recorded it bare
+    path.write_text(json.dumps(document))
+    bare, slash = (VcrRequest("GET", url, b"", {}) for url in (server.url, f"{server.url}/"))
+    accepts = matchers.requests_match(slash, bare, [matchers.uri, matchers.path])
+
+    for match_on in (["method", "uri"], ["method", "path"]):
+        replay = tape(path, "none", match_on=match_on)
+        replay.start()
+        try:
+            if accepts:
+                assert httpx.get(f"{server.url}/").content == recorded
+            else:
+                with pytest.raises(agenttape.UnmatchedInteractionError, match="match_on"):
+                    httpx.get(f"{server.url}/")
+        finally:
+            replay.stop()
+
+
+def test_what_agenttape_redacted_matches_under_vcrpys_matchers(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """The drop-in's recordings are stored redacted (an ``api_key`` in the query, the
+    ``Authorization`` header): ``uri``, ``query`` and ``headers`` compare the request sent
+    redacted alike, so it replays; a miss shows neither secret."""
+    server = serve(app)
+    path = tmp_path / "keyed.json"
+    url = f"{server.url}/v1/models?api_key=secret-in-query"
+    headers = {"Authorization": "Bearer sk-secret-in-header", "x-run": "1"}
+    options: dict[str, Any] = {"match_on": ["method", "uri", "query", "headers"]}
+    recording = tape(path, "once", **options)
+    recording.start()
+    try:
+        recorded = httpx.get(url, headers=headers).content
+    finally:
+        recording.stop()
+    stored = path.with_suffix(".msgpack").read_bytes()
+    assert b"secret-in" not in stored
+    served = len(server.seen)
+
+    replay = tape(path, "none", **options)
+    replay.start()
+    try:
+        assert httpx.get(url, headers=headers).content == recorded
+        with pytest.raises(agenttape.UnmatchedInteractionError) as miss:
+            httpx.get(url, headers={**headers, "x-run": "2"})
+    finally:
+        replay.stop()
+    assert len(server.seen) == served
+    message = str(miss.value)
+    assert "secret-in" not in message
+    assert "  headers.x-run: expected '1', got '2'" in miss.value.candidates[0].differences

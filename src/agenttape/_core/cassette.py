@@ -191,6 +191,8 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         self._replaced: list[Interaction] | None = None
         self._left = False  # left (by _close), not yet stored
         self._faults: FaultPlan | None = None
+        # Positions a fault's answer used up (a cut stream), and the fault: a miss says so.
+        self._used_by_faults: dict[int, str] = {}
 
     def _blocks_network(self) -> bool:
         option = self.options.block_network
@@ -338,6 +340,7 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         self._replaced = None
         faults = self.options.effective_faults()
         self._faults = FaultPlan(faults) if faults else None
+        self._used_by_faults = {}
         if self._faults is not None and self.mode != "all" and exists:
             # Interactions a fault made while recording are made again by the faults given
             # now, where they fire now: replayed as well, the agent would meet them twice.
@@ -520,8 +523,12 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         answered = answer(plan, request, recorded, position, self.realtime)
         if answered is None:
             return None
-        if answered.serves_recorded:
-            self.queue.take(key, request)
+        if (
+            answered.serves_recorded
+            and self.queue.take(key, request) is not None
+            and position is not None
+        ):
+            self._used_by_faults[position] = answered.interaction.injected or "fault"
         return answered.interaction
 
     def candidates(self, request: Request, boundary: str = "http") -> list[Interaction] | None:
@@ -582,8 +589,16 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
 
     def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
         """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;
-        unplayed ones rank before played ones that differ equally."""
-        return self.queue.nearest(request, limit, boundary)
+        unplayed ones rank before played ones that differ equally. One a fault's answer used
+        up says so."""
+        candidates = self.queue.nearest(request, limit, boundary, str(self.path))
+        for candidate in candidates:
+            fault = self._used_by_faults.get(candidate.index)
+            if fault is not None:
+                candidate.note = (
+                    f"played by the injected fault {fault}: the answer it changed was this one"
+                )
+        return candidates
 
     # -- persistence -------------------------------------------------------------------
 

@@ -16,17 +16,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from contextvars import Token
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._adapters.network_guard import allowed
 from .._core import files, runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
-from .._core.matching.matcher import Matcher, multipart_parts
-from .._core.matching.replay_queue import KeepsMisses, Precedents, ReplayQueue
+from .._core.matching.matcher import Candidate, Matcher, multipart_parts, show_value
+from .._core.matching.replay_queue import KeepsMisses, Precedents
 from .._core.models import Interaction, Request
 from .._core.options import Mode
 from .._core.redaction import Redacting, Redactor
+from .._core.secrets import REDACTED
 from .._core.tape import Recording, Tape
 from .._core.urls import parse_url
 from .._core.verdict import REQUEST, request_changes
@@ -45,13 +48,30 @@ VcrMatcher = Callable[[Any, Any], Any]
 def _attribute_key(name: str) -> Callable[[Any], Hashable]:
     if name == "query":
         return lambda request: tuple(request.query)
+    if name == "path":
+        return lambda request: request.path or "/"
+    if name == "uri":
+        return _uri_key
     return lambda request: getattr(request, name)
 
 
+def _uri_key(request: Any) -> Hashable:
+    """A URI with an empty path as with "/": vcrpy 9.4's ``uri`` matcher takes them as one
+    (httpx sends ``https://host`` bare), older ones do not, so the matcher still runs."""
+    parts = urlsplit(request.uri)
+    return parts.scheme, parts.netloc, parts.path or "/", parts.query, parts.fragment
+
+
+EXACT = frozenset(("method", "scheme", "host", "port", "query"))
+"""The attributes every supported vcrpy compares for plain equality: a bucket by them is the
+matcher's verdict. ``path`` and ``uri`` are bucketed too, with an empty path as "/", and
+their matcher decides within the bucket."""
+
+
 def _keyed_matchers() -> tuple[dict[VcrMatcher, str], VcrMatcher]:
-    """vcrpy's matchers that compare one attribute for equality (requests are bucketed by
-    those attributes, and only the other matchers run against each candidate), and its
-    ``body`` matcher."""
+    """vcrpy's matchers that compare one attribute (requests are bucketed by those
+    attributes, and only the other matchers, ``path`` and ``uri`` included, run against each
+    candidate), and its ``body`` matcher."""
     from vcr import matchers
 
     keyed = {
@@ -95,6 +115,84 @@ def _matches(matcher: VcrMatcher, incoming: Any, stored: Any) -> bool:
     return result is None or bool(result)
 
 
+_STRICT_FIELDS: dict[str, tuple[str, ...]] = {
+    "method": ("method",),
+    "scheme": ("url.scheme",),
+    "host": ("url.host",),
+    "port": ("url.port",),
+    "path": ("url.path",),
+    "query": ("url.query",),
+    "uri": ("url.",),
+    "body": ("body",),
+    "raw_body": ("body",),
+}
+"""For each of vcrpy's matchers, the fields of agenttape's difference that say where it
+failed (a JSON body's changed field rather than two whole bodies)."""
+
+
+@dataclass(slots=True)
+class _Scrub:
+    """vcrpy's assertion text without secrets: it prints both requests' headers or URIs
+    as they are, and a vcrpy cassette holds them as its filters left them."""
+
+    redactor: Redactor
+    requests: tuple[Any, Any]
+
+    def __call__(self, text: str) -> str:
+        for vcr_request in self.requests:
+            redacted = self.redactor.request(Request("GET", vcr_request.uri, [], b"")).url
+            if redacted != vcr_request.uri:
+                text = text.replace(vcr_request.uri, redacted)
+            for name, value in vcr_request.headers.items():
+                if name.lower() in self.redactor.headers:
+                    for one in value if isinstance(value, list) else [value]:
+                        if one:
+                            text = text.replace(str(one), REDACTED)
+        text = self.redactor.text(text)
+        return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _rejections(
+    failed: list[tuple[str, str | None]],
+    strict: list[str],
+    recorded: Request,
+    sent: Request,
+    scrub: _Scrub,
+) -> list[str]:
+    """One line per matcher of ``match_on`` that rejected ``recorded``, in vcrpy's words,
+    each followed by agenttape's differences in the fields it compares."""
+    lines = []
+    for name, message in failed:
+        said = (scrub(message) if message else "no match (the matcher returned False)").split("\n")
+        lines.append(f"match_on {name}: {said[0]}")
+        lines += [f"    {line}" for line in said[1:]]
+        if name == "headers":
+            details = _header_differences(recorded, sent)
+        else:
+            fields = _STRICT_FIELDS.get(name)
+            details = [line for line in strict if fields and line.startswith(fields)]
+        lines += [f"  {line}" for line in details]
+    return lines
+
+
+def _header_differences(recorded: Request, sent: Request) -> list[str]:
+    """The headers whose values differ, by name, both sides redacted; eight at most."""
+    lines = []
+    names = dict.fromkeys(name.lower() for name, _value in (*recorded.headers, *sent.headers))
+    for name in names:
+        want = [value for key, value in recorded.headers if key.lower() == name]
+        got = [value for key, value in sent.headers if key.lower() == name]
+        if want == got:
+            continue
+        if not want:
+            lines.append(f"headers.{name}: not recorded, got {show_value(got)}")
+        elif not got:
+            lines.append(f"headers.{name}: expected {show_value(want)}, missing")
+        else:
+            lines.append(f"headers.{name}: expected {show_value(want)}, got {show_value(got)}")
+    return lines[:8]
+
+
 _BODY_HEADERS = ("content-type", "content-encoding")
 
 
@@ -136,6 +234,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
     # A pytest-recording suite brings its own dummy keys, and may test what its code does
     # without one: vcrpy leaves the environment as it is, and so does its drop-in.
     fills_keys = False
+    repeats_option = "allow_playback_repeats=True"
 
     def __init__(
         self,
@@ -178,7 +277,13 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         keyed, body = _keyed_matchers()
         match_on = tuple(cassette._match_on)
         self._key_of = tuple(_attribute_key(keyed[m]) for m in match_on if m in keyed)
-        self._checks = tuple(_parts_or(m) if m is body else m for m in match_on if m not in keyed)
+        # vcrpy's matchers as ``_find`` runs them: what a miss reports is their verdict.
+        self._match_on = tuple(_parts_or(m) if m is body else m for m in match_on)
+        self._checks = tuple(
+            check
+            for matcher, check in zip(match_on, self._match_on, strict=True)
+            if keyed.get(matcher) not in EXACT
+        )
         self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
         # vcrpy 9.4's drop_unused_requests: the loaded interactions played, in play order.
         self._drop_unused = bool(getattr(cassette, "drop_unused_requests", False))
@@ -311,8 +416,9 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         if not filtered:  # ignore_hosts, ignore_localhost, or a hook that said None
             return self._passthrough(request, boundary)
         if self._replays:
+            matched = self._as_stored(filtered)
             with self._lock:
-                index = self._find(filtered)
+                index = self._find(matched)
                 if index is not None:
                     interaction = self._interaction(index)
             if index is not None:
@@ -320,7 +426,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
                     self._check_drift(index, interaction, filtered)
                 return interaction
         if not self.is_recording:
-            raise self._miss(request, boundary)
+            raise self._miss(request, self._as_stored(filtered), boundary)
         recording = Recording(self, self.redactor.request(request), boundary)
         with self._lock:
             self._pending[recording] = incoming
@@ -389,16 +495,58 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
             with self._lock:
                 self.drifts.append(Drift(index, sent.method, sent.url, lines, nulls))
 
-    def _miss(self, request: Request, boundary: str) -> UnmatchedInteractionError:
-        queue = ReplayQueue(self._strict)
-        counts = self.vcr.play_counts
-        interactions = self.interactions
+    def _as_stored(self, filtered: Any) -> Any:
+        """The filtered request as the cassette read holds its requests: an agenttape one
+        holds them redacted (an ``api_key`` in the query, the ``Authorization`` header), so
+        vcrpy's matchers compare the request redacted alike; a vcrpy one holds them as
+        vcrpy's filters left them."""
+        if self._read_from != self.path:
+            return filtered
+        return vcr_request_of(self.redactor.request(request_of(filtered)))
+
+    def _miss(self, request: Request, matched: Any, boundary: str) -> UnmatchedInteractionError:
+        """The miss, in vcrpy's terms: each nearest recorded request with the matchers of
+        ``match_on`` that rejected it and vcrpy's own words for why (agenttape's field by
+        field difference under them, where it says more), fewest rejections first."""
+        from vcr.matchers import get_matchers_results
+
+        sent = request_of(matched)
+        if self._read_from != self.path:
+            sent = self.redactor.request(sent)
+        with self._lock:
+            interactions = [self._interaction(index) for index in range(len(self._interactions))]
+            stored = [vcr_request for vcr_request, _response in self.vcr.data]
+            counts = [self.vcr.play_counts[index] for index in range(len(stored))]
+        scored = []
         for index, interaction in enumerate(interactions):
-            queue.add(interaction, played=bool(counts[index]))
+            if interaction.boundary != boundary:
+                continue
+            _passed, failed = get_matchers_results(matched, stored[index], self._match_on)
+            played = bool(counts[index])
+            note = ""
+            if not failed and not played:
+                names = ", ".join(getattr(m, "__name__", repr(m)) for m in self._match_on)
+                where = (
+                    f"agenttape show {self._read_from} --index {index}"
+                    if self._read_from == self.path
+                    else f"interaction {index} of {self._read_from}"
+                )
+                note = (
+                    f"every matcher of match_on ({names}) accepts it, yet it was not served; "
+                    f"compare it with the request sent ({where})"
+                )
+            strict = self._strict.differences(interaction.request, sent)
+            scrub = _Scrub(self.redactor, (matched, stored[index]))
+            lines = _rejections(failed, strict, interaction.request, sent, scrub)
+            scored.append((len(failed), played, len(lines), index, lines, note))
+        scored.sort(key=lambda item: item[:4])
         return self._missing(
-            request,
+            self.redactor.request(request),
             boundary,
-            queue.nearest(request, 3, boundary),
+            [
+                Candidate(index, interactions[index], lines, played, note)
+                for _failed, played, _count, index, lines, note in scored[:3]
+            ],
             str(self._read_from),
             RERECORD,
             len(interactions),

@@ -75,12 +75,19 @@ class Candidate:
     interaction: Interaction
     differences: list[str]
     played: bool
+    note: str = ""
+    """Why it was not served where no difference and no play says so: never left empty for
+    a candidate that is neither (the matcher that compared it says what to look at)."""
 
     def __str__(self) -> str:
         request = self.interaction.request
         state = " (already played)" if self.played else ""
         lines = [f"#{self.index} {request.method} {request.url}{state}"]
-        lines += [f"    {line}" for line in self.differences] or ["    identical request"]
+        lines += [f"    {line}" for line in self.differences]
+        if self.note:
+            lines.append(f"    {self.note}")
+        elif not self.differences:
+            lines.append("    identical request")
         return "\n".join(lines)
 
 

@@ -91,6 +91,7 @@ class ReplayQueue:
     __slots__ = (
         "_index",
         "_overlapping",
+        "_own",
         "_start_positions",
         "_starts",
         "allow_repeats",
@@ -114,6 +115,8 @@ class ReplayQueue:
         self.play_counts: list[int] = []
         self.wakers: set[Wake] = set()
         self._index: dict[int, int | Positions] | None = None
+        # With shared plays: the positions this process played (the others, another did).
+        self._own: set[int] = set()
         # Start times in order, and whose they are: built on the first ``precedents``.
         self._starts: array[float] | None = None
         self._start_positions: array[int] = array("q")
@@ -261,6 +264,8 @@ class ReplayQueue:
         if position is None:
             return None
         self.play_counts[position] += 1
+        if self.shared_plays is not None:
+            self._own.add(position)
         if self.wakers:  # a response waiting for its turn (rare): wake it
             for wake in tuple(self.wakers):
                 wake()
@@ -315,9 +320,13 @@ class ReplayQueue:
             i for i, count in zip(self.interactions, self.play_counts, strict=False) if not count
         ]
 
-    def nearest(self, request: Request, limit: int = 3, boundary: str = "http") -> list[Candidate]:
+    def nearest(
+        self, request: Request, limit: int = 3, boundary: str = "http", path: str = "CASSETTE"
+    ) -> list[Candidate]:
         """Recorded requests of ``boundary`` closest to ``request``, fewest differences first;
-        unplayed ones rank before played ones that differ equally."""
+        unplayed ones rank before played ones that differ equally. One that does not differ
+        says why it was not served: another process of the run played it, or (never
+        expected) nothing explains it; ``path`` names the cassette in what to look at."""
         scored = []
         for position, interaction in enumerate(self.interactions):
             if interaction.boundary != boundary:
@@ -331,9 +340,29 @@ class ReplayQueue:
             scored.append((weight, played, position, differences))
         scored.sort(key=lambda item: item[:3])
         return [
-            Candidate(position, self.interactions[position], differences, played)
+            Candidate(
+                position,
+                self.interactions[position],
+                differences,
+                played,
+                "" if differences else self._unserved(position, played, path),
+            )
             for _weight, played, position, differences in scored[:limit]
         ]
+
+    def _unserved(self, position: int, played: bool, path: str) -> str:
+        """Why the interaction at ``position``, equal to the request in every field matched
+        on, was not served."""
+        if played:
+            if self.shared_plays is not None and position not in self._own:
+                return "played by another process of this run (agenttape run shares the plays)"
+            return ""
+        fields = ", ".join(self.matcher.fields) or "nothing"
+        return (
+            f"equal in every field matched on ({fields}) and not played, yet not served: "
+            f"compare it with the request sent (agenttape show {path} --index {position}) "
+            "and report it"
+        )
 
 
 RERECORD_HINT = (
@@ -355,9 +384,11 @@ def miss_error(
     rerecord: str = RERECORD_HINT,
     frozen: bool = False,
     interrupted: str | None = None,
+    repeats: str = "allow_repeats=True",
 ) -> UnmatchedInteractionError:
     """The error for a request nothing recorded serves: what was asked, what comes nearest
-    and how it differs, and how to record it."""
+    and how it differs, and how to record it; ``repeats``, the option that serves a played
+    one again."""
     lines = [
         f"No recorded interaction matches {request.method} {request.url}",
         f"cassette: {path} (mode {mode_label or repr(mode)}, {counted(count, 'interaction')})",
@@ -372,7 +403,7 @@ def miss_error(
         lines.append(
             f"Every matching interaction was already played ({len(exact)}); the code now "
             "makes this request more often than when it was recorded "
-            "(allow_repeats=True serves the last one again)."
+            f"({repeats} serves the last one again)."
         )
     if candidates:
         lines.append("Nearest recorded requests:")
@@ -407,6 +438,8 @@ class KeepsMisses:
     mode: Mode
     mode_label: str | None
     misses: list[UnmatchedInteractionError]
+    repeats_option = "allow_repeats=True"
+    """The option that serves a played interaction again, as a miss names it."""
     _lock: threading.Lock
 
     def _missing(
@@ -432,6 +465,7 @@ class KeepsMisses:
             count=count,
             frozen=frozen,
             interrupted=interrupted,
+            repeats=self.repeats_option,
         )
         self.missed(error)
         return error
