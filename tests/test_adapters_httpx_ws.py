@@ -233,3 +233,25 @@ def test_a_session_replays_for_an_https_url_with_nothing_to_connect_to(
     ws_server.stop()
     with agenttape.use_cassette(cassette_path, match_on=("method", "path")):
         assert run("https://realtime.example.com/v1/realtime") == live
+
+
+def test_a_replay_stream_closed_under_a_read_fails_as_httpcores_own_does() -> None:
+    """httpx-ws's receiving thread may read once more as the session closes: on the replay
+    socket that is httpcore's ReadError (and WriteError), as on httpcore's own stream, never
+    a bare OSError escaping the thread."""
+    import socket
+
+    import httpcore
+    from httpcore._backends.sync import SyncStream
+
+    from agenttape._adapters.websocket.httpx_ws import _SocketStream
+
+    for make in (SyncStream, _SocketStream):
+        ours, theirs = socket.socketpair()
+        stream = make(ours)
+        ours.close()
+        with pytest.raises(httpcore.ReadError):
+            stream.read(10, timeout=1.0)
+        with pytest.raises(httpcore.WriteError):
+            stream.write(b"x", timeout=1.0)
+        theirs.close()

@@ -182,15 +182,18 @@ class _SocketStream:
         self._sock = sock
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._sock.settimeout(timeout)
+        # As httpcore's own stream: the timeout is set inside the error mapping, so a read
+        # on a socket closed meanwhile (httpx-ws's receiving thread, as the session ends) is
+        # the ReadError it is live.
         try:
+            self._sock.settimeout(timeout)
             return self._sock.recv(max_bytes)
         except OSError as exc:
             raise sys.modules["httpcore"].ReadError(str(exc)) from exc
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._sock.settimeout(timeout)
         try:
+            self._sock.settimeout(timeout)
             self._sock.sendall(buffer)
         except OSError as exc:
             raise sys.modules["httpcore"].WriteError(str(exc)) from exc
