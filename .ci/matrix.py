@@ -185,7 +185,10 @@ LIBRARIES = (
     ),
     # The pytest-recording drop-in reads vcrpy's cassettes through vcrpy itself, and answers
     # as its Cassette: its record modes became an enum in the merged config only in 8.2.1,
-    # and the list of played interactions came in 8.0.
+    # and the list of played interactions came in 8.0. Before 8.0 vcrpy itself records no
+    # binary httpx body nor an httpx stream, and has no drop_unused_requests: the tests that
+    # record those with vcrpy say so. A cell's tests take about 130 s of CELL_TIMEOUT's 180
+    # beside two others, and over 180 when other suites load the machine as well.
     Library(
         "vcrpy",
         ("6.0.2", "8.1.1", "9.4.2"),
@@ -197,9 +200,9 @@ LIBRARIES = (
             "tests/test_recording_plugin_hostile.py",
         ),
         # The clients the drop-in's tests drive, as their users resolve them beside each
-        # vcrpy (whose stubs before 9 need an aiohttp before 3.14, and know no httpx2), and
-        # pytest-recording (what the suites are recorded with and compared against) with
-        # xdist (drift reported across workers).
+        # vcrpy (whose stubs before 8.2 need an aiohttp before 3.14, and before 9 know no
+        # httpx2), and pytest-recording (what the suites are recorded with and compared
+        # against) with xdist (drift reported across workers).
         companions={
             "6.0.2": (
                 "httpx==0.27.2",
