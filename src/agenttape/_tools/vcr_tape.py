@@ -180,7 +180,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
         self._key_of = tuple(_attribute_key(keyed[m]) for m in match_on if m in keyed)
         self._checks = tuple(_parts_or(m) if m is body else m for m in match_on if m not in keyed)
         self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
-        # vcrpy 9.4's drop_unused_requests: the loaded interactions played, in play order.
+        # vcrpy's drop_unused_requests (8.0 on): the loaded interactions played, in play order.
         self._drop_unused = bool(getattr(cassette, "drop_unused_requests", False))
         self._played: list[int] = []
 
