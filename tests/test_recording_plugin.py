@@ -13,7 +13,7 @@ import pytest
 
 # Imported here, once: an in-process run would otherwise import yaml anew after the one
 # before it dropped it, and libyaml's C loader keeps the first import's node classes.
-import vcr  # noqa: F401
+import vcr
 
 import agenttape
 from tests.cli_support import cli
@@ -23,6 +23,10 @@ pytest_plugins = ["pytester"]
 
 AGENTTAPE = ("-p", "no:recording", "-p", "no:cassetter")
 RECORDING = ("-p", "no:agenttape", "-p", "no:cassetter")
+# vcrpy before 8.0 reads an httpx response whole as it records it, and hands the test a
+# response whose stream is consumed: a test that streams it (iter_raw) fails while recording
+# with StreamConsumed (its replay streams). 8.0 records at httpcore's level instead.
+VCRPY_RECORDS_HTTPX_STREAMS = tuple(int(part) for part in vcr.__version__.split(".")[:2]) >= (8, 0)
 
 SERIALIZER = '''
 """A project's own serializer: request bodies that are JSON are stored parsed, as a
@@ -196,7 +200,11 @@ def suite(pytester: pytest.Pytester, server: Server) -> pytest.Pytester:
     cassettes = pytester.path / "cassettes" / "test_agent"
     if not _recorded:
         result = run(pytester, server, *RECORDING, "--record-mode=once", "-k", "not shared")
-        result.assert_outcomes(passed=4)
+        if VCRPY_RECORDS_HTTPX_STREAMS:
+            result.assert_outcomes(passed=4)
+        else:  # recorded all the same: the stream's body is in its cassette
+            result.assert_outcomes(passed=3, failed=1)
+            result.stdout.fnmatch_lines(["FAILED test_agent.py::test_stream - *StreamConsumed*"])
         # A cassette shared under its own name, as projects keep one for several tests.
         chat = (cassettes / "test_chat.parsed").read_text()
         (cassettes / "shared.parsed").write_text(chat.replace("where is my order", "shared"))
@@ -467,6 +475,7 @@ def test_a_suite_sees_its_environment_as_it_is(
     """The drop-in gives no placeholder API keys (agenttape's own cassettes do): a suite
     brings its own dummy keys, and may test what its code does without one, as under
     vcrpy."""
+    pytest.importorskip("openai")  # the SDK the suite drives (the vcrpy cells have none)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_keys=NO_KEY)
     run(pytester, server, *plugins).assert_outcomes(passed=1)

@@ -4,6 +4,7 @@ hands a client the whole body; so does the drop-in, through every client, offlin
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import textwrap
 from pathlib import Path
@@ -182,7 +183,9 @@ def test_a_body_rebuilt_by_the_serializer_reaches_every_client_whole(
     write_cassettes(pytester.path / "cassettes" / "test_bodies", indent)
     monkeypatch.setenv("AGENTTAPE_CACHE_DIR", str(pytester.path / "cache"))
     result = pytester.runpytest_inprocess("-p", "no:recording", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6)
+    # httpx2 where it is installed (an environment with an older vcrpy may have none)
+    httpx2 = importlib.util.find_spec("httpx2") is not None
+    result.assert_outcomes(passed=5 + httpx2, skipped=1 - httpx2)
     assert "changed since recording" not in result.stdout.str()
 
 

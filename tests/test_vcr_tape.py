@@ -18,6 +18,8 @@ from agenttape._tools.vcr import VcrImportError
 from agenttape._tools.vcr_tape import VcrTape
 from tests.servers import Seen, Server, json_reply
 
+VCRPY = tuple(int(part) for part in vcr.__version__.split(".")[:2])
+
 
 def app(seen: Seen) -> Any:
     return json_reply({"path": seen.path, "body": seen.body.decode() or None})
@@ -92,6 +94,11 @@ def test_vcrpy_semantics_over_a_json_cassette(tmp_path: Path, serve: Callable[..
     assert path.with_suffix(".previous.msgpack").read_bytes() == first_msgpack
 
 
+@pytest.mark.skipif(
+    VCRPY < (8, 0),
+    reason="vcrpy's drop_unused_requests came in 8.0 (before, its merged config leaves the "
+    "option out, and the cassette keeps everything, as the drop-in's then does)",
+)
 def test_drop_unused_requests_as_vcrpy_keeps_what_was_played(
     tmp_path: Path, serve: Callable[..., Server]
 ) -> None:

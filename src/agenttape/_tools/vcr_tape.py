@@ -285,7 +285,7 @@ class VcrTape(runtime.Activation, KeepsMisses, Redacting):
             if keyed.get(matcher) not in EXACT
         )
         self._buckets: dict[tuple[Hashable, ...], list[int]] | None = None
-        # vcrpy 9.4's drop_unused_requests: the loaded interactions played, in play order.
+        # vcrpy's drop_unused_requests (8.0 on): the loaded interactions played, in play order.
         self._drop_unused = bool(getattr(cassette, "drop_unused_requests", False))
         self._played: list[int] = []
 
