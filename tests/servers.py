@@ -81,6 +81,26 @@ def json_reply(document: Any, status: int = 200, headers: Iterable[tuple[str, st
     )
 
 
+def chat_completion(
+    content: str, *, id: str = "chatcmpl-1", model: str = "gpt-4o-mini", tokens: int = 1
+) -> dict[str, Any]:
+    """An OpenAI-shaped chat completion, as OpenAI-compatible APIs answer one."""
+    return {
+        "id": id,
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": tokens, "completion_tokens": tokens, "total_tokens": 2 * tokens},
+    }
+
+
 def echo_path(seen: Seen) -> Reply:
     """Answers with the path it was asked for; a path holding ``/status/N`` answers N."""
     status = re.search(r"/status/(\d{3})(?:/|$)", seen.path)

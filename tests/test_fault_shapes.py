@@ -33,7 +33,7 @@ from agenttape import fault
 from agenttape._core.faults import inject
 from agenttape._core.faults.shapes import provider_of
 from agenttape._core.models import Request
-from tests.servers import Seen, Server, json_reply
+from tests.servers import Seen, Server, chat_completion, json_reply
 
 MESSAGES = [{"role": "user", "content": "Where is my order?"}]
 GEMINI = {
@@ -450,20 +450,7 @@ COHERE_CHAT = {
     "message": {"role": "assistant", "content": [{"type": "text", "text": "It ships today."}]},
     "usage": {"tokens": {"input_tokens": 4, "output_tokens": 4}},
 }
-MISTRAL_CHAT = {
-    "id": "m1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "mistral-small",
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "It ships today."},
-            "finish_reason": "stop",
-        }
-    ],
-    "usage": {"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8},
-}
+MISTRAL_CHAT = chat_completion("It ships today.", id="m1", model="mistral-small", tokens=4)
 
 
 def test_mistral_and_cohere_errors(tmp_path: Path, serve: Callable[..., Server]) -> None:

@@ -16,7 +16,7 @@ import pytest
 from llm_standin import StandIn
 
 import agenttape
-from tests.servers import Seen, Server, json_reply
+from tests.servers import Seen, Server, chat_completion, json_reply
 
 pytest_plugins = ["pytester"]
 
@@ -573,20 +573,7 @@ RETRY_TESTS = """
         assert len(agenttape_cassette.faults_fired) == 1
 """
 
-CHAT = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "gpt-4o-mini",
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "hi"},
-            "finish_reason": "stop",
-        }
-    ],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
+CHAT = chat_completion("hi")
 
 
 @pytest.mark.parametrize(

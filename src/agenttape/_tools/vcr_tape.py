@@ -24,7 +24,12 @@ from urllib.parse import urlsplit
 from .._adapters.network_guard import allowed
 from .._core import files, runtime
 from .._core.errors import NetworkBlockedError, UnmatchedInteractionError
-from .._core.matching.matcher import Candidate, Matcher, multipart_parts, show_value
+from .._core.matching.matcher import (
+    Candidate,
+    Matcher,
+    multipart_parts,
+    pair_differences,
+)
 from .._core.matching.replay_queue import KeepsMisses, Precedents
 from .._core.models import Interaction, Request
 from .._core.options import Mode
@@ -177,20 +182,11 @@ def _rejections(
 
 def _header_differences(recorded: Request, sent: Request) -> list[str]:
     """The headers whose values differ, by name, both sides redacted; eight at most."""
-    lines = []
-    names = dict.fromkeys(name.lower() for name, _value in (*recorded.headers, *sent.headers))
-    for name in names:
-        want = [value for key, value in recorded.headers if key.lower() == name]
-        got = [value for key, value in sent.headers if key.lower() == name]
-        if want == got:
-            continue
-        if not want:
-            lines.append(f"headers.{name}: not recorded, got {show_value(got)}")
-        elif not got:
-            lines.append(f"headers.{name}: expected {show_value(want)}, missing")
-        else:
-            lines.append(f"headers.{name}: expected {show_value(want)}, got {show_value(got)}")
-    return lines[:8]
+    lowered = [
+        [(name.lower(), value) for name, value in headers]
+        for headers in (recorded.headers, sent.headers)
+    ]
+    return pair_differences("headers", *lowered)[:8]
 
 
 _BODY_HEADERS = ("content-type", "content-encoding")

@@ -282,21 +282,27 @@ class Matcher:
 def _query_differences(
     want: tuple[tuple[str, str], ...], got: tuple[tuple[str, str], ...]
 ) -> list[str]:
+    return pair_differences("url.query", want, got)
+
+
+def pair_differences(
+    where: str, want: Iterable[tuple[str, str]], got: Iterable[tuple[str, str]]
+) -> list[str]:
+    """The names whose values differ between two lists of pairs (a query's, headers with
+    their names lower-cased), each value list in the order given, in the user's terms."""
+    want, got = list(want), list(got)
     diffs = []
-    names = dict.fromkeys(name for name, _ in (*want, *got))
-    for name in names:
+    for name in dict.fromkeys(name for name, _ in (*want, *got)):
         want_v = [v for k, v in want if k == name]
         got_v = [v for k, v in got if k == name]
         if want_v == got_v:
             continue
         if not want_v:
-            diffs.append(f"url.query.{name}: not recorded, got {show_value(got_v)}")
+            diffs.append(f"{where}.{name}: not recorded, got {show_value(got_v)}")
         elif not got_v:
-            diffs.append(f"url.query.{name}: expected {show_value(want_v)}, missing")
+            diffs.append(f"{where}.{name}: expected {show_value(want_v)}, missing")
         else:
-            diffs.append(
-                f"url.query.{name}: expected {show_value(want_v)}, got {show_value(got_v)}"
-            )
+            diffs.append(f"{where}.{name}: expected {show_value(want_v)}, got {show_value(got_v)}")
     return diffs
 
 
