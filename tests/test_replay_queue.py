@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenttape._core.matching.matcher import Matcher
+from agenttape._core.matching.matcher import Matcher, Remember
 from agenttape._core.matching.replay_queue import ReplayQueue
 from agenttape._core.models import Interaction, Request, Response
 
@@ -137,8 +137,8 @@ class _SameHash:
 class CollidingMatcher(Matcher):
     """Keys that all collide in the index, as two of a large cassette's may."""
 
-    def key(self, request: Request, remember: bool = False) -> Hashable:
-        return _SameHash(super().key(request, remember))
+    def key(self, request: Request, remember: Remember = False, exact: bool = False) -> Hashable:
+        return _SameHash(super().key(request, remember, exact))
 
 
 @pytest.mark.parametrize("allow_repeats", [False, True])

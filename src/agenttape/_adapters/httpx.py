@@ -248,7 +248,7 @@ def _recorded_response(hx: ModuleType, interaction: Interaction, request: Any) -
     """The recorded response; a recorded failure raised as the library's exception."""
     response = interaction.response
     if response is None:
-        raise exception_for(hx, interaction, request)
+        raise exception_for(hx, interaction.error, request)
     if EMAIL_CHECKS_NAMES:
         problem = name_email_refuses(response.headers)
         tape = runtime.active()

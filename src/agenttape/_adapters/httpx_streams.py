@@ -28,8 +28,8 @@ EXCEPTION_BY_KIND: dict[str, str] = {
 }
 
 
-def exception_for(hx: ModuleType, interaction: Interaction, request: Any) -> Exception:
-    error = interaction.error
+def exception_for(hx: ModuleType, error: Failure | None, request: Any) -> Exception:
+    """The library's own exception for a recorded failure."""
     assert error is not None
     exception_class = getattr(hx, error.type, None)
     if not (isinstance(exception_class, type) and issubclass(exception_class, hx.TransportError)):
@@ -124,7 +124,7 @@ class ReplayStream:
         self, hx: ModuleType, interaction: Interaction, request: Any, schedule: Schedule
     ) -> None:
         self._hx = hx
-        self._interaction = interaction
+        self._error = interaction.error
         self._request = request
         self._schedule = schedule
         # The exception made without the stream: a walk that refers back to its stream would
@@ -140,17 +140,26 @@ class ReplayStream:
         walk = self.walk
         yield from walk
         if walk.ending == "failed":
-            raise walk.noted(exception_for(self._hx, self._interaction, self._request))
+            raise walk.noted(exception_for(self._hx, self._error, self._request))
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         walk = self.walk
         async for piece in walk:
             yield piece
         if walk.ending == "failed":
-            raise walk.noted(exception_for(self._hx, self._interaction, self._request))
+            raise walk.noted(exception_for(self._hx, self._error, self._request))
 
     def close(self) -> None:
         self._schedule.release()
+        self._let_go()
 
     async def aclose(self) -> None:
         self._schedule.release()
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """A closed stream lets go of the recorded answer: httpx's response and its stream
+        refer to each other, so they wait for the garbage collector, and with them the body
+        of an interaction the cassette decoded for this play alone (``StoredInteractions``)."""
+        self.walk.pieces = ()
+        self._schedule.origin = None

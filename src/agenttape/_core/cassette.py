@@ -6,7 +6,7 @@ import functools
 import inspect
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import Token
 from datetime import timedelta
 from pathlib import Path
@@ -42,6 +42,7 @@ from .tape import Recording, Tape
 from .text import interrupted
 from .tracebacks import note_fired
 from .wire import codec
+from .wire.stored import StoredInteractions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -177,7 +178,7 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         self._unaccounted: dict[tuple[str, int], str | None] = {}
         # new_episodes: what the file held when last read or written (its digest and its
         # interactions), and how many of ours it holds, so a save merges with other writers.
-        self._stored: list[Interaction] = []
+        self._stored: Sequence[Interaction] = []
         self._digest: bytes | None = None
         self._saved = 0
         self._lock = threading.Lock()
@@ -241,7 +242,9 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
     # -- public state ------------------------------------------------------------------
 
     @property
-    def interactions(self) -> list[Interaction]:
+    def interactions(self) -> Sequence[Interaction]:
+        """What the cassette holds, in recorded order (a large one replayed is decoded as
+        it plays: see ``StoredInteractions``)."""
         return self.queue.interactions
 
     @property
@@ -344,12 +347,15 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         if self._faults is not None and self.mode != "all" and exists:
             # Interactions a fault made while recording are made again by the faults given
             # now, where they fire now: replayed as well, the agent would meet them twice.
-            loaded = [interaction for interaction in loaded if interaction.injected is None]
+            loaded = (
+                loaded.without_injected()
+                if isinstance(loaded, StoredInteractions)
+                else [interaction for interaction in loaded if interaction.injected is None]
+            )
         if self.mode == "all" or not exists:
             self._record_anew(loaded, exists)
             loaded = []
-        for interaction in loaded:
-            self.queue.add(interaction, played=False)
+        self.queue.load(loaded)
         self._recording = self.mode == "all" or (self.mode == "once" and not exists)
         if not self._recording:
             self.queue.prepare()  # activation pays for the lookups, not the first request
@@ -363,21 +369,25 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         elif self._derived is not None:
             files.check_writable(self.derived_path)
 
-    def _load_existing(self) -> list[Interaction]:
+    def _load_existing(self) -> Sequence[Interaction]:
         """The file's interactions, read in every mode: in ``all`` too, since a damaged file
-        must fail loudly, never be overwritten. Its age may change the mode."""
+        must fail loudly, never be overwritten. Its age may change the mode. A large one
+        replayed is decoded as it plays (``StoredInteractions``)."""
+        loaded: Sequence[Interaction]
         if self.mode == "new_episodes":
             data = files.read_bytes(self.path)
             self.metadata, loaded = codec.decode(data, self.path)
             self._digest = files.digest(data)
-        else:
+        elif self.mode == "all":
             self.metadata, loaded = files.read(self.path)
+        else:
+            self.metadata, loaded = files.read_lazily(self.path)
         if self.options.max_age is not None and self.mode != "all":
             self.mode = mode_after_age(self.path, self.metadata, loaded, self.options, self.mode)
             self.block_network = self._blocks_network()
         return loaded
 
-    def _record_anew(self, loaded: list[Interaction], exists: bool) -> None:
+    def _record_anew(self, loaded: Sequence[Interaction], exists: bool) -> None:
         """A recording from scratch: a new header, and of the previous recording, the frozen
         calls (still served) and what a worse new one is compared with when saved."""
         if loaded and self._frozen_scope:
@@ -388,7 +398,7 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         from .meta import new_header  # platform, git and package metadata: only to record
 
         self.metadata = new_header(self.tags)
-        self._replaced = loaded if exists and self.mode == "all" else None
+        self._replaced = list(loaded) if exists and self.mode == "all" else None
 
     def _activate(self) -> None:
         """Serve every request from here on (what ``_read`` read)."""

@@ -5,6 +5,7 @@ the old one, a derived file for a ``live=`` replay, or what a tool composed it w
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +38,7 @@ class Saving:
     _replaced: list[Interaction] | None
     _derived: list[Interaction] | None
     _derived_dirty: bool
-    _stored: list[Interaction]
+    _stored: Sequence[Interaction]
     _digest: bytes | None
     _saved: int
     _interrupted: dict[str, Any] | None
@@ -126,7 +127,7 @@ class Saving:
             if current is not None and files.digest(current) != self._digest:
                 header, stored = codec.decode(current, self.path)
                 mark_interrupted(header, self._interrupted)
-            merged = stored + interactions[self._saved :]
+            merged = [*stored, *interactions[self._saved :]]
             data = codec.encode(header, merged)
             files.write_atomic(self.path, data)
             self._stored, self._digest, self._saved = merged, files.digest(data), len(interactions)

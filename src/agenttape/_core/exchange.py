@@ -27,6 +27,7 @@ from .models import Failure, Interaction, Request
 from .playback import Schedule, held
 from .tape import Recording, Tape
 from .tracebacks import note_replayed
+from .wire.stored import position_of
 
 FailureOf = Callable[[BaseException], Failure | None]
 """An adapter's reading of one of its library's exceptions; None for one that is not a
@@ -150,7 +151,7 @@ def unplayable(tape: Tape, interaction: Interaction, library: str, problem: str)
     """The error for a recorded interaction ``library`` cannot be handed (its parser refuses
     a header): it names the cassette and the interaction, where the library would fail deep
     inside itself or read something else than was recorded."""
-    number = next((i for i, known in enumerate(tape.interactions) if known is interaction), None)
+    number = position_of(tape.interactions, interaction)
     which = "an interaction" if number is None else f"interaction {number}"
     return CassetteFormatError(
         f"{tape.path}: {which} cannot be replayed through {library}: {problem}; "

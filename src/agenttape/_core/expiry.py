@@ -3,6 +3,7 @@ warning, fails, or is recorded again where the hosts answer and the keys are set
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from .options import MODE_ENVIRONMENT_VARIABLE, CassetteOptions, Mode
 def mode_after_age(
     path: Path,
     metadata: dict[str, Any],
-    loaded: list[Interaction],
+    loaded: Sequence[Interaction],
     options: CassetteOptions,
     mode: Mode,
 ) -> Mode:

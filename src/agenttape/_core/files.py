@@ -12,7 +12,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,9 +151,24 @@ def digest(data: bytes) -> bytes:
 
 
 def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Interaction]]:
+    """The cassette at ``path``, every interaction decoded."""
+    header, interactions = _read(path, lazy=False)
+    assert isinstance(interactions, list)
+    return header, interactions
+
+
+def read_lazily(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Sequence[Interaction]]:
+    """The cassette at ``path``; a large one's interactions are decoded when asked for
+    (``codec.decode_stream``)."""
+    return _read(path, lazy=True)
+
+
+def _read(
+    path: str | os.PathLike[str], *, lazy: bool
+) -> tuple[dict[str, Any], Sequence[Interaction]]:
     try:
         with open(path, "rb") as handle:
-            streamed = codec.decode_stream(handle)
+            streamed = codec.decode_stream(handle, lazy=lazy)
     except (FileNotFoundError, IsADirectoryError):
         streamed = None  # reading the bytes below raises the error that says so
     if streamed is not None:

@@ -177,7 +177,7 @@ class Closed:
     by: Direction = "server"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class Interaction:
     """One exchange. A WebSocket session is one too: the upgrade request, the ``101``
     response, then ``frames`` both ways in order (None for anything but a session) and how it

@@ -9,6 +9,7 @@ interaction to replay or a recording to feed, and take finished recordings back.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -60,7 +61,7 @@ class Tape(Protocol):
         ...
 
     @property
-    def interactions(self) -> list[Interaction]: ...
+    def interactions(self) -> Sequence[Interaction]: ...
 
     def missed(self, error: UnmatchedInteractionError) -> None:
         """Keeps a miss found outside ``begin`` (a WebSocket frame), which the code under

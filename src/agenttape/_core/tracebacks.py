@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .errors import AgentTapeError
 from .faults import FAULT_HEADER
 from .options import MODE_ENVIRONMENT_VARIABLE
+from .wire.stored import position_of
 
 if TYPE_CHECKING:
     from .faults import FiredFault
@@ -168,7 +169,7 @@ def note_replayed(exception: BaseException, tape: Tape, interaction: Interaction
         return
     if replayed(exception):
         return  # a library re-raised it through another replayed layer
-    number = next((i for i, known in enumerate(tape.interactions) if known is interaction), None)
+    number = position_of(tape.interactions, interaction)
     which = "an interaction" if number is None else f"interaction {number}"
     request = interaction.request
     recorded = interaction.started.strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import Any, Literal
 
 from .. import jsonpath
 from ..models import Interaction, Request
@@ -91,12 +91,40 @@ class Candidate:
         return "\n".join(lines)
 
 
+Remember = Literal[False, True, "hashes"]
+"""How ``Matcher.key`` remembers a recorded request's URL and body: not at all, as they are,
+or (for a cassette decoded as it plays, whose requests are not held) the body by its hash
+alone: its URL is then not remembered (a set of hashes costs more than the URL scan it
+saves)."""
+
+
+class Digest:
+    """A recorded body's match key known by its hash alone: a request whose body hashes as a
+    recorded one's gets it without a JSON parse. It equals what hashes alike: the few
+    positions a hash leads to are then told apart by the raw bytes (``ReplayQueue``)."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def __hash__(self) -> int:
+        return self.code
+
+    def __eq__(self, other: object) -> bool:
+        return hash(other) == self.code
+
+    def __repr__(self) -> str:
+        return f"Digest({self.code:#x})"
+
+
 class Matcher:
     """Turns a request into the key the index is built on.
 
     Bodies compare as canonical JSON when they parse as JSON, else as bytes; the canonical form
-    of each recorded body is remembered by its raw bytes, so a replayed request whose bytes equal
-    the recording's costs one dict lookup instead of a JSON parse.
+    of each recorded body is remembered by its raw bytes (or, ``"hashes"``, by their hash), so
+    a replayed request whose bytes equal the recording's costs one dict lookup instead of a
+    JSON parse.
     """
 
     def __init__(
@@ -140,6 +168,7 @@ class Matcher:
         # A dict, not a set: for the thousands of URLs of a large cassette it takes a third
         # of the memory.
         self._urls: dict[str, None] = {}
+        self._body_digests: dict[int, int] = {}  # a body's hash: its key's
 
     @property
     def reads_headers(self) -> bool:
@@ -151,12 +180,17 @@ class Matcher:
             jsonpath.delete(document, path)
         return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
-    def body_key(self, body: bytes, remember: bool = False) -> Hashable:
+    def body_key(self, body: bytes, remember: Remember = False, exact: bool = False) -> Hashable:
+        """``body``'s part of a key; ``exact``, never a ``Digest``."""
         if not body:
             return b""
         known = self._body_keys.get(body)
         if known is not None:
             return known
+        if self._body_digests and not exact:
+            code = self._body_digests.get(hash(body))
+            if code is not None:
+                return Digest(code)
         key: Hashable = body
         if _looks_like_json(body):
             try:
@@ -170,21 +204,29 @@ class Matcher:
                     "multipart",
                     tuple((head, self.body_key(content)) for head, content in parts),
                 )
-        if remember:
+        if remember == "hashes":
+            self._body_digests[hash(body)] = hash(key)
+        elif remember:
             self._body_keys[body] = key
         return key
 
     def remembers_body(self, body: bytes) -> bool:
-        """Whether ``body`` is byte for byte one keyed with ``remember`` (a recorded one)."""
-        return body in self._body_keys
+        """Whether ``body`` is byte for byte one keyed with ``remember`` (a recorded one; by
+        its hash, one remembered by ``"hashes"``)."""
+        return body in self._body_keys or (
+            bool(self._body_digests) and hash(body) in self._body_digests
+        )
 
     def remembers_url(self, url: str) -> bool:
         """Whether ``url`` is exactly one keyed with ``remember`` (a recorded one)."""
         return url in self._urls
 
-    def key(self, request: Request, remember: bool = False) -> Hashable:
+    def key(self, request: Request, remember: Remember = False, exact: bool = False) -> Hashable:
+        """``request``'s match key; ``exact``, made from its fields alone (no ``Digest``)."""
         parse: Callable[[str], ParsedURL] = parse_url
-        if remember:
+        if remember == "hashes":
+            parse = split_url
+        elif remember:
             self._urls[request.url] = None
             parse = split_url
         if self._default_shape:
@@ -192,7 +234,7 @@ class Matcher:
             return (
                 request.method.upper(),
                 *self._url_parts(parse(request.url)),
-                self.body_key(body, remember) if body else b"",
+                self.body_key(body, remember, exact) if body else b"",
             )
         parts: list[Hashable] = []
         if self._match_method:
@@ -203,7 +245,7 @@ class Matcher:
         for header in self._header_fields:
             parts.append(tuple(v for k, v in request.headers if k.lower() == header))
         if self._match_body:
-            parts.append(self.body_key(request.body, remember))
+            parts.append(self.body_key(request.body, remember, exact))
         return tuple(parts)
 
     def differences(self, recorded: Request, request: Request) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import threading
 from array import array
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -25,6 +25,7 @@ from ..errors import UnmatchedInteractionError
 from ..models import Interaction, Request
 from ..options import MODE_ENVIRONMENT_VARIABLE, Mode
 from ..text import counted
+from ..wire.stored import StoredInteractions
 from .matcher import Candidate, Matcher
 
 Key = tuple[str, Hashable]
@@ -111,7 +112,7 @@ class ReplayQueue:
         self.matcher = matcher
         self.allow_repeats = allow_repeats
         self.shared_plays = shared_plays
-        self.interactions: list[Interaction] = []
+        self.interactions: list[Interaction] | StoredInteractions = []
         self.play_counts: list[int] = []
         self.wakers: set[Wake] = set()
         self._index: dict[int, int | Positions] | None = None
@@ -126,6 +127,15 @@ class ReplayQueue:
 
     def key(self, request: Request, boundary: str = "http") -> Key:
         return boundary, self.matcher.key(request)
+
+    def load(self, interactions: Sequence[Interaction]) -> None:
+        """The recorded interactions, none played yet; a lazily read file's stay in it."""
+        if isinstance(interactions, StoredInteractions) and not self.interactions:
+            self.interactions = interactions
+            self.play_counts = [0] * len(interactions)
+            return
+        for interaction in interactions:
+            self.add(interaction, played=False)
 
     def add(self, interaction: Interaction, played: bool) -> None:
         """Appends one; keeps a built index in step."""
@@ -168,7 +178,12 @@ class ReplayQueue:
         then kept in step by ``add``; held as machine numbers, not one object each."""
         starts = self._starts
         if starts is None:
-            by_position = [interaction.started_at for interaction in self.interactions]
+            interactions = self.interactions
+            by_position = (
+                interactions.started_at()
+                if isinstance(interactions, StoredInteractions)
+                else [interaction.started_at for interaction in interactions]
+            )
             order = sorted(range(len(by_position)), key=by_position.__getitem__)
             starts = self._starts = array("d", [by_position[position] for position in order])
             self._start_positions = array("q", order)
@@ -180,6 +195,11 @@ class ReplayQueue:
         ``precedents`` counts: after its start, before its end)."""
         assert self._starts is not None
         interactions = self.interactions
+        durations = (
+            interactions.durations()
+            if isinstance(interactions, StoredInteractions)
+            else [interaction.duration for interaction in interactions]
+        )
         ended = group_ended = float("-inf")
         group_start = None
         for start, position in zip(self._starts, self._start_positions, strict=True):
@@ -188,7 +208,7 @@ class ReplayQueue:
                 group_start, group_ended = start, float("-inf")
             if start < ended:
                 return True
-            duration = interactions[position].duration
+            duration = durations[position]
             if duration is not None and duration > 0:
                 group_ended = max(group_ended, start + duration)
         return False
@@ -201,8 +221,14 @@ class ReplayQueue:
         self._start_order()
 
     def _index_one(self, index: dict[int, int | Positions], position: int) -> None:
-        interaction = self.interactions[position]
-        code = hash((interaction.boundary, self.matcher.key(interaction.request, remember=True)))
+        interactions = self.interactions
+        if isinstance(interactions, StoredInteractions):
+            # Its requests are not held: their URLs and bodies are remembered by hash.
+            boundary, request = interactions.recorded(position)
+            code = hash((boundary, self.matcher.key(request, remember="hashes")))
+        else:
+            interaction = interactions[position]
+            code = hash((interaction.boundary, self.matcher.key(interaction.request, True)))
         known = index.get(code)
         if known is None:
             index[code] = position
@@ -222,15 +248,16 @@ class ReplayQueue:
         if interaction.boundary != key[0]:
             return False
         recorded = interaction.request
-        if (
-            request is not None
-            and recorded.url == request.url
-            and recorded.method == request.method
-            and recorded.body == request.body
-            and not self.matcher.reads_headers
-        ):
-            return True
-        return self.matcher.key(recorded) == key[1]
+        if request is not None and recorded.body == request.body:
+            if (
+                recorded.url == request.url
+                and recorded.method == request.method
+                and not self.matcher.reads_headers
+            ):
+                return True
+            # The bodies agree byte for byte: a body known by its hash (``Digest``) is.
+            return self.matcher.key(recorded) == key[1]
+        return self.matcher.key(recorded, exact=True) == key[1]
 
     def build_index(self) -> dict[int, int | Positions]:
         """The index, built now if this is the first lookup."""
@@ -239,6 +266,8 @@ class ReplayQueue:
             for position in range(len(self.interactions)):
                 self._index_one(index, position)
             self._index = index
+            if isinstance(self.interactions, StoredInteractions):
+                self.interactions.forget_requests()
         return self._index
 
     def recorded_body(self, body: bytes) -> bool:

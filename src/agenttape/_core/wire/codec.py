@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import msgpack
@@ -29,6 +29,7 @@ from ..models import (
 from .bounded_msgpack import NESTING, Invalid, budget, describe, extensions, unpack
 from .checked_read import ARRAYS, decode_interaction, expect
 from .fast_read import SharedPairs, decode_plain
+from .stored import LAZY_FROM, LAZY_POSSIBLE, StoredInteractions
 
 FORMAT_VERSION = 2
 """The newest format this version reads and writes: files holding WebSocket sessions."""
@@ -40,11 +41,11 @@ _READ_SIZE = 1 << 16
 _VERSION = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:[+-][0-9A-Za-z.]+)?")
 
 
-def encode(header: dict[str, Any], interactions: list[Interaction]) -> bytes:
+def encode(header: dict[str, Any], interactions: Sequence[Interaction]) -> bytes:
     return b"".join(encode_pieces(header, interactions))
 
 
-def encode_pieces(header: dict[str, Any], interactions: list[Interaction]) -> Iterator[bytes]:
+def encode_pieces(header: dict[str, Any], interactions: Sequence[Interaction]) -> Iterator[bytes]:
     """The cassette as consecutive pieces: the map up to the interactions' array header, then
     one piece per interaction. A writer hands them to the file as they come, so saving never
     builds the whole file in memory (for a few MB, building it costs more than writing it)."""
@@ -157,24 +158,33 @@ def decode(data: bytes, path: str | os.PathLike[str]) -> tuple[dict[str, Any], l
         raise CassetteFormatError(f"{name}: {exc}; the file was left as it is") from None
 
 
-def decode_stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
+def decode_stream(
+    handle: BinaryIO, *, lazy: bool = False
+) -> tuple[dict[str, Any], Sequence[Interaction]] | None:
     """A well-formed cassette read straight from its open file, one interaction at a time.
 
     Memory stays near the size of the bodies (the file is never held whole beside them), and
     each entry as msgpack gives it is dropped as soon as it is decoded, so loading does not
-    leave the garbage collector a large young heap to walk. Anything unusual returns None:
-    the caller then reads the file whole with ``decode``, which names what is wrong.
+    leave the garbage collector a large young heap to walk. With ``lazy``, a file of
+    ``LAZY_FROM`` bytes or more is checked whole but kept as where each interaction stands in
+    it (``StoredInteractions``). Anything unusual returns None: the caller then reads the
+    file whole with ``decode``, which names what is wrong.
     """
     try:
-        return _stream(handle)
+        return _stream(handle, lazy)
     except Exception:  # truncated, malformed, over a limit: ``decode`` says which
         return None
 
 
-def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None:
+def _stream(handle: BinaryIO, lazy: bool) -> tuple[dict[str, Any], Sequence[Interaction]] | None:
     size = os.fstat(handle.fileno()).st_size
     if not size:
         return None
+    stored = (
+        StoredInteractions(os.dup(handle.fileno()), handle.name)
+        if lazy and LAZY_POSSIBLE and size >= LAZY_FROM
+        else None
+    )
     limit = max(size // NESTING, 16)
     count = budget(size)  # the same bounds as ``_unpack``: see bounded_msgpack
 
@@ -212,7 +222,8 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         return None
     interactions: list[Interaction] = []
     append, unpack = interactions.append, unpacker.unpack
-    seen = SharedPairs(size)
+    # Decoded only to be checked and let go, a lazy file's pairs are not worth sharing.
+    seen = SharedPairs(0 if stored is not None else size)
     base = 0  # where in the file the unpacker started
     for _ in range(unpacker.read_array_header()):
         start = base + unpacker.tell()
@@ -227,10 +238,13 @@ def _stream(handle: BinaryIO) -> tuple[dict[str, Any], list[Interaction]] | None
         interaction = decode_plain(raw, seen)
         if interaction is None:
             return None
-        append(interaction)
+        if stored is None:
+            append(interaction)
+        else:
+            stored.note(interaction, start, base + unpacker.tell())
     if base + unpacker.tell() != size:
         return None
-    return header, interactions
+    return header, interactions if stored is None else stored
 
 
 class _Unusual(Exception):

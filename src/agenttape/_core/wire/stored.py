@@ -1,0 +1,218 @@
+"""The interactions of a large cassette, kept as where they stand in its file until played.
+
+Decoded, an interaction holds about three times its recorded bytes in Python objects (the
+strings, tuples and dataclasses around them); a cassette of 20,000 holds tens of MB, and one
+larger than memory could not replay at all. Read lazily, a cassette keeps per interaction
+only its place in the file and its two times (for the replay order), and an interaction is
+decoded when something asks for it. While anything holds one (the replay serving it, the
+caller), asking again gives the same object, so a replayed failure names its interaction;
+once let go, it is decoded again when asked for: replaying a cassette of large bodies holds
+one body at a time.
+
+The file is read through a descriptor of its own, opened when the cassette was read: a save
+or another process that replaces the file meanwhile replaces the path, not what this
+descriptor reads, so every offset stays true. Where ``os.pread`` is missing (Windows, where an
+open file also blocks replacing it) cassettes are decoded whole, as before.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import msgpack
+
+from ..errors import CassetteFormatError
+from ..models import Interaction, Request
+from .fast_read import SharedPairs, decode_plain
+
+LAZY_FROM = 8 << 20
+"""Files of this many bytes and more are read lazily. Below it a cassette's decoded
+interactions cost little memory, and decoding each on play (a read and an unpack, about
+5 µs) would be paid for nothing."""
+
+LAZY_POSSIBLE = hasattr(os, "pread")
+
+_SHARED_ROOM = 1 << 16
+"""Header pairs kept once across the interactions decoded on play."""
+
+
+class StoredInteractions(Sequence[Interaction]):
+    """A cassette's interactions, each decoded from the file when asked for.
+
+    ``recorded`` gives an interaction's boundary and request for the match index without
+    decoding it again: the requests read while loading are held until ``forget_requests``
+    (the index is built at activation). Interactions added later (``append``) are held as
+    they are."""
+
+    __slots__ = (
+        "__weakref__",
+        "_added",
+        "_boundaries",
+        "_durations",
+        "_ends",
+        "_fd",
+        "_injected",
+        "_kept",
+        "_last",
+        "_path",
+        "_requests",
+        "_seen",
+        "_started",
+        "_starts",
+    )
+
+    def __init__(self, fd: int, path: str) -> None:
+        self._fd = fd
+        self._path = path
+        weakref.finalize(self, os.close, fd)
+        self._starts = array("q")
+        self._ends = array("q")
+        self._started = array("d")
+        self._durations = array("d")  # NaN: none recorded
+        self._injected = bytearray()
+        self._boundaries: list[str] | None = []
+        self._requests: list[Request] | None = []
+        self._kept: weakref.WeakValueDictionary[int, Interaction] = weakref.WeakValueDictionary()
+        self._last: Interaction | None = None  # the one just decoded, for the caller's next ask
+        self._added: list[Interaction] = []
+        self._seen = SharedPairs(_SHARED_ROOM * 64)
+
+    def note(self, interaction: Interaction, start: int, end: int) -> None:
+        """Keeps what the loader decoded at ``start``..``end`` of the file: its place, its
+        times, and its request until the index is built."""
+        self._starts.append(start)
+        self._ends.append(end)
+        self._started.append(interaction.started_at)
+        duration = interaction.duration
+        self._durations.append(math.nan if duration is None else duration)
+        self._injected.append(interaction.injected is not None)
+        if self._boundaries is not None and self._requests is not None:
+            self._boundaries.append(interaction.boundary)
+            self._requests.append(interaction.request)
+
+    @property
+    def stored(self) -> int:
+        """How many interactions the file holds (those appended since excluded)."""
+        return len(self._starts)
+
+    def __len__(self) -> int:
+        return len(self._starts) + len(self._added)
+
+    @overload
+    def __getitem__(self, position: int) -> Interaction: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[Interaction]: ...
+
+    def __getitem__(self, position: int | slice) -> Interaction | list[Interaction]:
+        if isinstance(position, slice):
+            return [self[index] for index in range(len(self))[position]]
+        if position < 0:
+            position += len(self)
+        kept = self._kept.get(position)
+        if kept is not None:
+            return kept
+        stored = len(self._starts)
+        if position >= stored:
+            return self._added[position - stored]
+        interaction = self._kept[position] = self._last = self._decode(position)
+        return interaction
+
+    def __iter__(self) -> Iterator[Interaction]:
+        """Every interaction, those no one holds decoded for the caller alone."""
+        kept = self._kept
+        for position in range(len(self._starts)):
+            interaction = kept.get(position)
+            yield interaction if interaction is not None else self._decode(position)
+        yield from self._added
+
+    def __eq__(self, other: object) -> bool:
+        """Equal, as a list of the same interactions is (``Cassette.interactions`` of a small
+        cassette is a list)."""
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def append(self, interaction: Interaction) -> None:
+        self._added.append(interaction)
+
+    def position_of(self, interaction: Interaction) -> int | None:
+        """Where ``interaction`` (this very object) stands, if it came from here."""
+        for position, kept in list(self._kept.items()):
+            if kept is interaction:
+                return position
+        for offset, added in enumerate(self._added):
+            if added is interaction:
+                return len(self._starts) + offset
+        return None
+
+    def recorded(self, position: int) -> tuple[str, Request]:
+        """The boundary and request of the interaction at ``position``, for the index."""
+        requests, boundaries = self._requests, self._boundaries
+        if requests is not None and boundaries is not None and position < len(requests):
+            return boundaries[position], requests[position]
+        interaction = self[position]
+        return interaction.boundary, interaction.request
+
+    def forget_requests(self) -> None:
+        """The index is built: the requests read while loading are let go."""
+        self._requests = self._boundaries = None
+
+    def started_at(self) -> Sequence[float]:
+        """Each interaction's start, by position."""
+        return [*self._started, *(interaction.started_at for interaction in self._added)]
+
+    def durations(self) -> list[float | None]:
+        """Each interaction's duration, by position (None: none recorded)."""
+        return [
+            *(None if math.isnan(duration) else duration for duration in self._durations),
+            *(interaction.duration for interaction in self._added),
+        ]
+
+    def without_injected(self) -> StoredInteractions:
+        """The same file's interactions but those a fault made."""
+        view = StoredInteractions(os.dup(self._fd), self._path)
+        if self._requests is None or self._boundaries is None:
+            view._requests = view._boundaries = None
+        for position in range(len(self._starts)):
+            if not self._injected[position]:
+                view._starts.append(self._starts[position])
+                view._ends.append(self._ends[position])
+                view._started.append(self._started[position])
+                view._durations.append(self._durations[position])
+                view._injected.append(0)
+                if view._requests is not None and view._boundaries is not None:
+                    boundary, request = self.recorded(position)
+                    view._boundaries.append(boundary)
+                    view._requests.append(request)
+        return view
+
+    def _decode(self, position: int) -> Interaction:
+        start = self._starts[position]
+        data = os.pread(self._fd, self._ends[position] - start, start)
+        try:
+            raw = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True, timestamp=3)
+        except Exception:  # the loader read these bytes whole: never expected
+            raw = None
+        interaction = None if raw is None else decode_plain(raw, self._seen)
+        if interaction is None:
+            raise CassetteFormatError(
+                f"{self._path}: interaction {position} no longer reads as it did when the "
+                "cassette was loaded; the file was left as it is"
+            )
+        return interaction
+
+
+def position_of(interactions: Sequence[Interaction], interaction: Interaction) -> int | None:
+    """Where ``interaction`` (this very object) stands in ``interactions``; None if it is
+    not one of them."""
+    if isinstance(interactions, StoredInteractions):
+        return interactions.position_of(interaction)
+    return next((i for i, known in enumerate(interactions) if known is interaction), None)

@@ -1,0 +1,179 @@
+"""A large cassette replays from its file (``StoredInteractions``): each interaction is decoded
+when played, byte-exact, and what was loaded stays true while the file is replaced."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import tracemalloc
+from pathlib import Path
+
+import httpx
+import pytest
+
+import agenttape
+from agenttape._core.wire.stored import LAZY_FROM, StoredInteractions
+from tests.servers import Reply, Seen, Serve, path_body, refused_port
+
+BODY = 1 << 20
+PATHS = [f"/part/{i}" for i in range(LAZY_FROM // BODY + 1)]
+"""Enough 1 MiB answers to make the cassette one read lazily."""
+
+
+def app(seen: Seen) -> Reply:
+    """Each GET answers with its own 1 MiB; a POST echoes its JSON body back."""
+    if seen.method == "POST":
+        return Reply(headers=[("Content-Type", "application/json")], chunks=[seen.body])
+    return Reply(
+        headers=[("Content-Type", "application/octet-stream"), ("X-Path", seen.path)],
+        chunks=[path_body(seen.path, BODY)],
+    )
+
+
+def record(
+    path: Path, serve: Serve, *, fault: agenttape.Fault | None = None, refused: bool = False
+) -> str:
+    """Records every part and two JSON POSTs (then, with ``refused``, a connection refused,
+    whose URL is returned); returns the server's URL, the server stopped."""
+    server = serve(app)
+    failing = f"http://127.0.0.1:{refused_port()}/"
+    with (
+        agenttape.use_cassette(path, mode="once", faults=[fault] if fault else ()),
+        httpx.Client(base_url=server.url) as client,
+    ):
+        if fault is not None:
+            assert client.get(PATHS[0]).status_code == 429
+        for part in PATHS:
+            client.get(part)
+        client.post("/chat", content=b'{"model":"m","messages":[1,2]}')
+        client.post("/chat", content=b'{"model":"n","messages":[3]}')
+        if refused:
+            with pytest.raises(httpx.ConnectError):
+                client.get(failing)
+    server.stop()
+    assert path.stat().st_size >= LAZY_FROM
+    return failing if refused else server.url
+
+
+def test_a_large_cassette_holds_only_where_its_interactions_stand(
+    cassette_path: Path, serve: Serve
+) -> None:
+    """Decoded whole, the bodies alone would hold the file's size: opened, and after every
+    body was replayed, the cassette holds a small part of it."""
+    url = record(cassette_path, serve)
+    size = cassette_path.stat().st_size
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with agenttape.use_cassette(cassette_path) as tape:
+            opened = tracemalloc.get_traced_memory()[0] - before
+            assert isinstance(tape.interactions, StoredInteractions)
+            with httpx.Client(base_url=url) as client:
+                for part in reversed(PATHS):
+                    answer = client.get(part)
+                    assert answer.content == path_body(part, BODY)
+                    assert answer.headers.raw[:2] == [
+                        (b"Content-Type", b"application/octet-stream"),
+                        (b"X-Path", part.encode()),
+                    ]
+                    del answer
+                    gc.collect()  # httpx leaves a read response to the collector
+            replayed = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert opened < size // 8
+    assert replayed < size // 4
+    assert tape.play_count == len(PATHS)
+
+
+def test_a_replayed_failure_names_its_interaction(cassette_path: Path, serve: Serve) -> None:
+    url = record(cassette_path, serve, refused=True)
+    failed = len(PATHS) + 2
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert isinstance(tape.interactions, StoredInteractions)
+        with pytest.raises(httpx.ConnectError) as caught:
+            httpx.get(url)
+    notes = "\n".join(getattr(caught.value, "__notes__", ()))
+    assert f"agenttape: replayed from cassette {cassette_path}, interaction {failed} " in notes
+
+
+def test_a_cassette_replaced_while_it_replays_serves_what_was_loaded(
+    cassette_path: Path, serve: Serve, tmp_path: Path
+) -> None:
+    url = record(cassette_path, serve)
+    other = tmp_path / "other.msgpack"
+    other.write_bytes(b"\x80")  # an empty map: no cassette at all
+    with agenttape.use_cassette(cassette_path), httpx.Client(base_url=url) as client:
+        os.replace(other, cassette_path)
+        assert [client.get(part).content for part in PATHS[:2]] == [
+            path_body(part, BODY) for part in PATHS[:2]
+        ]
+
+
+def test_a_json_body_matches_by_its_bytes_or_its_canonical_form(
+    cassette_path: Path, serve: Serve
+) -> None:
+    url = record(cassette_path, serve)
+    with agenttape.use_cassette(cassette_path), httpx.Client(base_url=url) as client:
+        same = client.post("/chat", content=b'{"model":"m","messages":[1,2]}')
+        reordered = client.post("/chat", content=b'{"messages": [3], "model": "n"}')
+        with pytest.raises(agenttape.UnmatchedInteractionError) as missed:
+            client.post("/chat", content=b'{"model":"m","messages":[1,2,3]}')
+    assert same.content == b'{"model":"m","messages":[1,2]}'
+    assert reordered.content == b'{"model":"n","messages":[3]}'
+    assert "body.messages" in str(missed.value)
+
+
+def test_a_miss_and_the_never_played_report_read_the_file(
+    cassette_path: Path, serve: Serve
+) -> None:
+    url = record(cassette_path, serve)
+    with (
+        pytest.warns(UserWarning, match=r"(?s)were never played.*/part/1\b"),
+        agenttape.use_cassette(cassette_path, on_unused="warn"),
+        httpx.Client(base_url=url) as client,
+    ):
+        client.get(PATHS[0])
+        with pytest.raises(agenttape.UnmatchedInteractionError) as missed:
+            client.get("/part/x")
+    assert f"GET {url}/part/" in str(missed.value)
+    assert "url.path: expected '/part/" in str(missed.value)
+
+
+def test_with_faults_the_interactions_a_fault_made_are_left_out(
+    cassette_path: Path, serve: Serve
+) -> None:
+    limit = agenttape.fault("rate_limit", on="GET /part/0", nth=1)
+    url = record(cassette_path, serve, fault=limit)
+    stored = agenttape.load(cassette_path).interactions
+    assert [i.injected for i in stored[:2]] == [limit.describe(), None]
+    with (
+        agenttape.use_cassette(cassette_path, faults=[limit]) as tape,
+        httpx.Client(base_url=url) as client,
+    ):
+        assert isinstance(tape.interactions, StoredInteractions)
+        assert tape.interactions == [i for i in stored if i.injected is None]
+        assert client.get(PATHS[0]).status_code == 429
+        assert client.get(PATHS[0]).content == path_body(PATHS[0], BODY)
+    assert len(tape.faults_fired) == 1
+
+
+def test_a_large_cassette_cut_short_is_refused_whole(cassette_path: Path, serve: Serve) -> None:
+    record(cassette_path, serve)
+    data = cassette_path.read_bytes()
+    cassette_path.write_bytes(data[: len(data) - 100])
+    with (
+        pytest.raises(agenttape.CassetteFormatError, match="left as it is"),
+        agenttape.use_cassette(cassette_path),
+    ):
+        pass
+    assert cassette_path.read_bytes() == data[: len(data) - 100]
+
+
+def test_a_small_cassette_is_decoded_at_once(cassette_path: Path, serve: Serve) -> None:
+    server = serve(app)
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        httpx.post(server.url + "/chat", content=json.dumps({"a": 1}).encode())
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert isinstance(tape.interactions, list)
