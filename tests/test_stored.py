@@ -10,10 +10,14 @@ import tracemalloc
 from pathlib import Path
 
 import httpx
+import msgpack
 import pytest
 
 import agenttape
-from agenttape._core.wire.stored import LAZY_FROM, StoredInteractions
+from agenttape._core.models import Closed, Failure, Frame, Interaction, Request, Response
+from agenttape._core.wire import codec
+from agenttape._core.wire.fast_read import SharedPairs, decode_plain
+from agenttape._core.wire.stored import LAZY_FROM, StoredInteractions, rebuilt
 from tests.servers import Reply, Seen, Serve, path_body, refused_port
 
 BODY = 1 << 20
@@ -177,3 +181,35 @@ def test_a_small_cassette_is_decoded_at_once(cassette_path: Path, serve: Serve) 
         httpx.post(server.url + "/chat", content=json.dumps({"a": 1}).encode())
     with agenttape.use_cassette(cassette_path) as tape:
         assert isinstance(tape.interactions, list)
+
+
+def test_an_interaction_built_again_without_checks_equals_the_checked_one() -> None:
+    """``rebuilt`` (on play) and ``decode_plain`` (on load) give equal interactions for every
+    shape a cassette holds; a WebSocket session is left to ``decode_plain``."""
+    request = Request("POST", "http://h/x", [("A", "1"), ("a", "2")], b"abc", [(1, 0.0), (2, 1)])
+    shapes = [
+        Interaction(request, Response(200, "OK", "HTTP/1.1", [("X", "y")], b"hello", [(5, 0)])),
+        Interaction(
+            request,
+            Response(200, "", "HTTP/2", [], b"ab", [(1, 0.1), (1, 0.2)], True, [("t", "v")]),
+            Failure("read_error", "ReadError", "cut"),
+            started_at=1_700_000_000,
+            ttfb=0,
+            duration=2,
+            injected="cut_stream",
+        ),
+        Interaction(request, None, Failure("connect_error", "ConnectError"), boundary="grpc"),
+    ]
+    data = codec.encode({}, shapes)
+    document = msgpack.unpackb(data, raw=False, use_list=False, timestamp=3)
+    for raw, shape in zip(document["interactions"], shapes, strict=True):
+        checked = decode_plain(raw, SharedPairs(0))
+        assert checked is not None and checked == shape
+        assert rebuilt(raw) == checked
+    session = Interaction(
+        request, Response(101), frames=[Frame("client", "text", b"hi")], closed=Closed(1000)
+    )
+    (raw,) = msgpack.unpackb(codec.encode({}, [session]), raw=False, use_list=False, timestamp=3)[
+        "interactions"
+    ]
+    assert rebuilt(raw) is None

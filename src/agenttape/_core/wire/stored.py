@@ -22,12 +22,12 @@ import os
 import weakref
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import msgpack
 
 from ..errors import CassetteFormatError
-from ..models import Interaction, Request
+from ..models import Failure, Interaction, Request, Response
 from .fast_read import SharedPairs, decode_plain
 
 LAZY_FROM = 8 << 20
@@ -77,7 +77,9 @@ class StoredInteractions(Sequence[Interaction]):
         self._injected = bytearray()
         self._boundaries: list[str] | None = []
         self._requests: list[Request] | None = []
-        self._kept: weakref.WeakValueDictionary[int, Interaction] = weakref.WeakValueDictionary()
+        # Weak references (no callback: a dead one is replaced when its position is asked
+        # for again), by position.
+        self._kept: dict[int, weakref.ref[Interaction]] = {}
         self._last: Interaction | None = None  # the one just decoded, for the caller's next ask
         self._added: list[Interaction] = []
         self._seen = SharedPairs(_SHARED_ROOM * 64)
@@ -114,20 +116,24 @@ class StoredInteractions(Sequence[Interaction]):
             return [self[index] for index in range(len(self))[position]]
         if position < 0:
             position += len(self)
-        kept = self._kept.get(position)
-        if kept is not None:
-            return kept
+        reference = self._kept.get(position)
+        if reference is not None:
+            kept = reference()
+            if kept is not None:
+                return kept
         stored = len(self._starts)
         if position >= stored:
             return self._added[position - stored]
-        interaction = self._kept[position] = self._last = self._decode(position)
+        interaction = self._last = self._decode(position)
+        self._kept[position] = weakref.ref(interaction)
         return interaction
 
     def __iter__(self) -> Iterator[Interaction]:
         """Every interaction, those no one holds decoded for the caller alone."""
         kept = self._kept
         for position in range(len(self._starts)):
-            interaction = kept.get(position)
+            reference = kept.get(position)
+            interaction = None if reference is None else reference()
             yield interaction if interaction is not None else self._decode(position)
         yield from self._added
 
@@ -145,8 +151,8 @@ class StoredInteractions(Sequence[Interaction]):
 
     def position_of(self, interaction: Interaction) -> int | None:
         """Where ``interaction`` (this very object) stands, if it came from here."""
-        for position, kept in list(self._kept.items()):
-            if kept is interaction:
+        for position, reference in list(self._kept.items()):
+            if reference() is interaction:
                 return position
         for offset, added in enumerate(self._added):
             if added is interaction:
@@ -197,17 +203,67 @@ class StoredInteractions(Sequence[Interaction]):
     def _decode(self, position: int) -> Interaction:
         start = self._starts[position]
         data = os.pread(self._fd, self._ends[position] - start, start)
+        interaction = None
         try:
             raw = msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True, timestamp=3)
-        except Exception:  # the loader read these bytes whole: never expected
-            raw = None
-        interaction = None if raw is None else decode_plain(raw, self._seen)
+            interaction = rebuilt(raw) or decode_plain(raw, self._seen)
+        except Exception:  # the loader checked these bytes: changed in place since
+            interaction = None
         if interaction is None:
             raise CassetteFormatError(
                 f"{self._path}: interaction {position} no longer reads as it did when the "
-                "cassette was loaded; the file was left as it is"
+                "cassette was loaded (was the file written over in place?); the file was left "
+                "as it is"
             )
         return interaction
+
+
+def rebuilt(raw: dict[str, Any]) -> Interaction | None:
+    """An interaction the loader checked (``decode_plain``) built again without the checks:
+    the same values, in less time; None for a WebSocket session, which ``decode_plain``
+    builds."""
+    if "frames" in raw or "closed" in raw:
+        return None
+    req = raw["request"]
+    sent = req.get("chunks")
+    request = Request(
+        req["method"],
+        req["url"],
+        list(req["headers"]),
+        req["body"],
+        () if sent is None else [(size, float(offset)) for size, offset in sent],
+    )
+    response = None
+    res = raw.get("response")
+    if res is not None:
+        trailers = res.get("trailers")
+        response = Response(
+            res["status"],
+            res.get("reason", ""),
+            res.get("http_version", "HTTP/1.1"),
+            list(res["headers"]),
+            res["body"],
+            [(size, float(offset)) for size, offset in res.get("chunks", ())],
+            bool(res.get("truncated", False)),
+            () if trailers is None else list(trailers),
+        )
+    error = None
+    err = raw.get("error")
+    if err is not None:
+        error = Failure(err["kind"], err["type"], err.get("message", ""))
+    started, ttfb, duration = raw.get("started_at"), raw.get("ttfb"), raw.get("duration")
+    return Interaction(
+        request,
+        response,
+        error,
+        raw.get("boundary", "http"),
+        0.0 if started is None else float(started),
+        None if ttfb is None else float(ttfb),
+        None if duration is None else float(duration),
+        None,
+        None,
+        raw.get("injected"),
+    )
 
 
 def position_of(interactions: Sequence[Interaction], interaction: Interaction) -> int | None:
