@@ -22,7 +22,7 @@ from tests.servers import Reply, Seen, Serve, path_body, refused_port
 
 BODY = 1 << 20
 PATHS = [f"/part/{i}" for i in range(LAZY_FROM // BODY + 1)]
-"""Enough 1 MiB answers to make the cassette one read lazily."""
+"""Enough 1 MiB answers to make the cassette one read lazily (``decoded_size``)."""
 
 
 def app(seen: Seen) -> Reply:
@@ -213,3 +213,23 @@ def test_an_interaction_built_again_without_checks_equals_the_checked_one() -> N
         "interactions"
     ]
     assert rebuilt(raw) is None
+
+
+def test_a_file_of_many_small_interactions_is_read_lazily_too(cassette_path: Path) -> None:
+    """What many small interactions hold decoded is mostly objects, not the file's bytes."""
+    count = LAZY_FROM // 1024 + 1
+    made = [
+        Interaction(
+            Request("GET", f"http://api.test/items/{i}"),
+            Response(200, "OK", headers=[("Content-Type", "text/plain")], body=b"item %d" % i),
+        )
+        for i in range(count)
+    ]
+    cassette_path.parent.mkdir(parents=True, exist_ok=True)
+    cassette_path.write_bytes(codec.encode({}, made))
+    assert cassette_path.stat().st_size < LAZY_FROM
+    with agenttape.use_cassette(cassette_path) as tape:
+        assert isinstance(tape.interactions, StoredInteractions)
+        answer = httpx.get(f"http://api.test/items/{count - 1}")
+    assert answer.content == b"item %d" % (count - 1)
+    assert answer.headers.raw == [(b"Content-Type", b"text/plain")]

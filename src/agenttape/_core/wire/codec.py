@@ -29,7 +29,7 @@ from ..models import (
 from .bounded_msgpack import NESTING, Invalid, budget, describe, extensions, unpack
 from .checked_read import ARRAYS, decode_interaction, expect
 from .fast_read import SharedPairs, decode_plain
-from .stored import LAZY_FROM, LAZY_POSSIBLE, StoredInteractions
+from .stored import LAZY_FROM, LAZY_POSSIBLE, StoredInteractions, decoded_size
 
 FORMAT_VERSION = 2
 """The newest format this version reads and writes: files holding WebSocket sessions."""
@@ -165,9 +165,9 @@ def decode_stream(
 
     Memory stays near the size of the bodies (the file is never held whole beside them), and
     each entry as msgpack gives it is dropped as soon as it is decoded, so loading does not
-    leave the garbage collector a large young heap to walk. With ``lazy``, a file of
-    ``LAZY_FROM`` bytes or more is checked whole but kept as where each interaction stands in
-    it (``StoredInteractions``). Anything unusual returns None: the caller then reads the
+    leave the garbage collector a large young heap to walk. With ``lazy``, a file whose
+    interactions would hold ``LAZY_FROM`` bytes or more decoded is checked whole but kept as
+    where each interaction stands in it (``StoredInteractions``). Anything unusual returns None: the caller then reads the
     file whole with ``decode``, which names what is wrong.
     """
     try:
@@ -180,11 +180,6 @@ def _stream(handle: BinaryIO, lazy: bool) -> tuple[dict[str, Any], Sequence[Inte
     size = os.fstat(handle.fileno()).st_size
     if not size:
         return None
-    stored = (
-        StoredInteractions(os.dup(handle.fileno()), handle.name)
-        if lazy and LAZY_POSSIBLE and size >= LAZY_FROM
-        else None
-    )
     limit = max(size // NESTING, 16)
     count = budget(size)  # the same bounds as ``_unpack``: see bounded_msgpack
 
@@ -222,10 +217,16 @@ def _stream(handle: BinaryIO, lazy: bool) -> tuple[dict[str, Any], Sequence[Inte
         return None
     interactions: list[Interaction] = []
     append, unpack = interactions.append, unpacker.unpack
+    entries = unpacker.read_array_header()
+    stored = (
+        StoredInteractions(os.dup(handle.fileno()), handle.name)
+        if lazy and LAZY_POSSIBLE and decoded_size(size, entries) >= LAZY_FROM
+        else None
+    )
     # Decoded only to be checked and let go, a lazy file's pairs are not worth sharing.
     seen = SharedPairs(0 if stored is not None else size)
     base = 0  # where in the file the unpacker started
-    for _ in range(unpacker.read_array_header()):
+    for _ in range(entries):
         start = base + unpacker.tell()
         try:
             raw = unpack()
