@@ -315,6 +315,35 @@ def test_a_cassette_reached_through_a_symlink_is_written_where_it_points(
     assert len(agenttape.load(link).interactions) == 1
 
 
+@pytest.mark.parametrize("links", [True, False], ids=["hard-link", "no-links"])
+def test_a_rerecording_keeps_the_old_file_as_previous_without_copying_it(
+    counter: Server, cassette_path: Path, monkeypatch: pytest.MonkeyPatch, links: bool
+) -> None:
+    """The old cassette is linked to ``.previous`` (its bytes are not read and written
+    again); on a file system without hard links it is copied."""
+    with agenttape.use_cassette(cassette_path, mode="once"):
+        get(counter, "/old")
+    before = cassette_path.read_bytes()
+    # Held open, the old file keeps its number: a copy cannot be given it.
+    held = cassette_path.open("rb")
+    if not links:
+
+        def no_link(*args: Any, **kwargs: Any) -> None:
+            raise PermissionError("hard links not supported")
+
+        monkeypatch.setattr(os, "link", no_link)
+    with held, agenttape.use_cassette(cassette_path, mode="all"):
+        get(counter, "/new")
+        inode = os.fstat(held.fileno()).st_ino
+    previous = cassette_path.with_name(cassette_path.stem + ".previous.msgpack")
+    assert previous.read_bytes() == before
+    assert cassette_path.read_bytes() != before
+    assert (previous.stat().st_ino == inode) is links
+    assert sorted(p.name for p in cassette_path.parent.iterdir()) == sorted(
+        [cassette_path.name, previous.name]
+    )
+
+
 def test_a_save_that_fails_midway_leaves_the_file_it_replaces_untouched(
     counter: Server, cassette_path: Path
 ) -> None:

@@ -507,14 +507,14 @@ class _ReplayTransport(MemoryTransport):
         if isinstance(step, bytes):
             self._protocol.data_received(step)
             if walk.exhausted and self._quiet_end:
-                self._over = True
+                self._end_walk(walk)
             else:
                 self._step_later(0)
             return
         if isinstance(step, float):
             self._step_later(step)
             return
-        self._over = True
+        self._end_walk(walk)
         if step == "held":
             return  # closed early by the client when recorded: aiohttp's read timeout ends it
         error = self._error
@@ -532,6 +532,13 @@ class _ReplayTransport(MemoryTransport):
             for made in (_raised(payload), _raised(protocol)):
                 if made is not None:
                     walk.noted(made)
+
+    def _end_walk(self, walk: Walk) -> None:
+        """The response is over: the walk is let go, as the transport and its protocol,
+        which refer to each other, may wait for a collection to be freed."""
+        self._over = True
+        self._walk = None
+        walk.stop()
 
     def _step_whole(self) -> None:
         """``_step`` for ``load_whole``: the one read once the request is written, then, for a
@@ -563,6 +570,9 @@ class _ReplayTransport(MemoryTransport):
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+        if self._walk is not None:  # closed before the response ended
+            self._walk.stop()
+            self._walk = None
         if not self._closing:
             self._closing = True
             self._loop.call_soon(self._protocol.connection_lost, None)

@@ -4,6 +4,7 @@ the old one, a derived file for a ``live=`` replay, or what a tool composed it w
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,7 +54,7 @@ class Saving:
         with self._lock:
             interactions = list(self.queue.interactions)
         replaced, self._replaced = self._replaced, None
-        previous = None
+        keeping: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if replaced is not None and self.path.exists():
             from .verdict import worse
 
@@ -62,12 +63,10 @@ class Saving:
                 self._keep_old(replaced, interactions, failed)
                 self._dirty = False
                 return
-            previous = files.read_bytes(self.path)
-        files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
+            keeping = files.keeping_previous(self.path, self.sibling("previous"))
+        with keeping:
+            files.write_atomic(self.path, codec.encode_pieces(self.metadata, interactions))
         self._dirty = False
-        if previous is not None:
-            # Once the new recording is in place: a save that fails leaves nothing beside it.
-            files.write_atomic(self.sibling("previous"), previous)
 
     def sibling(self, kind: str) -> Path:
         """``<stem>.<kind>.msgpack`` beside the cassette: ``previous``, ``new``."""

@@ -12,9 +12,9 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import CassetteFormatError, CassetteNotFoundError, CassetteWriteError
 from .models import Interaction
@@ -113,13 +113,54 @@ def _existing_mode(path: Path) -> int | None:
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
+@contextlib.contextmanager
+def keeping_previous(path: Path, target: Path) -> Iterator[None]:
+    """Once the block has replaced the file at ``path``, the file it replaced is at
+    ``target``; a block that fails leaves nothing beside it. The old file is linked there,
+    not copied, where the file system has hard links."""
+    source, target = Path(os.path.realpath(path)), Path(os.path.realpath(target))
+    data: bytes | None = None
+    try:
+        linked: str | None = _temporary_beside(target, lambda name: os.link(source, name))[1]
+    except OSError:
+        linked, data = None, read_bytes(source)
+    try:
+        yield
+    except BaseException:
+        if linked is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(linked)
+        raise
+    if linked is None:
+        assert data is not None
+        write_atomic(target, data)
+        return
+    try:
+        os.replace(linked, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(linked)
+        raise CassetteWriteError(f"cannot write cassette {target}: {exc}") from exc
+
+
 def _create_temporary(path: Path) -> tuple[int, str]:
     """A new, unpredictably named file beside ``path``, created 0666 so the kernel applies
     the umask in force now (reading the umask would change it, for every thread, a moment)."""
+    return _temporary_beside(
+        path, lambda name: os.open(name, _CREATE | getattr(os, "O_BINARY", 0), 0o666)
+    )
+
+
+_T = TypeVar("_T")
+
+
+def _temporary_beside(path: Path, make: Callable[[str], _T]) -> tuple[_T, str]:
+    """``make`` run on a new, unpredictably named temporary beside ``path`` (which the sweep
+    of ``path``'s temporaries finds), until a name is free."""
     for _ in range(100):
         temporary = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
         try:
-            return os.open(temporary, _CREATE | getattr(os, "O_BINARY", 0), 0o666), temporary
+            return make(temporary), temporary
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {path}")

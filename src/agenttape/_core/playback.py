@@ -509,6 +509,12 @@ class Walk:
             raise self.timed_out()
         self.ending = ending
 
+    def stop(self) -> None:
+        """The driver asks no more (a response that ends with its last piece has no step
+        for the end): the generator of steps, which refers back to the walk, is let go, so
+        the walk and the interaction it plays are freed without waiting for a collection."""
+        self._stepping = None
+
     @property
     def exhausted(self) -> bool:
         """Whether every piece was handed over (only the end is left)."""
