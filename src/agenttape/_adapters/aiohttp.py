@@ -280,7 +280,7 @@ def _replay_whole(
                 "aiohttp",
                 wire.unframeable(response) or "a head HTTP/1.1 cannot hold",
             )
-    loop = asyncio.get_running_loop()
+    loop = _loop_of(req)
     key = req.connection_key
     protocol = _protocol_for(connector, key, loop, handler_class)
     protocol.transport.load_whole(req, *rendered)
@@ -295,11 +295,18 @@ def _replay_connection(
     handler_class: type,
     connection_class: type,
 ) -> Any:
-    loop = asyncio.get_running_loop()
+    loop = _loop_of(req)
     key = req.connection_key
     protocol = _protocol_for(connector, key, loop, handler_class)
     protocol.transport.load(interaction, req, schedule)
     return connection_class(connector, key, protocol, loop)
+
+
+def _loop_of(req: Any) -> asyncio.AbstractEventLoop:
+    """The loop the request runs on: its session's, which aiohttp gives it (asking asyncio
+    costs a system call, the process id it checks, on every request)."""
+    loop = getattr(req, "loop", None)
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else asyncio.get_running_loop()
 
 
 def _protocol_for(
