@@ -64,7 +64,7 @@ def _make_connect(
         tape = runtime.active()
         if tape is None:
             return await original(self, req, traces, timeout)
-        if sockets and aiohttp_ws.upgrades(req.headers):
+        if sockets and "Upgrade" in req.headers and aiohttp_ws.upgrades(req.headers):
             return await _open_session(tape, self, req, traces, timeout, original, aiohttp)
 
         body = req.body
@@ -130,7 +130,9 @@ async def _open_session(
 
 
 def _to_model(req: Any, body: bytes) -> Request:
-    headers = [(str(name), str(value)) for name, value in req.headers.items()]
+    sent = req.headers
+    names, values = map(str, sent.keys()), map(str, sent.values())  # names are istr
+    headers = list(zip(names, values, strict=True))
     if not "".join(map("".join, headers)).isascii():
         headers = [(_as_sent(name), _as_sent(value)) for name, value in headers]
     return Request(method=req.method, url=str(req.url), headers=headers, body=body)
@@ -312,21 +314,8 @@ def _loop_of(req: Any) -> asyncio.AbstractEventLoop:
 def _protocol_for(
     connector: Any, key: Any, loop: asyncio.AbstractEventLoop, handler_class: type
 ) -> Any:
-    """A replay protocol for the next response: one kept alive for ``key``, or a new one."""
-    protocol = _idle_protocol(connector, key, loop)
-    if protocol is None:
-        protocol = handler_class(loop)
-        protocol.connection_made(_ReplayTransport(protocol, loop))
-    return protocol
-
-
-_IDLE = ledger.MARK
-"""The connector attribute holding, by connection key, replay protocols whose last response
-left the connection open (read to its end, keep-alive), ready for the next replayed response
-as aiohttp's own pool keeps a live connection for the next request."""
-
-
-def _idle_protocol(connector: Any, key: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    """A replay protocol for the next response: one kept alive for ``key`` (its transport
+    on this loop and not closed since), or a new one."""
     idle = vars(connector).get(_IDLE)
     stack = idle.get(key) if idle else None
     while stack:
@@ -335,7 +324,15 @@ def _idle_protocol(connector: Any, key: Any, loop: asyncio.AbstractEventLoop) ->
         if transport is not None and transport.reusable(loop):
             return protocol
         protocol.close()
-    return None
+    protocol = handler_class(loop)
+    protocol.connection_made(_ReplayTransport(protocol, loop))
+    return protocol
+
+
+_IDLE = ledger.MARK
+"""The connector attribute holding, by connection key, replay protocols whose last response
+left the connection open (read to its end, keep-alive), ready for the next replayed response
+as aiohttp's own pool keeps a live connection for the next request."""
 
 
 _CONNECTION_CLASSES: dict[type, type] = {}
@@ -417,7 +414,7 @@ class _ReplayTransport(MemoryTransport):
         self._walk = None
         self._whole = data
         self._over = False
-        self._handle = self._loop.call_soon(self._step)
+        self._handle = self._loop.call_soon(self._step_whole)
 
     def load(self, interaction: Interaction, req: Any, schedule: Schedule) -> None:
         method = req.method
@@ -496,12 +493,12 @@ class _ReplayTransport(MemoryTransport):
             self._handle = self._loop.call_soon(self._step)
 
     def _step(self) -> None:
-        self._handle = None
-        if self._closing or self._paused or self._over:
-            return
         walk = self._walk
         if walk is None:
             self._step_whole()
+            return
+        self._handle = None
+        if self._closing or self._paused or self._over:
             return
         if not walk.delivered and self._writing():
             return
@@ -550,6 +547,9 @@ class _ReplayTransport(MemoryTransport):
     def _step_whole(self) -> None:
         """``_step`` for ``load_whole``: the one read once the request is written, then, for a
         body that runs to the end of the connection, the end a step later (as a walk's)."""
+        self._handle = None
+        if self._closing or self._paused or self._over:
+            return
         whole = self._whole
         if whole is None:
             self._over = True
@@ -560,7 +560,7 @@ class _ReplayTransport(MemoryTransport):
         self._whole = None
         self._protocol.data_received(whole)
         if self._eof:
-            self._step_later(0)
+            self._handle = self._loop.call_soon(self._step_whole)
         else:
             self._over = True
 

@@ -230,32 +230,28 @@ def render_whole(response: Response, method: str) -> tuple[bytes, bool] | None:
         if _BREAKS.search(version):
             return None
         version = "HTTP/1.1"
+    status = response.status
+    length = chunked = False
     if headers:
         names = ":".join(map(_name_of, headers))
         if not _TOKENS.fullmatch(names) or names.count(":") != len(headers) - 1:
             return None
         lines = "\r\n".join(map(": ".join, headers))
-        text = f"{version} {response.status} {response.reason}\r\n{lines}\r\n\r\n"
+        text = f"{version} {status} {response.reason}\r\n{lines}\r\n\r\n"
+        framing = f":{names.lower()}:"  # colons on both sides: whole names are found
+        length = ":content-length:" in framing
+        if ":transfer-encoding:" in framing:
+            chunked = is_chunked(headers)
     else:
-        text = f"{version} {response.status} {response.reason}\r\n\r\n"
+        text = f"{version} {status} {response.reason}\r\n\r\n"
     breaks = len(headers) + 2
     if text.count("\n") != breaks or text.count("\r") != breaks or "\x00" in text:
         return None
-    encoding: str | None = None
-    length = False
-    for name, value in headers:
-        size = len(name)  # the length first: a lower-cased copy of every name costs more
-        if size == 17 and encoding is None and name.lower() == "transfer-encoding":
-            encoding = value
-        elif size == 14 and name.lower() == "content-length":
-            length = True
-    chunked = encoding is not None and encoding.lower().rstrip().endswith("chunked")
     body = response.body
     if chunked:
         body = b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
-    status = response.status
     to_eof = not (
-        method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200 or chunked or length
+        length or chunked or method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200
     )
     return text.encode("latin-1") + body, to_eof
 

@@ -154,6 +154,8 @@ class Matcher:
         self._url_fields = tuple(f for f in self.fields if f in URL_FIELDS)
         self._url_parts = _parts_getter(self._url_fields)
         self._header_fields = tuple(f[8:].lower() for f in self.fields if f.startswith("headers:"))
+        self.reads_headers = bool(self._header_fields)
+        """Whether a request's key holds any of its headers."""
         self._match_body = "body" in self.fields
         self._match_method = "method" in self.fields
         # The default key's fields (method, URL parts, body; no header), in their order: made
@@ -169,11 +171,6 @@ class Matcher:
         # of the memory.
         self._urls: dict[str, None] = {}
         self._body_digests: dict[int, int] = {}  # a body's hash: its key's
-
-    @property
-    def reads_headers(self) -> bool:
-        """Whether a request's key holds any of its headers."""
-        return bool(self._header_fields)
 
     def _canonical_json(self, document: JsonValue) -> str:
         for path in self.ignore_json_fields:

@@ -91,13 +91,13 @@ class ReplayQueue:
 
     __slots__ = (
         "_index",
-        "_overlapping",
         "_own",
         "_start_positions",
         "_starts",
         "allow_repeats",
         "interactions",
         "matcher",
+        "overlapping",
         "play_counts",
         "shared_plays",
         "wakers",
@@ -122,8 +122,10 @@ class ReplayQueue:
         self._starts: array[float] | None = None
         self._start_positions: array[int] = array("q")
         # Whether any request started while another's response was under way; until the
-        # start order is built, and once a recording adds to it, assumed so.
-        self._overlapping = True
+        # start order is built, and once a recording adds to it, assumed so. False: no
+        # recorded response has precedents (a client that made its requests one after
+        # another), and ``precedents`` is None for every one, asked without a lock.
+        self.overlapping = True
 
     def key(self, request: Request, boundary: str = "http") -> Key:
         return boundary, self.matcher.key(request)
@@ -147,13 +149,7 @@ class ReplayQueue:
             at = bisect.bisect_right(self._starts, interaction.started_at)
             self._starts.insert(at, interaction.started_at)
             self._start_positions.insert(at, len(self.interactions) - 1)
-            self._overlapping = True
-
-    @property
-    def overlapping(self) -> bool:
-        """False when no recorded response has precedents (a client that made its requests
-        one after another): ``precedents`` is then None for every one, without a lock."""
-        return self._overlapping
+            self.overlapping = True
 
     def precedents(self, interaction: Interaction) -> Precedents | None:
         """The requests recorded as starting while the response of ``interaction`` (one of
@@ -187,7 +183,7 @@ class ReplayQueue:
             order = sorted(range(len(by_position)), key=by_position.__getitem__)
             starts = self._starts = array("d", [by_position[position] for position in order])
             self._start_positions = array("q", order)
-            self._overlapping = self._any_precedents()
+            self.overlapping = self._any_precedents()
         return starts
 
     def _any_precedents(self) -> bool:
