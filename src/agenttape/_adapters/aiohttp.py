@@ -356,7 +356,10 @@ def _connection_class(base: type) -> type:
                 and transport.kept_alive(self._loop)
                 and not protocol.should_close
             ):
-                idle = vars(self._connector).setdefault(_IDLE, {})
+                kept = vars(self._connector)
+                idle = kept.get(_IDLE)
+                if idle is None:
+                    idle = kept[_IDLE] = {}
                 stack = idle.get(self._key)
                 if stack is None:
                     stack = idle[self._key] = []

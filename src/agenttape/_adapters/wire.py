@@ -21,6 +21,11 @@ _BREAKS = re.compile(r"[\r\n\x00]")
 # this matches and the colons are the joins alone.
 _TOKENS = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?::[!#$%&'*+\-.^_`|~0-9A-Za-z]+)*")
 _name_of = itemgetter(0)
+# By header names joined as above (valid ones): whether they hold Content-Length and
+# Transfer-Encoding. A process meets few sets of names (one or two per server), so their
+# checks are made once; past the bound, each time.
+_FRAMING: dict[str, tuple[bool, bool]] = {}
+_FRAMING_KEPT = 256
 
 
 def unframeable(response: Response) -> str | None:
@@ -234,14 +239,19 @@ def render_whole(response: Response, method: str) -> tuple[bytes, bool] | None:
     length = chunked = False
     if headers:
         names = ":".join(map(_name_of, headers))
-        if not _TOKENS.fullmatch(names) or names.count(":") != len(headers) - 1:
-            return None
+        framing = _FRAMING.get(names)
+        if framing is None:
+            if not _TOKENS.fullmatch(names) or names.count(":") != len(headers) - 1:
+                return None
+            lowered = f":{names.lower()}:"  # colons on both sides: whole names are found
+            framing = (":content-length:" in lowered, ":transfer-encoding:" in lowered)
+            if len(_FRAMING) < _FRAMING_KEPT:
+                _FRAMING[names] = framing
+        length, encoded = framing
+        if encoded:
+            chunked = is_chunked(headers)
         lines = "\r\n".join(map(": ".join, headers))
         text = f"{version} {status} {response.reason}\r\n{lines}\r\n\r\n"
-        framing = f":{names.lower()}:"  # colons on both sides: whole names are found
-        length = ":content-length:" in framing
-        if ":transfer-encoding:" in framing:
-            chunked = is_chunked(headers)
     else:
         text = f"{version} {status} {response.reason}\r\n\r\n"
     breaks = len(headers) + 2

@@ -250,7 +250,9 @@ class Redactor:
         if stored is None or not self._builtin_url_rules or not stored.recorded_url(url):
             url = self._url(url)
         pairs = self._headers(request.headers) if headers else request.headers
-        body = self._body(request.body, request.headers, stored)
+        body = request.body
+        if body:
+            body = self._body(body, request.headers, stored)
         if url is request.url and pairs is request.headers and body is request.body:
             return request
         if body is not request.body:
