@@ -92,9 +92,11 @@ WHY_MISSED = {
     "8c": "the replay builds urllib3's response over `http.client`'s, as urllib3 does live "
     "(requests and botocore read headers and cookies there): 1.55x the floor's instructions, a "
     "floor that skips urllib3's pool and `http.client` altogether.",
-    "10": "1.38x the floor's instructions (cassetter 1.43x), but the replay touches about 3 KB "
-    "of new memory a request (cache misses and page faults the floor has not; `python -m "
-    "bench.instructions --cache`).",
+    "10": "in steady state agenttape executes 1.20x the floor's instructions (cassetter 1.43x) "
+    "but takes about 1.4x its time: the work the floor has not (the request made library-neutral, "
+    "the match, the head rendered for aiohttp's parser) is about 15 µs a request timed in place "
+    "(each cached in turn: 5, 7 and 3 µs), twice its cost alone; cassetter builds aiohttp's "
+    "response itself, skipping aiohttp's request, connection and parser.",
 }
 
 
