@@ -145,6 +145,15 @@ def share_files() -> None:
             shutil.copyfile(Path("/") / name, ROOT / name)
 
 
+def unmount_left(target: Path) -> None:
+    """What a run that was killed left mounted at ``target`` (a bind of a checkout deleted
+    since cannot be mounted over), let go before mounting again."""
+    with open("/proc/self/mounts", encoding="utf-8") as table:
+        points = {line.split()[1] for line in table if line.strip()}
+    if str(target) in points:  # os.path.ismount misses binds within one file system
+        subprocess.run(["umount", "-R", "-l", str(target)], check=False, capture_output=True)
+
+
 @contextlib.contextmanager
 def mounted() -> Iterator[None]:
     """The kernel's file systems and this checkout, bound into the root for as long as the
@@ -161,9 +170,11 @@ def mounted() -> Iterator[None]:
         )
         for source, options in kernel:
             target = ROOT / source.lstrip("/")
+            unmount_left(target)
             run(["mount", *options, str(target)])
             targets.append(target)
         checkout = ROOT / str(CHECKOUT).lstrip("/")
+        unmount_left(checkout)
         checkout.mkdir(parents=True, exist_ok=True)
         run(["mount", "--bind", str(CHECKOUT), str(checkout)])
         targets.append(checkout)
