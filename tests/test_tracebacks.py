@@ -12,11 +12,14 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import requests
 
 import agenttape
 from tests.cli_support import cli
 from tests.servers import Server, json_reply, refused_port
+
+pytest_plugins = ["pytester"]
 
 FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line \d+, in ', re.MULTILINE)
 
@@ -166,3 +169,88 @@ def test_other_exceptions_keep_every_frame(tmp_path: Path) -> None:
     done = _run(script, cassette)
     assert done.returncode == 1
     assert _own(_frames(done.stderr)), done.stderr
+
+
+PASSING_THROUGH = """
+    import asyncio
+
+    import aiohttp
+    import httpx
+    import requests
+
+    import agenttape
+    from agenttape._core import tracebacks
+
+
+    def test_a_cassette_installs_the_adapters(tmp_path):
+        with agenttape.use_cassette(tmp_path / "empty.msgpack", mode="all"):
+            pass
+
+
+    def get_with_aiohttp():
+        async def get():
+            async with aiohttp.ClientSession() as session:
+                await session.get("URL")
+
+        asyncio.run(get())
+
+
+    def test_requests():
+        requests.get("URL", timeout=5)
+
+
+    def test_httpx():
+        httpx.get("URL", timeout=5)
+
+
+    def test_aiohttp():
+        get_with_aiohttp()
+
+
+    def test_recording_requests(tmp_path):
+        with agenttape.use_cassette(tmp_path / "requests.msgpack", mode="all"):
+            requests.get("URL", timeout=5)
+
+
+    def test_recording_httpx(tmp_path):
+        with agenttape.use_cassette(tmp_path / "httpx.msgpack", mode="all"):
+            httpx.get("URL", timeout=5)
+
+
+    def test_recording_aiohttp(tmp_path):
+        with agenttape.use_cassette(tmp_path / "aiohttp.msgpack", mode="all"):
+            get_with_aiohttp()
+
+
+    def test_a_bug_of_agenttapes():
+        tracebacks.chain(42)  # fails inside agenttape
+"""
+
+
+def _reports(printed: str) -> dict[str, str]:
+    """Each failed test's section of a pytest report, by the test's name."""
+    sections = re.split(r"^_{3,} (\w+) _{3,}$", printed, flags=re.MULTILINE)
+    return dict(zip(sections[1::2], sections[2::2], strict=True))
+
+
+def test_a_failure_that_passes_through_shows_no_agenttape_frame_in_pytests_report(
+    pytester: pytest.Pytester,
+) -> None:
+    """The adapters a cassette installed stay; a later test whose library call fails reads
+    as it would without agenttape, and so does a live failure met while recording. A bug of
+    agenttape's own keeps its frames."""
+    url = f"http://127.0.0.1:{refused_port()}/"
+    pytester.makepyfile(test_live=textwrap.dedent(PASSING_THROUGH).replace("URL", url))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tb=long")
+    result.assert_outcomes(passed=1, failed=7)
+    reports = _reports(result.stdout.str())
+    package = str(Path(agenttape.__file__).parent)
+    for library, place, error in (
+        ("requests", "requests/sessions.py", "requests.exceptions.ConnectionError"),
+        ("httpx", "httpcore/_sync", "httpx.ConnectError"),
+        ("aiohttp", "aiohttp/connector.py", "aiohttp.client_exceptions.ClientConnectorError"),
+    ):
+        for report in (reports[f"test_{library}"], reports[f"test_recording_{library}"]):
+            assert package not in report, report
+            assert place in report and error in report, report
+    assert f"{package}/_core/tracebacks.py" in reports["test_a_bug_of_agenttapes"]

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.exchange import Live, Replay, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Interaction, Request
 from .._core.playback import Schedule, Walk
@@ -24,6 +25,8 @@ from .._core.wire.websocket import SessionRecording, session_of
 from . import ledger, wire
 from .memory_transport import MemoryTransport
 from .websocket import aiohttp as aiohttp_ws
+
+__tracebackhide__ = passed_through
 
 # aiohttp exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {

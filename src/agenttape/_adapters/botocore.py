@@ -10,9 +10,12 @@ from __future__ import annotations
 import time
 from types import ModuleType
 
+from .._core.blame import passed_through
 from .._core.exchange import skip_retry_wait
 from . import ledger
 from .forwarding import Forwarding
+
+__tracebackhide__ = passed_through
 
 
 class _RetryClock(Forwarding):

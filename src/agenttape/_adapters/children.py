@@ -25,8 +25,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._core.blame import passed_through
 from .._core.tape import Tape
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 GUARD_VARIABLE = "AGENTTAPE_GUARD"
 BOOTSTRAP = str(Path(__file__).resolve().parent.parent / "_bootstrap")

@@ -19,11 +19,14 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure
 from .._core.tape import Recording
 from .._core.tracebacks import noting, noting_async
 from . import ledger, libcurl, native_guard
+
+__tracebackhide__ = passed_through
 
 _EASY = "_agenttape_easy"
 _CLEARED_BY_PERFORM = (

@@ -15,8 +15,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .._core.blame import passed_through
 from .._core.tracebacks import note_injected
 from . import LIBRARIES, HeadersAt, ledger
+
+__tracebackhide__ = passed_through
 
 HeadersOf = Callable[[Any], object]
 

@@ -27,12 +27,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.exchange import Live, Replay, begin, serving
 from .._core.models import Failure, Request
 from .._core.tape import Tape
 from . import ledger, wire
 from .urllib3.record import KIND_BY_EXCEPTION, failure_of, hook_response
 from .urllib3.replay import parsed_response, socket_for
+
+__tracebackhide__ = passed_through
 
 _BEGUN = "_agenttape_begun"
 _KEPT = "_agenttape_kept"

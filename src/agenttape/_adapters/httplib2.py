@@ -15,8 +15,11 @@ from __future__ import annotations
 import http.client
 from types import ModuleType
 
+from .._core.blame import passed_through
 from . import http_client, ledger
 from .http_client import defer_connect
+
+__tracebackhide__ = passed_through
 
 
 def install(module: ModuleType) -> list[ledger.Patch]:

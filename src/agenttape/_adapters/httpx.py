@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.exchange import Live, Replay, begin, serving, unplayable
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.tape import Recording
@@ -28,6 +29,8 @@ from .header_tables import (
 )
 from .httpx_streams import AsyncTeeStream, ReplayStream, TeeStream, exception_for
 from .websocket import httpx_ws
+
+__tracebackhide__ = passed_through
 
 # httpx exception name -> library-neutral kind.
 KIND_BY_EXCEPTION: dict[str, FailureKind] = {

@@ -21,7 +21,10 @@ from contextvars import ContextVar
 from types import FunctionType, ModuleType
 from typing import Any
 
+from .._core.blame import passed_through
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 Innermost = Callable[[ModuleType, Callable[[], Any]], Any]
 """The exchange armed for the innermost call: given httpcore's module and the live call (the

@@ -17,8 +17,11 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.errors import NetworkBlockedError
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 NATIVE: dict[str, str] = {
     "curl_cffi": "curl_cffi",

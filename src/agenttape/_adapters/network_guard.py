@@ -32,9 +32,12 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.errors import NetworkBlockedError
 from .._core.tape import Tape
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 _INET = (_socket.AF_INET, _socket.AF_INET6)
 _names: OrderedDict[str, str] = OrderedDict()

@@ -28,10 +28,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.exchange import Live, Replay, begin, serving
 from .._core.models import Failure, FailureKind, Headers, Interaction, Request
 from .._core.tape import Recording
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 _METHODS = ("get", "head", "options", "delete", "post", "put", "patch")
 _KINDS: dict[str, FailureKind] = {

@@ -16,10 +16,13 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure
 from .._core.tape import Recording
 from . import ledger, libcurl, native_guard
+
+__tracebackhide__ = passed_through
 
 _CALLBACKS = (
     libcurl.WRITEFUNCTION,

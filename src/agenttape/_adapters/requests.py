@@ -17,10 +17,13 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.tracebacks import noting
 from . import ledger
 from .urllib3 import send as urllib3_adapter
 from .urllib3.exchange import handing_down
+
+__tracebackhide__ = passed_through
 
 
 def _make_send(

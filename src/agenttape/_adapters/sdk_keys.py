@@ -22,8 +22,11 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.provider_keys import PLACEHOLDER, PROVIDER_KEY_VARIABLES
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 _VARIABLES = frozenset(PROVIDER_KEY_VARIABLES)
 

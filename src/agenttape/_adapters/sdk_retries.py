@@ -13,9 +13,12 @@ import functools
 from types import ModuleType
 from typing import Any
 
+from .._core.blame import passed_through
 from .._core.exchange import skip_retry_wait
 from .._core.tracebacks import noting, noting_async
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 
 def install(base_client: ModuleType) -> list[ledger.Patch]:

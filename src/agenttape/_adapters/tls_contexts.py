@@ -25,7 +25,10 @@ from types import ModuleType
 from typing import Any
 
 from .._core import runtime
+from .._core.blame import passed_through
 from . import ledger
+
+__tracebackhide__ = passed_through
 
 _VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE")
 

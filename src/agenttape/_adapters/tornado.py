@@ -28,12 +28,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._core import runtime
+from .._core.blame import passed_through
 from .._core.exchange import Replay, begin, serving
 from .._core.models import Failure, Interaction, Request
 from .._core.playback import Schedule
 from .._core.tape import Recording, Tape
 from . import ledger, wire
 from .http_client import complete
+
+__tracebackhide__ = passed_through
 
 _TAP = "_agenttape_tap"
 """On an ``_HTTPConnection`` whose connection was put off: its ``_Tap``."""

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .blame import passed_through
 from .errors import AgentTapeError
 from .faults import FAULT_HEADER
 from .options import MODE_ENVIRONMENT_VARIABLE
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from .faults import FiredFault
     from .models import Interaction
     from .tape import Tape
+
+__tracebackhide__ = passed_through
 
 R = TypeVar("R")
 

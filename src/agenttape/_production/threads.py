@@ -20,7 +20,10 @@ from typing import Any
 
 from .._adapters import ledger
 from .._core import runtime
+from .._core.blame import passed_through
 from .run import Run
+
+__tracebackhide__ = passed_through
 
 LIBRARY = "threading"
 """The ledger's name for these patches."""

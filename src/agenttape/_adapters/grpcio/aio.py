@@ -22,6 +22,7 @@ import grpc
 from grpc import aio
 
 from ..._core import runtime
+from ..._core.blame import passed_through
 from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Interaction
 from ..._core.playback import Schedule
@@ -43,6 +44,8 @@ from .common import (
     walk,
 )
 from .matched import ITERATING_FAILED, Conversation, Failed
+
+__tracebackhide__ = passed_through
 
 _DONE = object()
 """What ``done_writing`` puts after the last message written."""

@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from ..._core import runtime
+from ..._core.blame import passed_through
 from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Interaction
 from ..._core.playback import Schedule
@@ -40,6 +41,8 @@ from .common import (
 )
 from .matched import Conversation, MatchedStream
 from .replayed import ReplayedCall, ReplayedRpcError, ReplayedStream, unary
+
+__tracebackhide__ = passed_through
 
 # grpcio's multi-callable class -> (whether requests stream, whether answers stream, the
 # methods a call goes through). Patched on the class, so a stub made before the cassette

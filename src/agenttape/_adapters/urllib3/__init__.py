@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from ..._core import runtime
+from ..._core.blame import passed_through
 from ..._core.exchange import skip_retry_wait
 from .. import http_client, ledger
 from . import future as urllib3_future
@@ -34,6 +35,8 @@ from .exchange import (
     known_head,
     serve_make_request,
 )
+
+__tracebackhide__ = passed_through
 
 
 def install(urllib3: ModuleType) -> list[ledger.Patch]:

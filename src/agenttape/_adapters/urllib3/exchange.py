@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
+from ..._core.blame import passed_through
 from ..._core.exchange import Live, Replay, begin, serving, unplayable
 from ..._core.models import Interaction, Request, Response
 from ..._core.tape import Tape
@@ -39,6 +40,8 @@ from .replay import (
     replay_response,
     set_head,
 )
+
+__tracebackhide__ = passed_through
 
 R = TypeVar("R")
 

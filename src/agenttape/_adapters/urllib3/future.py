@@ -25,12 +25,15 @@ from types import ModuleType
 from typing import Any
 
 from ..._core import runtime
+from ..._core.blame import passed_through
 from ..._core.exchange import Replay, begin, serving
 from ..._core.models import Failure, Interaction, Request
 from ..._core.playback import Schedule
 from ..._core.tape import Recording
 from .. import ledger
 from .record import failure_of as urllib3_failure_of
+
+__tracebackhide__ = passed_through
 
 
 def is_future(urllib3: ModuleType) -> bool:

@@ -10,11 +10,14 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
+from ..._core.blame import passed_through
 from ..._core.tape import Tape
 from ..._core.tracebacks import noting
 from .. import ledger
 from .exchange import handed_down, known_exchange, known_head
 from .future import is_future
+
+__tracebackhide__ = passed_through
 
 R = TypeVar("R")
 

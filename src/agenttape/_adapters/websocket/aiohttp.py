@@ -20,12 +20,15 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ..._core.blame import passed_through
 from ..._core.models import OPCODES, Failure, Opcode
 from ..._core.wire.websocket import SessionRecording, SessionReplay, close_payload
 from .. import ledger
 from ..wire import ResponseParser
 from .replay import ReplayTransport
 from .taps import FrameChecker, FrameRecorder, dropped
+
+__tracebackhide__ = passed_through
 
 _TAP = "_agenttape_websocket"
 

@@ -22,12 +22,15 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
+from ..._core.blame import passed_through
 from ..._core.models import Headers, Opcode
 from ..._core.wire.websocket import SessionRecording, SessionReplay, close_payload
 from .. import ledger
 from ..forwarding import Forwarding
 from .replay import ReplayPeer, key_of
 from .taps import FrameChecker, FrameRecorder, dropped
+
+__tracebackhide__ = passed_through
 
 _EXTENSION = "agenttape.websocket"
 """The response extension that carries a session's tap to the httpx-ws session built on it."""

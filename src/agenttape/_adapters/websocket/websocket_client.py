@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from ..._core import runtime
+from ..._core.blame import passed_through
 from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Request
 from ..._core.wire.websocket import SessionRecording, session_of
@@ -35,6 +36,8 @@ from .taps import (
     failure_of,
     raise_if_never_opened,
 )
+
+__tracebackhide__ = passed_through
 
 _SESSION = "_agenttape_session"
 

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlunsplit
 
 from ..._core import runtime
+from ..._core.blame import passed_through
 from ..._core.errors import UnmatchedInteractionError
 from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Failure, Request
@@ -33,6 +34,8 @@ from ..._core.wire.websocket import SessionRecording, SessionReplay, Step, sessi
 from .. import ledger
 from .replay import ReplayPeer, ReplayTransport
 from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened
+
+__tracebackhide__ = passed_through
 
 _SESSION = "_agenttape_session"
 

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from ..._core import runtime
+from ..._core.blame import passed_through
 from ..._core.errors import UnmatchedInteractionError
 from ..._core.exchange import begin, serving
 from ..._core.models import OPCODES, Failure, Request
@@ -32,6 +33,8 @@ from .. import ledger
 from .replay import ReplayTransport
 from .taps import FrameChecker, FrameRecorder, FrameTap, dropped, failure_of, raise_if_never_opened
 from .websockets import upgrade_request
+
+__tracebackhide__ = passed_through
 
 _SESSION = "_agenttape_session"
 
