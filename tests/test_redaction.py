@@ -615,3 +615,29 @@ def test_response_headers_are_looked_at_whole_and_redacted_value_by_value(
         for name, value in headers
     ]
     assert Redactor().response_headers(headers) == expected
+    # Judged again by a redactor that has met these names and others before: what it keeps
+    # of names already judged gives the same answer.
+    assert _SHARED.response_headers(headers) == expected
+    assert _SHARED.response_headers(headers) == expected
+
+
+_SHARED = Redactor()
+
+
+def test_a_response_header_met_again_is_redacted_again() -> None:
+    """A server repeats its header names: a name judged once is not judged again, and a
+    secret header is still redacted every time, beside a value that takes a credential's
+    shape under a name met before as plain."""
+    redactor = Redactor()
+    plain = [("Date", "Mon, 30 Nov 2026 00:00:00 GMT"), ("Server", "fake")]
+    secret = [*plain, ("X-Api-Key", "abc"), ("Location", "https://h/cb?token=t0k3n")]
+    shaped = [*plain, ("X-Note", "key sk-" + "a" * 24)]
+    redactor.response_headers([*plain, ("X-Note", "plain")])
+    for _ in range(2):
+        assert redactor.response_headers(plain) is plain
+        assert redactor.response_headers(secret) == [
+            *plain,
+            ("X-Api-Key", "<redacted>"),
+            ("Location", "https://h/cb?token=<redacted>"),
+        ]
+        assert redactor.response_headers(shaped) == [*plain, ("X-Note", "key <redacted>")]

@@ -4,7 +4,6 @@ adapter derives each from the library's own stream base classes."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
@@ -53,25 +52,24 @@ class TeeStream:
         # garbage collector runs, which would keep the recorded exchange alive as long.
         self._recording: Recording | None = recording
 
-    @contextlib.contextmanager
-    def _reporting(self) -> Iterator[None]:
+    def _failed(self, exc: Exception) -> None:
         """Marks the recording failed (as the library names the error) when reading the
-        live stream raises."""
-        try:
-            yield
-        except Exception as exc:
-            failure = self._failure_of(exc)
-            if failure is not None and self._recording is not None:
-                self._recording.fail(failure)
-            raise
+        live stream raised ``exc``."""
+        failure = self._failure_of(exc)
+        if failure is not None and self._recording is not None:
+            self._recording.fail(failure)
 
     def __iter__(self) -> Iterator[bytes]:
         recording = self._recording
         assert recording is not None
-        with self._reporting():
+        # try/except in place, not a context manager: this runs once per live response.
+        try:
             for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
+        except Exception as exc:
+            self._failed(exc)
+            raise
         recording.finish()
         self._recording = None
 
@@ -88,10 +86,13 @@ class AsyncTeeStream(TeeStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         recording = self._recording
         assert recording is not None
-        with self._reporting():
+        try:
             async for chunk in self._stream:
                 recording.chunk(chunk)
                 yield chunk
+        except Exception as exc:
+            self._failed(exc)
+            raise
         recording.finish()
         self._recording = None
 

@@ -66,6 +66,10 @@ class Redactor:
     _seen_headers: dict[tuple[tuple[str, str], ...], Headers | None] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+    # Per response header name, whether it is a secret or a URL header.
+    _name_kinds: dict[str, bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
     # Finds any secret query name inside a lowercased query: a query without one needs no
     # look at its names one by one.
     _names_in: Callable[[str], re.Match[str] | None] = field(
@@ -145,10 +149,20 @@ class Redactor:
         return redacted if changed else None
 
     def _url(self, url: str) -> str:
-        url = _without_password(url)
+        if "@" in url:  # no '@', no user part: the common URL, untouched
+            url = _without_password(url)
         clean = not self.patterns and not may_hold_secret_text(url)
         base, question, query = url.partition("?")
-        if question and not (clean and self._names_plain(query)):
+        # With no credential shape in the URL, no value encoded and no secret name anywhere
+        # in the query, the per-value scan (which decodes each value) cannot change anything,
+        # and the common URL skips it.
+        if question and not (
+            clean
+            and query.isascii()
+            and "%" not in query
+            and "+" not in query
+            and self._names_in(query.lower()) is None
+        ):
             query, hash_, fragment = query.partition("#")
             pairs = query.split("&")
             changed = False
@@ -167,14 +181,6 @@ class Redactor:
             if changed:
                 url = f"{base}?{'&'.join(pairs)}{hash_}{fragment}"
         return url if clean else self.text(url)
-
-    def _names_plain(self, query: str) -> bool:
-        """True when no value is encoded and no secret name occurs anywhere in the query.
-        With no credential shape in the URL either, the per-value scan (which decodes each
-        value) cannot change anything, and the common URL skips it."""
-        if "%" in query or "+" in query or not query.isascii():
-            return False
-        return self._names_in(query.lower()) is None
 
     def rules(self) -> tuple[Rule, ...]:
         """What this redactor replaces in any text, as rules for a body read as a stream:
@@ -268,9 +274,34 @@ class Redactor:
         """Response headers as stored: secret headers' values replaced, URLs (``Location``
         of a redirect) redacted as request URLs are, credential shapes in any value
         replaced. Response bodies stay byte-exact."""
-        redacted = None
+        kinds = self._name_kinds
+        values = []
+        for name, value in headers:
+            kind = kinds.get(name)
+            if kind is None:
+                kind = self._name_kind(name)
+            if kind:
+                return self._response_headers(headers)
+            values.append(value)
         # One look for credential shapes in all the values: the pieces it looks for hold no
         # line break, so none is found across two values, and most heads have none at all.
+        return (
+            self._response_headers(headers) if may_hold_secret_text("\n".join(values)) else headers
+        )
+
+    def _name_kind(self, name: str) -> bool:
+        """Whether a header of this name is a secret or a URL: kept per name, since a server
+        sends the same names again and again."""
+        lowered = name.lower()
+        kind = lowered in self.headers or lowered in _URL_HEADERS
+        kinds = self._name_kinds
+        if len(kinds) >= _SEEN_HEADERS_LIMIT:
+            kinds.clear()
+        kinds[name] = kind
+        return kind
+
+    def _response_headers(self, headers: Headers) -> Headers:
+        redacted = None
         shapes = may_hold_secret_text("\n".join([value for _name, value in headers]))
         for index, (name, value) in enumerate(headers):
             lowered = name.lower()
