@@ -3,9 +3,11 @@ cassette answers is always what the cassette holds now, byte for byte."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 import requests
@@ -69,19 +71,29 @@ def test_a_cassette_edited_between_replays_is_served_as_it_is_now(
     assert second.content == b"new"
 
 
-@pytest.mark.parametrize("client", ["httpx", "requests"])
+@pytest.mark.parametrize("client", ["httpx", "requests", "aiohttp"])
 def test_each_request_is_read_as_sent_though_its_kind_was_seen_before(
     client: str, server: Server, cassette_path: Path
 ) -> None:
     """The same URL and header names with other values each time: a request read from a kept
-    table (httpx's header sets, requests' known heads) is still matched on its own values."""
+    table (httpx's and aiohttp's header sets, requests' known heads) is still matched on its
+    own values."""
     url = server.url + "/same"
     picks = ["a", "b", "c", "b", "a"]
+
+    async def fetch(pick: str) -> bytes:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url, headers={"X-Pick": pick}) as response,
+        ):
+            return await response.read()
 
     def get(pick: str) -> bytes:
         if client == "httpx":
             with httpx.Client() as session:
                 return session.get(url, headers={"X-Pick": pick}).content
+        if client == "aiohttp":
+            return asyncio.run(fetch(pick))
         return requests_session.get(url, headers={"X-Pick": pick}).content
 
     requests_session = requests.Session()
