@@ -84,19 +84,24 @@ def cell(value: float | None, style: str) -> str:
 # Why a line misses its target, as far as it is known (one line each): shown under the table
 # for every line of a run that misses.
 WHY_MISSED = {
-    "4": "recording executes 1.11x a live request's instructions (`python -m bench.instructions`) "
-    "and the recorded interactions live on into the collector's old generation (about 10 µs a "
-    "request in collections); the pairs themselves spread from 0.8x to 1.6x on a shared machine.",
+    "3": "at the edge of its bar: 1.13x, 1.17x and 1.20x in three runs of the same code (1.18x "
+    "to 1.20x before); not analysed further.",
+    "4": "recording executes 1.106x a live request's instructions (valgrind, the client alone): "
+    "of the 173k more a request, the interpreter running agenttape's 1,100 bytecodes about 41k, "
+    "msgpack encoding the cassette at exit 15k, three scans for credential shapes and secret "
+    "names 10k, allocation 8.5k, the collector 5.6k; the pairs spread from 0.9x to 1.5x on a "
+    "shared machine.",
     "6a": "the load checks every interaction as it decodes it (a damaged file is refused whole), "
     "where cassetter parses in Rust; no load code changed between runs at 0.20x and 0.41x.",
     "8c": "the replay builds urllib3's response over `http.client`'s, as urllib3 does live "
     "(requests and botocore read headers and cookies there): 1.55x the floor's instructions, a "
     "floor that skips urllib3's pool and `http.client` altogether.",
-    "10": "in steady state agenttape executes 1.20x the floor's instructions (cassetter 1.43x) "
+    "10": "in steady state agenttape executes 1.15x the floor's instructions (cassetter 1.43x) "
     "but takes about 1.4x its time: the work the floor has not (the request made library-neutral, "
-    "the match, the head rendered for aiohttp's parser) is about 15 µs a request timed in place "
-    "(each cached in turn: 5, 7 and 3 µs), twice its cost alone; cassetter builds aiohttp's "
-    "response itself, skipping aiohttp's request, connection and parser.",
+    "the match, the head rendered for aiohttp's parser) took about 15 µs a request timed in "
+    "place before the request's headers were kept per set sent, twice its cost alone; "
+    "cassetter builds aiohttp's response itself, skipping aiohttp's request, connection and "
+    "parser.",
 }
 
 
