@@ -287,7 +287,7 @@ def test_the_ca_files_are_the_users_alone_whatever_the_umask_and_folder(tmp_path
         capture_output=True,
         text=True,
         env={**os.environ, "AGENTTAPE_CONFIG_DIR": str(config)},
-        preexec_fn=lambda: os.umask(0),
+        umask=0,  # set by the child after fork in C: Python code there can abort beside threads
         check=False,
     )
     assert result.returncode == 0, result.stderr
