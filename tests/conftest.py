@@ -17,7 +17,7 @@ import pytest
 
 import agenttape
 from agenttape._adapters import install_adapters
-from tests.servers import App, Server, WebSocketServer, refused_port
+from tests.servers import App, S3StandIn, Server, WebSocketServer, refused_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -140,26 +140,22 @@ def s3() -> Iterator[dict[str, Any]]:
     pytest.importorskip("s3fs")
     pytest.importorskip("obstore")
     boto3 = pytest.importorskip("boto3")
-    server_module = pytest.importorskip("moto.server")
+    pytest.importorskip("moto.server")
     port = refused_port()
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    ).create_bucket(Bucket="agent-runs")
-    try:
+    with S3StandIn(port):
+        endpoint = f"http://127.0.0.1:{port}"
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        ).create_bucket(Bucket="agent-runs")
         yield {
             "key": "testing",
             "secret": "testing",
             "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
         }
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["default", "eager"])

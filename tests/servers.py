@@ -759,3 +759,36 @@ class WebSocketServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class S3StandIn:
+    """moto's S3 server on 127.0.0.1, in a thread, with S3's one guarantee moto's threads
+    lack: a conditional write is atomic. moto checks ``If-None-Match: *`` and then stores the
+    object, and a request in another of its threads can pass the same check in between (two
+    creates of one name both answered 200; S3 refuses the second). Requests that change
+    objects take one lock, as S3 orders them."""
+
+    def __init__(self, port: int) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+        writing = threading.Lock()
+
+        def ordered(environ: dict[str, Any], start_response: Any) -> Any:
+            if environ["REQUEST_METHOD"] in {"GET", "HEAD"}:
+                return app(environ, start_response)
+            with writing:
+                return list(app(environ, start_response))
+
+        self.server = make_server("127.0.0.1", port, ordered, threaded=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> S3StandIn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.thread.join()
+        self.server.server_close()

@@ -3,6 +3,9 @@ s3fs would, and answering every store operation as the s3fs store does, on moto'
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -82,6 +85,43 @@ def test_open_store_chooses_by_the_options(s3: dict[str, Any]) -> None:
     assert isinstance(
         open_store("s3://agent-runs/p", {**s3, "skip_instance_cache": True}), FsspecStore
     )
+
+
+@pytest.fixture
+def threads_switch_often() -> Iterator[None]:
+    """Threads (ours and the server's) handed the interpreter every microsecond: a create
+    that checks and then writes in two steps lets another through between them."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)
+
+
+@pytest.mark.usefixtures("threads_switch_often")
+def test_of_many_creates_of_one_name_at_once_exactly_one_wins(s3: dict[str, Any]) -> None:
+    """Two compactions claiming one day at the same moment: one claims it, the other finds
+    it busy (else both merge the day, and every row is in the index twice)."""
+    contenders = 6
+    for store in _both(s3, "claims"):
+        winners = []
+        for round_number in range(40):
+            name = f"_claims/{type(store).__name__}-{round_number}.claim"
+            start = threading.Barrier(contenders)
+            won: list[bool] = []
+
+            def claim(
+                store: Store = store, name: str = name, start: Any = start, won: list[bool] = won
+            ) -> None:
+                start.wait()
+                won.append(store.create(name, b"claim"))
+
+            threads = [threading.Thread(target=claim) for _ in range(contenders)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            winners.append(won.count(True))
+        assert winners == [1] * 40, type(store).__name__
 
 
 def _both(s3: dict[str, Any], prefix: str) -> list[Store]:
