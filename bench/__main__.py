@@ -96,12 +96,10 @@ WHY_MISSED = {
     "8c": "the replay builds urllib3's response over `http.client`'s, as urllib3 does live "
     "(requests and botocore read headers and cookies there): 1.55x the floor's instructions, a "
     "floor that skips urllib3's pool and `http.client` altogether.",
-    "10": "in steady state agenttape executes 1.15x the floor's instructions (cassetter 1.43x) "
-    "but takes about 1.4x its time: the work the floor has not (the request made library-neutral, "
-    "the match, the head rendered for aiohttp's parser) took about 15 µs a request timed in "
-    "place before the request's headers were kept per set sent, twice its cost alone; "
-    "cassetter builds aiohttp's response itself, skipping aiohttp's request, connection and "
-    "parser.",
+    "10": "cassetter answers below aiohttp's own floor (0.9x): it builds aiohttp's response "
+    "itself, with no request written, no connection and no parser; agenttape keeps all three, as "
+    "live (aiohttp's parser reads the recorded bytes), and its own work (the request made "
+    "library-neutral, the match, the head rendered) costs about as much as the gap.",
 }
 
 

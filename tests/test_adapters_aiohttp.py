@@ -498,3 +498,31 @@ async def test_answers_served_in_one_read_keep_bytes_boundaries_and_connection(
     assert b"".join(piece for piece, _ in live[6][3]) == b"until closed"
     # Kept alive throughout but after the body that ran to the end of its connection.
     assert live[-1] == [True, True, True, True, True, False]
+
+
+async def test_an_answer_served_as_the_request_is_written_leaves_no_read_timeout_behind(
+    serve: Serve, cassette_path: Path
+) -> None:
+    """A request without a body is answered as aiohttp's one write of it returns (from 3.12;
+    before, a turn of the loop later): after the read timeout has started, so the end of the
+    answer stops it, as live. A timer left running would fail the kept-alive connection once
+    idle longer than the timeout, and the next request would need a new one."""
+    server = serve(lambda seen: Reply(chunks=[seen.path.encode()]))
+
+    async def run() -> list[Any]:
+        got: list[Any] = []
+        protocols = []
+        timeout = aiohttp.ClientTimeout(sock_read=0.05)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for path, body in (("/a", None), ("/b", None), ("/c", b"posted"), ("/d", None)):
+                async with session.request(
+                    "POST" if body else "GET", server.url + path, data=body
+                ) as response:
+                    protocols.append(response._protocol)
+                    got.append(await response.read())
+                await asyncio.sleep(0.15)  # idle three read timeouts long
+        got.append([later is earlier for earlier, later in itertools.pairwise(protocols)])
+        return got
+
+    live, replayed = await record_then_replay_async(cassette_path, server, run)
+    assert replayed == live == [b"/a", b"/b", b"/c", b"/d", [True, True, True]]

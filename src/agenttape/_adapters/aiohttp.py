@@ -62,6 +62,10 @@ def _make_connect(
 ) -> Callable[..., Any]:
     handler_class = aiohttp.client_proto.ResponseHandler
     connection_class = _connection_class(aiohttp.connector.Connection)
+    writer_class = getattr(getattr(aiohttp, "http_writer", None), "StreamWriter", None)
+    # From 3.12 a request without a body is written whole in one write, once its read timeout
+    # has started, with no task left writing (``StreamWriter.send_headers`` came with it).
+    written_at_once = hasattr(writer_class, "send_headers")
 
     async def connect(self: Any, req: Any, traces: Any, timeout: Any) -> Any:
         tape = runtime.active()
@@ -75,7 +79,9 @@ def _make_connect(
             body = await _body_bytes(body)
         plan = begin(tape, _to_model(req, body))
         if isinstance(plan, Replay) and plan.body is not None:
-            return _replay_whole(tape, self, req, plan, handler_class, connection_class)
+            return _replay_whole(
+                tape, self, req, plan, handler_class, connection_class, written_at_once
+            )
         with serving(tape, plan, failure_of):
             if isinstance(plan, Live):
                 conn = await original(self, req, traces, timeout)
@@ -281,10 +287,13 @@ def _replay_whole(
     plan: Replay,
     handler_class: type,
     connection_class: type,
+    written_at_once: bool,
 ) -> Any:
     """A replayed answer with nothing to pace, hold, fail or wait for, its body in at most
     one piece (``Replay.body``): the connection's transport hands the protocol head and body
-    in one read, as a server writes them, with no ``playback`` made."""
+    in one read, as a server writes them, with no ``playback`` made. A request aiohttp writes
+    in one piece (no body, nothing to wait for: ``written_at_once``) gets it as that write
+    returns, as a server answering at once would, with no turn of the loop between."""
     interaction = plan.interaction
     response = interaction.response
     assert response is not None
@@ -300,7 +309,12 @@ def _replay_whole(
     loop = _loop_of(req)
     key = req.connection_key
     protocol = _protocol_for(connector, key, loop, handler_class)
-    protocol.transport.load_whole(req, *rendered)
+    at_write = (
+        written_at_once
+        and not getattr(req, "_body", True)
+        and getattr(req, "_continue", True) is None
+    )
+    protocol.transport.load_whole(req, *rendered, at_write)
     return connection_class(connector, key, protocol, loop)
 
 
@@ -420,11 +434,13 @@ class _ReplayTransport(MemoryTransport):
         self._quiet_end = False
         self._walk: Walk | None = None
         self._whole: bytes | None = None
+        self._at_write = False
         self._over = False
 
-    def load_whole(self, req: Any, data: bytes, eof: bool) -> None:
+    def load_whole(self, req: Any, data: bytes, eof: bool, at_write: bool) -> None:
         """The next response is ``data``, head and body as one read; ``eof``: the connection
-        closes after it (the body runs to its end)."""
+        closes after it (the body runs to its end); ``at_write``: delivered as the request's
+        one write returns, else at the loop's next turn once the request is written."""
         self._request = req
         self._error = None
         self._eof = eof
@@ -432,7 +448,17 @@ class _ReplayTransport(MemoryTransport):
         self._walk = None
         self._whole = data
         self._over = False
-        self._handle = self._loop.call_soon(self._step_whole)
+        self._at_write = at_write
+        if not at_write:
+            self._handle = self._loop.call_soon(self._step_whole)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._at_write:
+            self._at_write = False
+            self._step_whole()
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.write(b"")
 
     def load(self, interaction: Interaction, req: Any, schedule: Schedule) -> None:
         method = req.method
@@ -566,7 +592,7 @@ class _ReplayTransport(MemoryTransport):
         """``_step`` for ``load_whole``: the one read once the request is written, then, for a
         body that runs to the end of the connection, the end a step later (as a walk's)."""
         self._handle = None
-        if self._closing or self._paused or self._over:
+        if self._closing or self._paused or self._over or self._at_write:
             return
         whole = self._whole
         if whole is None:
