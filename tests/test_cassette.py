@@ -578,3 +578,35 @@ def test_a_miss_after_a_cut_stream_names_the_fault_that_used_the_recording(
     assert (candidate.index, candidate.played, candidate.differences) == (0, True, [])
     assert candidate.note.startswith("played by the injected fault cut_stream")
     assert candidate.note in str(miss.value)
+
+
+def test_a_replay_loads_no_more_than_it_needs(counter: Server, tmp_path: Path) -> None:
+    """A process that loads a cassette and replays from it never reaches the fault machinery,
+    OpenSSL (only ``new_episodes`` compares the file's digest) or the alternation of every
+    credential shape (compiled once a probe finds a head): they cost a fresh process about
+    ten milliseconds before its first request."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "replayed.msgpack"
+    with agenttape.use_cassette(path, mode="all"):
+        httpx.get(counter.url + "/a?q=1", headers={"x-trace": "plain"})
+    script = (
+        "import sys, agenttape\n"
+        "before = set(sys.modules)\n"
+        f"agenttape.load({str(path)!r})\n"
+        "heavy = {'hashlib', '_hashlib', 'uuid', 'email.utils', 'agenttape._core.faults'}\n"
+        "print(sorted((set(sys.modules) - before) & heavy))\n"
+        "import httpx\n"
+        "from agenttape._core.secrets import secret_bytes_regex, secret_regex\n"
+        f"with agenttape.use_cassette({str(path)!r}):\n"
+        f"    assert httpx.get({counter.url + '/a?q=1'!r}, headers={{'x-trace': 'plain'}}).text\n"
+        "print('agenttape._core.faults' in sys.modules, secret_regex.cache_info().currsize,\n"
+        "      secret_bytes_regex.cache_info().currsize)\n"
+    )
+    counter.stop()
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "False", "0", "0"]

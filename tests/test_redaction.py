@@ -21,14 +21,14 @@ from agenttape._core import meta
 from agenttape._core.redaction import Redactor
 from agenttape._core.secrets import (
     CREDENTIAL_STARTS,
-    SECRET_BYTES_REGEX,
     SECRET_HEADERS,
     SECRET_PATTERNS,
-    SECRET_REGEX,
     may_hold_secret,
     may_hold_secret_text,
     scrub_bytes,
     scrub_text,
+    secret_bytes_regex,
+    secret_regex,
 )
 from agenttape._core.wire import codec
 from tests.servers import Reply, Seen, Server, json_reply
@@ -211,7 +211,7 @@ def test_every_credential_anchor_sends_text_to_the_full_scan(anchor: str) -> Non
         text = f"{padding} {anchor} {padding}"
         assert may_hold_secret(text.encode())
         assert may_hold_secret_text(text)
-        assert scrub_text(text) == SECRET_REGEX.sub("<redacted>", text)
+        assert scrub_text(text) == secret_regex().sub("<redacted>", text)
         assert not may_hold_secret(text.replace(anchor, "plain").encode())
         assert not may_hold_secret_text(text.replace(anchor, "plain"))
 
@@ -281,9 +281,9 @@ def test_the_scrub_at_credential_starts_is_the_full_regex_scan(
     pieces: list[str], padding: str
 ) -> None:
     text = padding + "".join(pieces) + padding
-    assert scrub_text(text) == SECRET_REGEX.sub("<redacted>", text)
+    assert scrub_text(text) == secret_regex().sub("<redacted>", text)
     data = text.encode()
-    assert scrub_bytes(data) == SECRET_BYTES_REGEX.sub(b"<redacted>", data)
+    assert scrub_bytes(data) == secret_bytes_regex().sub(b"<redacted>", data)
 
 
 # -- credentials the default rules catch wherever a request (or a redirect) puts them -----

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextvars import Token
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from . import blame, files, runtime, tracebacks
 from . import cassette_reports as reports
@@ -24,7 +24,6 @@ from .errors import (
     UnmatchedInteractionError,
 )
 from .expiry import mode_after_age
-from .faults import Fault, FaultPlan, FiredFault
 from .matching.matcher import Candidate, Matcher
 from .matching.replay_queue import (
     RERECORD_HINT,
@@ -43,6 +42,9 @@ from .text import interrupted
 from .tracebacks import note_fired
 from .wire import codec
 from .wire.stored import StoredInteractions
+
+if TYPE_CHECKING:
+    from .faults import Fault, FaultPlan, FiredFault
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -342,7 +344,11 @@ class Cassette(Saving, runtime.Block, KeepsMisses, Redacting):
         self._frozen_pool, self._derived, self._derived_dirty = None, None, False
         self._replaced = None
         faults = self.options.effective_faults()
-        self._faults = FaultPlan(faults) if faults else None
+        self._faults = None
+        if faults:
+            from .faults import FaultPlan  # only a cassette given faults loads them
+
+            self._faults = FaultPlan(faults)
         self._used_by_faults = {}
         if self._faults is not None and self.mode != "all" and exists:
             # Interactions a fault made while recording are made again by the faults given

@@ -4,12 +4,15 @@ interactions never played, faults that never fired."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import blame
 from .errors import AgentTapeError, AgentTapeWarning, FaultNotFiredError
-from .faults import Fault, FaultPlan
 from .models import Interaction
 from .text import counted
+
+if TYPE_CHECKING:
+    from .faults import Fault, FaultPlan
 
 
 def nothing_recorded(path: Path) -> str:

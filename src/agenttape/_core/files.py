@@ -8,7 +8,6 @@ behind are swept once they are old.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import time
@@ -188,6 +187,8 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 def digest(data: bytes) -> bytes:
+    import hashlib  # only ``new_episodes`` compares digests: most loads never need OpenSSL
+
     return hashlib.blake2b(data, digest_size=16).digest()
 
 

@@ -15,6 +15,11 @@ from .llm import LLMCall, summarize
 
 Headers = Sequence[tuple[str, str]]
 
+FAULT_HEADER = "agenttape-fault"
+"""The header on an error answer a fault made: which fault, on which request. The SDK builds
+its exception from the answer after the exchange, so the patch on that exception reads it
+there to add the note (PEP 678) the agent sees on the exception it catches."""
+
 FailureKind = Literal[
     "connect_error",
     "connect_timeout",

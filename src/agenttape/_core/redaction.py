@@ -20,7 +20,6 @@ from .models import Headers, Request
 from .secrets import (
     JSON_SECRET_REGEX,
     REDACTED,
-    SECRET_BYTES_REGEX,
     SECRET_HEADERS,
     SECRET_QUERY_NAMES,
     json_field_replacement,
@@ -30,6 +29,7 @@ from .secrets import (
     scrub_bytes,
     scrub_json_fields,
     scrub_text,
+    secret_bytes_regex,
 )
 from .substitution import Rule, TooLarge, rewrite_encoded
 
@@ -186,7 +186,7 @@ class Redactor:
         """What this redactor replaces in any text, as rules for a body read as a stream:
         credential shapes, the values of credential JSON keys, and the user's regexes."""
         return (
-            Rule(SECRET_BYTES_REGEX, _REDACTED_BYTES, may_hold_secret),
+            Rule(secret_bytes_regex(), _REDACTED_BYTES, may_hold_secret),
             Rule(JSON_SECRET_REGEX, json_field_replacement, may_hold_json_field),
             *(Rule(re.compile(p.pattern.encode()), _REDACTED_BYTES) for p in self.patterns),
         )

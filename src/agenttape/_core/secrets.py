@@ -3,6 +3,7 @@ what one removes the other looks for, so the two never disagree."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, AnyStr
 
@@ -130,8 +131,21 @@ _BYTES_PROBES = tuple(re.compile(probe.encode()).search for probe in _PROBES)
 _ANY_TEXT_PROBE = re.compile("|".join(_PROBES)).search
 _SHORT_TEXT = 512
 
-SECRET_REGEX = re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS.values()))
-SECRET_BYTES_REGEX = re.compile(SECRET_REGEX.pattern.encode())
+SECRET_PATTERN = "|".join(f"(?:{p})" for p in SECRET_PATTERNS.values())
+"""Every credential shape in one alternation; compiled only once a probe has found a head
+(most processes never need it, and compiling it costs milliseconds at start-up)."""
+
+
+@functools.cache
+def secret_regex() -> re.Pattern[str]:
+    return re.compile(SECRET_PATTERN)
+
+
+@functools.cache
+def secret_bytes_regex() -> re.Pattern[bytes]:
+    return re.compile(SECRET_PATTERN.encode())
+
+
 _REDACTED_BYTES = REDACTED.encode()
 
 # Where a credential can begin: every pattern above starts with one of these literals (its
@@ -201,13 +215,13 @@ def scrub_bytes(data: bytes) -> bytes:
     """``data`` with every credential-shaped run replaced; the same object when there is none."""
     if not may_hold_secret(data):
         return data
-    return _replaced(data, SECRET_BYTES_REGEX, _BYTES_STARTS, _REDACTED_BYTES)
+    return _replaced(data, secret_bytes_regex(), _BYTES_STARTS, _REDACTED_BYTES)
 
 
 def scrub_text(text: str) -> str:
     if not may_hold_secret_text(text):
         return text
-    return _replaced(text, SECRET_REGEX, CREDENTIAL_STARTS, REDACTED)
+    return _replaced(text, secret_regex(), CREDENTIAL_STARTS, REDACTED)
 
 
 _KEY_NAMES = frozenset(key.replace("_", "") for key in SECRET_JSON_KEYS)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .blame import passed_through
 from .errors import AgentTapeError
-from .faults import FAULT_HEADER
+from .models import FAULT_HEADER
 from .options import MODE_ENVIRONMENT_VARIABLE
 from .wire.stored import position_of
 

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from ..models import Failure, Interaction, Request, Response
+from ..models import FAULT_HEADER, Failure, Interaction, Request, Response
 from . import shapes
 
 FaultKind = Literal[
@@ -50,10 +50,6 @@ HTTP_KINDS: frozenset[FaultKind] = frozenset(FAULT_KINDS) - {"close", "grpc_stat
 LIVE_KINDS: frozenset[FaultKind] = HTTP_KINDS - RESPONSE_KINDS
 """What a fault can answer with from the request alone, in a recording mode."""
 
-FAULT_HEADER = "agenttape-fault"
-"""The header on an error answer a fault made: which fault, on which request. The SDK builds
-its exception from the answer after the exchange, so the patch on that exception reads it
-there to add the note (PEP 678) the agent sees on the exception it catches."""
 
 FAULTS_ENVIRONMENT_VARIABLE = "AGENTTAPE_FAULTS"
 """A JSON list of faults (``[{"kind": "rate_limit", "on": "POST /v1/chat/completions",
