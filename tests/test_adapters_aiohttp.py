@@ -501,7 +501,7 @@ async def test_answers_served_in_one_read_keep_bytes_boundaries_and_connection(
 
 
 async def test_an_answer_served_as_the_request_is_written_leaves_no_read_timeout_behind(
-    serve: Serve, cassette_path: Path
+    task_factory: str, serve: Serve, cassette_path: Path
 ) -> None:
     """A request without a body is answered as aiohttp's one write of it returns (from 3.12;
     before, a turn of the loop later): after the read timeout has started, so the end of the
