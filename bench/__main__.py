@@ -88,8 +88,9 @@ WHY_MISSED = {
     "which a cassette is read lazily: each play reads and decodes its interaction again (4.3 µs "
     "alone, about 9 µs a request in place); read whole, 20,000 replay at 1.01x of 200 (CPU time, "
     "same machine), and scenario 12's memory is what the lazy read buys.",
-    "4": "recording executes 1.106x a live request's instructions (valgrind, the client alone): "
-    "of the 173k more a request, the interpreter running agenttape's 1,100 bytecodes about 41k, "
+    "4": "recording executes 1.10x a live request's instructions (valgrind, the client alone: "
+    "159k more a request in INSTRUCTIONS.md's last run); of the 173k more measured function by "
+    "function in an earlier one, the interpreter running agenttape's 1,100 bytecodes about 41k, "
     "msgpack encoding the cassette at exit 15k, three scans for credential shapes and secret "
     "names 10k, allocation 8.5k, the collector 5.6k; the pairs spread from 0.9x to 1.5x on a "
     "shared machine.",
