@@ -92,7 +92,7 @@ def mirror() -> str:
     for sources in [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]:
         with contextlib.suppress(OSError):
             for line in sources.read_text().splitlines():
-                words = line.split()
+                words = line.partition("#")[0].split()  # a comment names a mirror not in use
                 for word in words:
                     if word.startswith("http") and "/debian" in word and "security" not in word:
                         return word.rstrip("/")
