@@ -128,12 +128,21 @@ def build_root(versions: list[str]) -> None:
     share_files()
     environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     inside = ["chroot", str(ROOT)]
-    run([*inside, *APT, "update"], stdout=subprocess.DEVNULL, env=environment)
-    run(
-        [*inside, *APT, "--no-install-recommends", "install", *wanted],
-        stdout=subprocess.DEVNULL,
-        env=environment,
-    )
+    # Java's package runs java as it installs, which needs /proc.
+    proc = ROOT / "proc"
+    unmount_left(proc)
+    run(["mount", "-t", "proc", "proc", str(proc)])
+    try:
+        # An install stopped half-way (killed, or a package that failed) is finished first.
+        run([*inside, "dpkg", "--configure", "-a"], stdout=subprocess.DEVNULL, env=environment)
+        run([*inside, *APT, "update"], stdout=subprocess.DEVNULL, env=environment)
+        run(
+            [*inside, *APT, "--no-install-recommends", "install", *wanted],
+            stdout=subprocess.DEVNULL,
+            env=environment,
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(proc)], check=False)
     previous = stamp.read_text().split() if stamp.exists() else []
     stamp.write_text("\n".join(sorted({*previous, *wanted})) + "\n")
 
