@@ -190,8 +190,9 @@ def test_a_body_rebuilt_by_the_serializer_reaches_every_client_whole(
 
 
 def test_a_length_that_describes_no_stored_body_is_kept(tmp_path: Path) -> None:
-    """A HEAD answer, a 304 and a chunked body tell a length the stored body does not have,
-    and are right to: only a length that frames the stored body is fitted to it."""
+    """A HEAD answer and a 304 tell a length the stored body does not have, and are right
+    to: only a length that frames the stored body is fitted to it. A chunked body has no
+    length: one a hook wrote beside its Transfer-Encoding goes (aiohttp refuses the two)."""
     source = tmp_path / "kept.yaml"
 
     def answered(method: str, code: int, headers: dict[str, list[str]], body: str) -> object:
@@ -217,6 +218,6 @@ def test_a_length_that_describes_no_stored_body_is_kept(tmp_path: Path) -> None:
     assert read[:3] == [
         [("Content-Length", "1234")],
         [("Content-Length", "1234")],
-        [("Content-Length", "1234"), ("Transfer-Encoding", "chunked")],
+        [("Transfer-Encoding", "chunked")],
     ]
     assert read[3] == [("Content-Length", "4"), ("X-Kept", "1")]

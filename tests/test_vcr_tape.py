@@ -388,3 +388,46 @@ def test_what_agenttape_redacted_matches_under_vcrpys_matchers(
     message = str(miss.value)
     assert "secret-in" not in message
     assert "  headers.x-run: expected '1', got '2'" in miss.value.candidates[0].differences
+
+
+def test_a_method_vcrpy_recorded_as_the_caller_wrote_it_matches_as_under_vcrpy(
+    tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    """aiohttp sends ``post`` as ``POST``, but vcrpy's aiohttp stubs record (and match) the
+    method as the caller wrote it, as google-genai's async client writes it. Under a
+    ``match_on`` without the query, two uploads to one path told apart by their method's
+    spelling alone must each get their own answer, as under vcrpy."""
+    import asyncio
+
+    import aiohttp
+
+    server = serve(lambda seen: json_reply({"method": seen.method, "query": seen.query}))
+    path = tmp_path / "upload.json"
+
+    async def upload() -> list[bytes]:
+        async with aiohttp.ClientSession() as session:
+            answers = []
+            for method, query in (("post", "start"), ("POST", "upload_id=1"), ("put", "x")):
+                async with session.request(method, f"{server.url}/files?{query}") as answer:
+                    answers.append(await answer.read())
+            return answers
+
+    with vcr.VCR(serializer="json", record_mode="all").use_cassette(str(path)):
+        recorded = asyncio.run(upload())
+    methods = [i["request"]["method"] for i in json.loads(path.read_text())["interactions"]]
+    served = len(server.seen)
+
+    replay = tape(path, "none", match_on=["method", "scheme", "host", "port", "path"])
+    replay.start()
+    try:
+        replayed = asyncio.run(upload())
+    finally:
+        replay.stop()
+    assert len(server.seen) == served
+    assert methods == ["post", "POST", "put"]
+    assert replayed == recorded
+    assert [json.loads(body)["query"] for body in replayed] == [
+        [["start", ""]],
+        [["upload_id", "1"]],
+        [["x", ""]],
+    ]

@@ -184,12 +184,14 @@ def _fit_length(headers: Headers, body: bytes, method: str, status: int) -> Head
     """Headers whose Content-Length is the length of the body as stored: a project's
     serializer that rebuilds a body (JSON from its parsed form) gives it another length than
     the one recorded, and vcrpy hands a client the whole body whatever the header says. An
-    answer that has no body by its nature (HEAD, 1xx, 204, 304) and one framed by
-    Transfer-Encoding keep theirs."""
+    answer that has no body by its nature (HEAD, 1xx, 204, 304) keeps its length. One framed
+    by Transfer-Encoding has none: a hook that wrote a Content-Length beside it (a server
+    never sends both) made a head aiohttp's parser refuses, where vcrpy's stubs parse no
+    head, and Transfer-Encoding decides the framing (RFC 9112, 6.3)."""
     if method == "HEAD" or status < 200 or status in _BODILESS_STATUS:
         return headers
     if first_header(headers, "transfer-encoding") is not None:
-        return headers
+        return [(name, value) for name, value in headers if name.lower() != "content-length"]
     length = str(len(body))
     if all(value.strip() == length for name, value in headers if name.lower() == "content-length"):
         return headers

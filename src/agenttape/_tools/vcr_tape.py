@@ -51,6 +51,10 @@ VcrMatcher = Callable[[Any, Any], Any]
 
 
 def _attribute_key(name: str) -> Callable[[Any], Hashable]:
+    if name == "method":
+        # aiohttp sends a method in capitals, but vcrpy's aiohttp stubs record it as the
+        # caller wrote it (google-genai writes "post"): on the wire they are one method.
+        return lambda request: str(request.method).upper()
     if name == "query":
         return lambda request: tuple(request.query)
     if name == "path":
