@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -12,7 +13,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,13 +237,26 @@ def write_run(
     return path
 
 
-def signals_as_at_a_terminal() -> None:
-    """``preexec_fn`` for a child a test signals: it starts as a command typed at a terminal
+@contextlib.contextmanager
+def signals_as_at_a_terminal() -> Iterator[None]:
+    """Around starting a child a test signals: it starts as a command typed at a terminal
     does, SIGINT and SIGTERM at their defaults and unblocked, whatever the test's process
-    inherited or was left with by a library an earlier test used."""
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    inherited or was left with by a library an earlier test used. Set in this process while
+    the child starts, not in the child (a ``preexec_fn`` runs Python between fork and exec,
+    with the fork handlers of every library loaded, and grpc's abort the child): a signal
+    ignored here would stay ignored across exec, so it is caught meanwhile (a caught signal
+    is at its default after exec), and the mask a child starts with is its parent's."""
+    wanted = {signal.SIGINT, signal.SIGTERM}
+    ignored = [number for number in wanted if signal.getsignal(number) == signal.SIG_IGN]
+    for number in ignored:
+        signal.signal(number, lambda *_: None)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
 
 
 def fresh_copies(template: Path, folder: Path, scheme: str = "") -> Callable[[int], str]:

@@ -104,14 +104,14 @@ def spark_rows(sql: str, warehouse: Path) -> list[tuple[str, str, str, _dt.datet
     names = ("PATH", "HOME", "LANG", "JAVA_HOME", "TMPDIR")
     environment = {name: os.environ[name] for name in names if name in os.environ}
     for _attempt in range(2):  # a JVM that exits while starting on a loaded machine
-        done = subprocess.run(
-            [sys.executable, "-c", SPARK_QUERY, sql, str(warehouse)],
-            capture_output=True,
-            text=True,
-            env=environment,
-            preexec_fn=signals_as_at_a_terminal,
-            timeout=300,
-        )
+        with signals_as_at_a_terminal():
+            done = subprocess.run(
+                [sys.executable, "-c", SPARK_QUERY, sql, str(warehouse)],
+                capture_output=True,
+                text=True,
+                env=environment,
+                timeout=300,
+            )
         if done.returncode == 0:
             found = json.loads(done.stdout.splitlines()[-1])
             return [

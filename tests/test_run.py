@@ -276,16 +276,16 @@ def run_until_ready(
 ) -> tuple[subprocess.Popen[str], list[str]]:
     """Starts ``agenttape ARGS`` as a terminal would and reads the command's first four lines
     (its last says it is ready for the signal)."""
-    run = subprocess.Popen(
-        [str(AGENTTAPE), *args],
-        stdin=subprocess.DEVNULL,
-        preexec_fn=signals_as_at_a_terminal,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "API": api},
-    )
+    with signals_as_at_a_terminal():
+        run = subprocess.Popen(
+            [str(AGENTTAPE), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env={**os.environ, "API": api},
+        )
     assert run.stdout is not None
     return run, [run.stdout.readline() for _ in range(4)]
 

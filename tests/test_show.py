@@ -93,14 +93,14 @@ def test_ctrl_c_in_a_script_leaves_a_cassette_that_says_it_was_cut_short(
             """
         )
     )
-    running = subprocess.Popen(
-        [sys.executable, str(script), str(cassette), weather.url],
-        stdin=subprocess.DEVNULL,
-        preexec_fn=signals_as_at_a_terminal,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with signals_as_at_a_terminal():
+        running = subprocess.Popen(
+            [sys.executable, str(script), str(cassette), weather.url],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     assert running.stdout is not None
     if running.stdout.readline() != "ready\n":
         _out, err = running.communicate(timeout=60)
