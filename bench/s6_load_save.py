@@ -49,8 +49,11 @@ def save(library: str, cassette: Any, path: Path) -> None:
 
 
 def import_library(library: str) -> None:
+    """What each library's ``load`` runs on, imported before the timing starts. agenttape
+    imports its cassette module on first use of ``agenttape.load``, not with ``agenttape``:
+    naming it here imports it, as ``import vcr.cassette`` does vcrpy's."""
     if library == "agenttape":
-        import agenttape  # noqa: F401
+        from agenttape import load  # noqa: F401
     elif library == "cassetter":
         import cassetter  # noqa: F401
     else:
