@@ -642,3 +642,29 @@ def test_the_vcr_marker_replays_an_sdk_retry_matched_on_headers(
     server.stop()
     result = run(pytester, server, "--record-mode=none")
     result.assert_outcomes(passed=1)
+
+
+UNUSED_SESSION = """
+    import sys
+
+
+    def test_loaded_by_now():
+        heavy = ["msgpack", "agenttape._core.models", "agenttape._core.tape"]
+        heavy += ["agenttape._core.matching", "agenttape._core.wire", "agenttape._core.cassette"]
+        print("HEAVY", [name for name in heavy if name in sys.modules])
+"""
+
+
+@pytest.mark.parametrize("recording", ["pytest-recording", "drop-in"])
+def test_a_session_that_opens_no_cassette_loads_no_cassette_machinery(
+    pytester: pytest.Pytester, recording: str
+) -> None:
+    """Installed and not used, the plugin loads what registers its options, markers and
+    fixtures, not the model, the matching or the file format: pytest rewrites the asserts of
+    every module of a plugin's package it imports, and where byte code is not written
+    (``PYTHONDONTWRITEBYTECODE``, common in containers) it does so in every session."""
+    pytester.makepyfile(test_unused=textwrap.dedent(UNUSED_SESSION))
+    disabled = ("-p", "no:recording") if recording == "drop-in" else ()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", *disabled)
+    result.assert_outcomes(passed=1)
+    assert "HEAVY []" in result.stdout.str()

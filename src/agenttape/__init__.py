@@ -17,9 +17,6 @@ from ._core.errors import (
     NetworkBlockedError,
     UnmatchedInteractionError,
 )
-from ._core.llm import LLMCall
-from ._core.matching.matcher import Candidate
-from ._core.models import Failure, Interaction, Request, Response
 from ._core.options import Mode
 from ._version import __version__
 
@@ -27,6 +24,9 @@ if TYPE_CHECKING:
     from ._core.boundary import boundary
     from ._core.cassette import Cassette, load, use_cassette
     from ._core.faults import Fault, fault
+    from ._core.llm import LLMCall
+    from ._core.matching.matcher import Candidate
+    from ._core.models import Failure, Interaction, Request, Response
     from ._production.recorder import Recorder, RecorderStats
     from ._production.run import Run
 
@@ -34,7 +34,13 @@ _enable_adapters()
 
 _LAZY = {
     "boundary": "._core.boundary",
+    "Candidate": "._core.matching.matcher",
     "Cassette": "._core.cassette",
+    "Failure": "._core.models",
+    "Interaction": "._core.models",
+    "LLMCall": "._core.llm",
+    "Request": "._core.models",
+    "Response": "._core.models",
     "load": "._core.cassette",
     "use_cassette": "._core.cassette",
     "Fault": "._core.faults",
@@ -44,7 +50,8 @@ _LAZY = {
     "Run": "._production.run",
 }
 """Names imported on first use: a process that never opens a cassette or a recorder of its
-own (the pytest plugin serving a suite written for pytest-recording, say) never loads them."""
+own (a pytest session in which no test uses one, say) never loads them, nor the model and the
+matching they stand on."""
 
 
 def __getattr__(name: str) -> Any:

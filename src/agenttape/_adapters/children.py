@@ -23,11 +23,13 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._core.blame import passed_through
-from .._core.tape import Tape
 from . import ledger
+
+if TYPE_CHECKING:
+    from .._core.tape import Tape
 
 __tracebackhide__ = passed_through
 

@@ -16,11 +16,13 @@ import re
 import socket
 import time
 from collections.abc import Iterable
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from .models import Interaction
 from .provider_keys import PLACEHOLDER
+
+if TYPE_CHECKING:
+    from .models import Interaction
 
 OnExpired = Literal["warn", "fail", "rerecord"]
 ON_EXPIRED: tuple[OnExpired, ...] = get_args(OnExpired)

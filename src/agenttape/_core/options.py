@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from .age import ON_EXPIRED, OnExpired, parse_age
-from .wire import codec
 
 if TYPE_CHECKING:
     from .faults import Fault
@@ -126,7 +125,10 @@ class CassetteOptions:
             raise ValueError(
                 f"on_unused must be one of {', '.join(ON_UNUSED)}; got {self.on_unused!r}"
             )
-        codec.check_tags(self.tags)
+        if self.tags:
+            from .wire.codec import check_tags  # the msgpack writer, loaded when tags need it
+
+            check_tags(self.tags)
 
     def effective_mode(self) -> Mode:
         """The mode, unless ``AGENTTAPE_MODE`` overrides it for the whole process."""

@@ -19,10 +19,12 @@ import warnings
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from . import blame
-from .tape import Tape
+
+if TYPE_CHECKING:
+    from .tape import Tape
 
 _current: ContextVar[Tape | None] = ContextVar("agenttape_current", default=None)
 _inside_adapter: ContextVar[bool] = ContextVar("agenttape_inside_adapter", default=False)

@@ -150,15 +150,18 @@ def configure(config: pytest.Config) -> bool:
     conftests' (``pytest_plugin``)."""
     if not offered(config):
         return False
-    from .._core.matching.matcher import Matcher
     from .drift import DriftReport
 
     for name, text in _MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
-    try:
-        Matcher(ignore_json_fields=config.getini(IGNORE_JSON_FIELDS))
-    except ValueError as error:
-        raise pytest.UsageError(f"{IGNORE_JSON_FIELDS}: {error}") from None
+    ignored = config.getini(IGNORE_JSON_FIELDS)
+    if ignored:  # the matching is loaded to check them, not for a suite that sets none
+        from .._core.matching.matcher import Matcher
+
+        try:
+            Matcher(ignore_json_fields=ignored)
+        except ValueError as error:
+            raise pytest.UsageError(f"{IGNORE_JSON_FIELDS}: {error}") from None
     config.pluginmanager.register(
         DriftReport(config.getoption("agenttape_drift")), "agenttape-drift"
     )
